@@ -1,0 +1,154 @@
+# kpgpud — GNU make, parallel-safe.
+#
+#   make            release build into build/bin
+#   make check      test build (fault points on) + every test
+#   make asan       ASan+UBSan build + the same tests
+#   make fuzz       libFuzzer targets (FUZZ_SECONDS each, default 60)
+#   make demo       the walkthrough on the bundled API simulator
+#   make bench      benchmarks (figures, not assertions)
+#   make install    PREFIX=/usr/local DESTDIR=
+
+VERSION    := 0.1.0
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+VARIANT    ?= release
+FUZZ_SECONDS ?= 60
+
+PKGS := libevent libevent_openssl libevent_pthreads openssl msgpack \
+	libcurl jansson sqlite3 yaml-0.1
+
+ifeq ($(VARIANT),release)
+OUT      := build
+VCFLAGS  := -O2
+VLDFLAGS :=
+else ifeq ($(VARIANT),test)
+OUT      := build/test
+VCFLAGS  := -O2 -DKPGPUD_FAULTS
+VLDFLAGS :=
+else ifeq ($(VARIANT),asan)
+OUT      := build/asan
+VCFLAGS  := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+	-fno-sanitize-recover=all -DKPGPUD_FAULTS
+VLDFLAGS := -fsanitize=address,undefined
+else
+$(error VARIANT must be release, test or asan)
+endif
+
+# Evaluated lazily, so 'make deps' works before pkg-config knows anything.
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
+
+CC       ?= cc
+CFLAGS   ?=
+KCFLAGS   = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g \
+	-Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
+	-fstack-protector-strong -D_FORTIFY_SOURCE=2 \
+	-DKPGPUD_VERSION='"$(VERSION)"' -I. $(VCFLAGS) $(PKG_CFLAGS) $(CFLAGS)
+KLDFLAGS  = $(VLDFLAGS) -Wl,-z,relro,-z,now $(LDFLAGS)
+KLIBS     = $(PKG_LIBS) -lpthread -lm
+
+DAEMONS  := kpgpud-admit kpgpud-sync kpgpud-quota
+PROGS    := $(DAEMONS) kpgpuctl
+
+LIB_SRCS := $(wildcard common/*.c ipc/*.c) \
+	$(filter-out %/main.c,$(wildcard $(addsuffix /*.c,$(PROGS))))
+LIB_OBJS := $(LIB_SRCS:%.c=$(OUT)/obj/%.o)
+LIB      := $(OUT)/lib/libkpgpud.a
+# a program is built once its main.c exists
+BINS     := $(foreach p,$(PROGS),$(if $(wildcard $(p)/main.c),$(OUT)/bin/$(p)))
+
+UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
+UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(OUT)/tests/%)
+HARNESS    := $(OUT)/obj/tests/unit/harness.o
+TOOL_SRCS  := $(wildcard tests/tools/*.c)
+TOOL_BINS  := $(TOOL_SRCS:tests/tools/%.c=$(OUT)/tests/%)
+
+.PHONY: all deps check test-build asan fuzz demo bench install clean \
+	unit integration faults
+
+all: $(BINS)
+
+deps:
+	@scripts/deps
+
+$(OUT)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(KCFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	ar rcs $@ $^
+
+$(OUT)/bin/%: $(OUT)/obj/%/main.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(KLDFLAGS) -o $@ $< $(LIB) $(KLIBS)
+
+$(OUT)/tests/%: $(OUT)/obj/tests/unit/%.o $(HARNESS) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(KLDFLAGS) -o $@ $< $(HARNESS) $(LIB) $(KLIBS)
+
+$(OUT)/tests/%: $(OUT)/obj/tests/tools/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(KLDFLAGS) -o $@ $< $(LIB) $(KLIBS)
+
+test-build: $(BINS) $(UNIT_BINS) $(TOOL_BINS)
+
+# check: dependencies, a test build with fault points, then every test.
+check:
+	@scripts/deps
+	$(MAKE) VARIANT=test test-build
+	tests/run build/test
+
+asan:
+	@scripts/deps
+	$(MAKE) VARIANT=asan test-build
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	tests/run build/asan
+
+unit:
+	$(MAKE) VARIANT=test test-build
+	tests/run build/test unit
+
+integration:
+	$(MAKE) VARIANT=test test-build
+	tests/run build/test integration
+
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+fuzz:
+	@scripts/deps
+	scripts/fuzz $(FUZZ_SECONDS) $(FUZZ_SRCS:tests/fuzz/%.c=%)
+
+demo:
+	@scripts/deps
+	$(MAKE) all
+	scripts/demo
+
+bench:
+	@scripts/deps
+	$(MAKE) all
+	scripts/bench
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man8 \
+		$(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 $(wildcard man/*.8) $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -m 0644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
+	@if [ -d systemd ] && ls systemd/*.service >/dev/null 2>&1; then \
+		install -d $(DESTDIR)$(PREFIX)/lib/systemd/system \
+			$(DESTDIR)$(PREFIX)/lib/sysusers.d \
+			$(DESTDIR)$(PREFIX)/lib/tmpfiles.d; \
+		install -m 0644 systemd/*.service systemd/*.target \
+			$(DESTDIR)$(PREFIX)/lib/systemd/system/; \
+		install -m 0644 systemd/kpgpud.sysusers \
+			$(DESTDIR)$(PREFIX)/lib/sysusers.d/kpgpud.conf; \
+		install -m 0644 systemd/kpgpud.tmpfiles \
+			$(DESTDIR)$(PREFIX)/lib/tmpfiles.d/kpgpud.conf; \
+	fi
+
+clean:
+	rm -rf build
+
+-include $(shell find $(OUT)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,72 @@
+# Shared helpers for shell integration tests. Source it first thing:
+#   . "$(dirname "$0")/../integration/lib.sh"
+# It makes a private temp dir ($T), removes it and kills what the test
+# started (register pids with t_bg) on exit, and prints the closing line
+# "N passed, N failed".
+set -u
+: "${KPGPUD_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${KPGPUD_BIN:=$KPGPUD_SRCDIR/build/test/bin}"
+: "${KPGPUD_TESTBIN:=$KPGPUD_SRCDIR/build/test/tests}"
+export KPGPUD_SRCDIR KPGPUD_BIN KPGPUD_TESTBIN
+T=$(mktemp -d "${TMPDIR:-/tmp}/kpgpud-test.XXXXXX")
+_t_pass=0
+_t_fail=0
+_t_pids=""
+
+t_cleanup() {
+	for p in $_t_pids; do kill "$p" 2>/dev/null; done
+	for p in $_t_pids; do
+		i=0
+		while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do
+			sleep 0.1; i=$((i + 1))
+		done
+		kill -9 "$p" 2>/dev/null
+	done
+	[ -f "$T/sim/pid" ] && kill "$(cat "$T/sim/pid")" 2>/dev/null
+	if [ -n "${KEEP_TMP:-}" ]; then echo "kept $T"; else rm -rf "$T"; fi
+}
+t_finish() {
+	rc=$?
+	t_cleanup
+	[ $rc -ne 0 ] && [ $_t_fail -eq 0 ] && _t_fail=1
+	echo "$_t_pass passed, $_t_fail failed"
+	[ $_t_fail -eq 0 ]
+}
+trap t_finish EXIT
+trap 'exit 130' INT TERM
+
+# t_bg CMD...: start CMD in the background and kill it at exit; sets $!.
+t_bg() {
+	"$@" &
+	_t_pids="$_t_pids $!"
+}
+
+ok()   { echo "ok   $*"; _t_pass=$((_t_pass + 1)); }
+fail() { echo "FAIL $*"; _t_fail=$((_t_fail + 1)); }
+
+# check DESC CMD...: ok when CMD succeeds, FAIL otherwise.
+check() {
+	desc=$1; shift
+	if "$@"; then ok "$desc"; else fail "$desc"; fi
+}
+
+# wait_for SECONDS CMD...: poll CMD every 50 ms until it succeeds; bounded.
+wait_for() {
+	limit=$1; shift
+	end=$(( $(date +%s) + limit ))
+	while ! "$@" >/dev/null 2>&1; do
+		[ "$(date +%s)" -ge "$end" ] && return 1
+		sleep 0.05
+	done
+	return 0
+}
+
+# sim_start [ARGS...]: start a private API simulator in $T/sim; sets
+# KUBECONFIG and SIM_URL.
+sim_start() {
+	"$KPGPUD_SRCDIR/tests/kube-sim/run" "$T/sim" "$@" >"$T/sim.out" 2>&1 || {
+		cat "$T/sim.out"; return 1; }
+	KUBECONFIG=$T/sim/kubeconfig
+	SIM_URL=$(cat "$T/sim/url")
+	export KUBECONFIG SIM_URL
+}

@@ -1,0 +1,87 @@
+/* Runs the registered unit tests and prints "N passed, N failed". */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/unit/test.h"
+
+#define MAX_TESTS	1024
+
+static struct {
+	const char	*name;
+	test_fn		 fn;
+} tests[MAX_TESTS];
+static int ntests;
+static int cur_failed;
+
+/* Remember one test; called from constructors before main. */
+void
+test_register(const char *name, test_fn fn)
+{
+	if (ntests == MAX_TESTS) {
+		fprintf(stderr, "too many tests\n");
+		exit(2);
+	}
+	tests[ntests].name = name;
+	tests[ntests].fn = fn;
+	ntests++;
+}
+
+/* Report one failed check of the running test. */
+void
+test_fail(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "  FAIL %s:%d: ", file, line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	cur_failed = 1;
+}
+
+/* Resolve a path relative to the source tree (KPGPUD_SRCDIR or "."). */
+const char *
+test_srcpath(const char *rel)
+{
+	static char buf[4096];
+	const char *top = getenv("KPGPUD_SRCDIR");
+
+	snprintf(buf, sizeof(buf), "%s/%s", top ? top : ".", rel);
+	return buf;
+}
+
+/* Whether test name was selected on the command line. */
+static int
+selected(const char *name, int argc, char **argv)
+{
+	if (argc < 2)
+		return 1;
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	int passed = 0, failed = 0;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (int i = 0; i < ntests; i++) {
+		if (!selected(tests[i].name, argc, argv))
+			continue;
+		cur_failed = 0;
+		tests[i].fn();
+		printf("%s %s\n", cur_failed ? "FAIL" : "ok  ", tests[i].name);
+		if (cur_failed)
+			failed++;
+		else
+			passed++;
+	}
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}

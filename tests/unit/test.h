@@ -1,0 +1,53 @@
+/*
+ * A small unit-test harness. Each TEST() registers itself; harness.c runs
+ * them all (or those named on the command line) and ends with the line
+ * "N passed, N failed". A failed CHECK marks the test failed and goes on;
+ * REQUIRE returns from the test.
+ */
+#ifndef KPGPUD_TEST_H
+#define KPGPUD_TEST_H
+
+#include <stdbool.h>
+#include <string.h>
+
+typedef void (*test_fn)(void);
+
+void test_register(const char *name, test_fn fn);
+void test_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Absolute path of a file under the source tree (tests/fixtures/...). */
+const char *test_srcpath(const char *rel);
+
+#define TEST(name)							\
+	static void test_##name(void);					\
+	__attribute__((constructor)) static void test_reg_##name(void)	\
+	{ test_register(#name, test_##name); }				\
+	static void test_##name(void)
+
+#define CHECK(cond) do {						\
+	if (!(cond))							\
+		test_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);	\
+} while (0)
+
+#define REQUIRE(cond) do {						\
+	if (!(cond)) {							\
+		test_fail(__FILE__, __LINE__, "REQUIRE(%s)", #cond);	\
+		return;							\
+	}								\
+} while (0)
+
+#define CHECK_INT(a, b) do {						\
+	long long _a = (long long)(a), _b = (long long)(b);		\
+	if (_a != _b)							\
+		test_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld",	\
+		    #a, #b, _a, _b);					\
+} while (0)
+
+#define CHECK_STR(a, b) do {						\
+	const char *_a = (a), *_b = (b);				\
+	if (_a == NULL || _b == NULL || strcmp(_a, _b) != 0)		\
+		test_fail(__FILE__, __LINE__, "%s == %s: \"%s\" != \"%s\"", \
+		    #a, #b, _a ? _a : "(null)", _b ? _b : "(null)");	\
+} while (0)
+
+#endif
