@@ -5,6 +5,14 @@
 #include "common/log.h"
 #include "kpgpuctl/ctl.h"
 
+/*
+ * Weak while the subcommands land one by one; a missing one says so.
+ */
+#pragma weak ctl_cmd_patch
+#pragma weak ctl_cmd_review
+#pragma weak ctl_cmd_render
+#pragma weak ctl_cmd_cache
+
 struct ctl_cmd {
 	const char	*name;
 	int		(*fn)(int, char **);
@@ -54,8 +62,14 @@ main(int argc, char **argv)
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(ctl_cmds) / sizeof(ctl_cmds[0]); i++)
-		if (strcmp(argv[1], ctl_cmds[i].name) == 0)
+		if (strcmp(argv[1], ctl_cmds[i].name) == 0) {
+			if (ctl_cmds[i].fn == NULL) {
+				fprintf(stderr, "kpgpuctl: %s is not built in\n",
+				    argv[1]);
+				return 1;
+			}
 			return ctl_cmds[i].fn(argc - 1, argv + 1);
+		}
 	fprintf(stderr, "kpgpuctl: unknown command \"%s\"\n", argv[1]);
 	usage(stderr);
 	return 2;
