@@ -63,6 +63,9 @@ HARNESS    := $(OUT)/obj/tests/unit/harness.o
 TOOL_SRCS  := $(wildcard tests/tools/*.c)
 TOOL_BINS  := $(TOOL_SRCS:tests/tools/%.c=$(OUT)/tests/%)
 
+.SECONDARY:
+.DELETE_ON_ERROR:
+
 .PHONY: all deps check test-build asan fuzz demo bench install clean \
 	unit integration faults
 
@@ -80,9 +83,13 @@ $(LIB): $(LIB_OBJS)
 	rm -f $@
 	ar rcs $@ $^
 
-$(OUT)/bin/%: $(OUT)/obj/%/main.o $(LIB)
+# A program links its own objects directly (so weak references and
+# constructors in them count), the shared library for everything else.
+prog_objs = $(patsubst %.c,$(OUT)/obj/%.o,$(wildcard $(1)/*.c))
+.SECONDEXPANSION:
+$(OUT)/bin/%: $$(call prog_objs,$$*) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(KLDFLAGS) -o $@ $< $(LIB) $(KLIBS)
+	$(CC) $(KLDFLAGS) -o $@ $(filter %.o,$^) $(LIB) $(KLIBS)
 
 $(OUT)/tests/%: $(OUT)/obj/tests/unit/%.o $(HARNESS) $(LIB)
 	@mkdir -p $(@D)
