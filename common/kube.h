@@ -1,0 +1,188 @@
+/*
+ * Asynchronous Kubernetes API client on libevent: libcurl's multi interface
+ * driven by the event loop (curl_multi_socket_action from event callbacks and
+ * one timer), jansson for bodies. One client per event_base; every callback
+ * runs on that loop. Modules do not log: results carry a status, an errno
+ * and a message for the caller to log once.
+ *
+ * - TLS is always verified (CA from the config, else the system store).
+ * - A token bucket limits requests (qps/burst); waits are counted.
+ * - 429, 5xx and transport errors are retried with jittered exponential
+ *   backoff honouring Retry-After, up to max_retries; other 4xx are not.
+ * - Watches are chunked streams decoded by common/watchstream.h; a stall
+ *   detector ends a watch that receives no bytes for watch_stall_ms.
+ * - The bearer token is re-read from its file (if any) before each request
+ *   when the file changed.
+ */
+#ifndef KPGPUD_KUBE_H
+#define KPGPUD_KUBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "common/kubeconfig.h"
+#include "common/watchstream.h"
+
+struct event_base;
+struct kube_client;
+struct kube_req;
+struct kube_list;
+struct kube_watch;
+
+/* Zero fields take the defaults in brackets. */
+struct kube_client_opts {
+	double		 qps;		/* [5]; < 0: unlimited */
+	int		 burst;		/* [10] */
+	const char	*user_agent;	/* ["kpgpud/" KPGPUD_VERSION] */
+	int		 timeout_ms;	/* per attempt, not watches [30000] */
+	int		 connect_timeout_ms; /* [10000] */
+	int		 max_retries;	/* [5]; < 0: none */
+	int		 backoff_base_ms; /* first retry delay [200] */
+	int		 backoff_max_ms;  /* cap, also on Retry-After [30000] */
+	size_t		 max_response;	/* body cap [64 MiB] */
+	size_t		 max_line;	/* watch line cap [16 MiB] */
+	int		 watch_stall_ms; /* no bytes for this long [120000]; < 0 off */
+};
+
+/* Counters the caller can read at any time (kube_client_metrics). */
+struct kube_metrics {
+	uint64_t	 requests;	/* attempts sent, retries and watches included */
+	uint64_t	 status[600];	/* completed attempts by HTTP status; [0]: transport error */
+	uint64_t	 retries;	/* attempts that were retries */
+	uint64_t	 throttled;	/* requests that waited for the rate limiter */
+	uint64_t	 throttled_ms;	/* total time spent waiting for it */
+	uint64_t	 watches;	/* watches started */
+	uint64_t	 watch_events;	/* events delivered */
+	uint64_t	 watch_stalls;	/* watches ended as stalled */
+	uint64_t	 token_reloads;	/* token file re-reads that changed it */
+};
+
+/* The outcome of a request, valid only during the callback. */
+struct kube_response {
+	long		 status;	/* HTTP status; 0 when no response */
+	int		 error;		/* 0 or -errno: -ETIMEDOUT, -ECONNREFUSED,
+					   -EMSGSIZE (over max_response),
+					   -EPROTO (TLS / transport), -ENOMEM */
+	json_t		*json;		/* parsed JSON body or NULL; borrowed,
+					   json_incref() to keep */
+	const char	*body;		/* raw body, NUL-terminated; "" if none */
+	size_t		 body_len;
+	const char	*message;	/* Status.message, else a short text; never NULL */
+	const char	*reason;	/* Status.reason, e.g. "NotFound"; "" if none */
+	int		 attempts;	/* 1 + retries */
+};
+
+/*
+ * Called once per request unless it was cancelled. The kube_req handle is
+ * invalid from the moment the callback starts.
+ */
+typedef void (*kube_response_cb)(const struct kube_response *resp,
+    void *arg);
+
+/* New client on base; cfg must outlive it. NULL with errno set on failure. */
+struct kube_client *kube_client_new(struct event_base *base,
+	    struct kube_config *cfg, const struct kube_client_opts *opts);
+/*
+ * Cancel everything (no callbacks run) and free; NULL-safe. Not from inside
+ * one of the client's callbacks.
+ */
+void	 kube_client_free(struct kube_client *c);
+const struct kube_metrics *kube_client_metrics(const struct kube_client *c);
+
+/*
+ * Start a request. path_and_query starts with '/', e.g.
+ * "/api/v1/namespaces?limit=500". content_type and body may be NULL (no
+ * body); body is copied. On success *ret (if ret is not NULL) is a handle
+ * for kube_request_cancel(). Returns 0, -EINVAL or -ENOMEM.
+ */
+int	 kube_request(struct kube_client *c, const char *method,
+	    const char *path_and_query, const char *content_type,
+	    const char *body, size_t len, kube_response_cb cb, void *arg,
+	    struct kube_req **ret);
+/* Cancel a pending request; its callback will not run. NULL-safe. */
+void	 kube_request_cancel(struct kube_req *req);
+
+/*
+ * Paginated list: GETs path with limit=L (and resourceVersion on the first
+ * page, continue=... after), calls on_page with each page's items array
+ * (borrowed), then on_end once. On success resp->status is 200 and
+ * resource_version is the list's metadata.resourceVersion (the one to watch
+ * from); on failure resp says why (410 = continue token expired: relist)
+ * and resource_version is NULL. query: extra parameters such as
+ * "labelSelector=a%3Db" or NULL. limit 0: 500.
+ */
+typedef void (*kube_list_page_cb)(json_t *items, void *arg);
+typedef void (*kube_list_end_cb)(const struct kube_response *resp,
+    const char *resource_version, void *arg);
+int	 kube_list_start(struct kube_client *c, const char *path,
+	    const char *query, unsigned limit, const char *resource_version,
+	    kube_list_page_cb on_page, kube_list_end_cb on_end, void *arg,
+	    struct kube_list **ret);
+/* Stop a list; no more callbacks. NULL-safe. Invalid once on_end starts. */
+void	 kube_list_cancel(struct kube_list *l);
+
+/* Why a watch ended. */
+enum kube_watch_reason {
+	KUBE_WATCH_CLOSED = 1,	/* server ended the stream (e.g. timeoutSeconds) */
+	KUBE_WATCH_HTTP_ERROR,	/* status != 200; status/message/reason say why */
+	KUBE_WATCH_EXPIRED,	/* ERROR event with 410 Expired/Gone: relist */
+	KUBE_WATCH_ERROR_EVENT,	/* any other ERROR event; code in status */
+	KUBE_WATCH_PARSE_ERROR,	/* malformed, oversized or truncated line */
+	KUBE_WATCH_STALLED,	/* no bytes for watch_stall_ms */
+	KUBE_WATCH_TRANSPORT,	/* connect / TLS / reset; error says which */
+};
+
+struct kube_watch_end {
+	enum kube_watch_reason reason;
+	long		 status;	/* HTTP status, or the ERROR event's code */
+	int		 error;		/* -errno for TRANSPORT / PARSE_ERROR */
+	const char	*message;	/* never NULL, never has secrets */
+	const char	*reason_text;	/* Status.reason or "" */
+	unsigned long	 events;	/* events delivered by this watch */
+};
+
+/*
+ * Per event (ADDED, MODIFIED, DELETED, BOOKMARK; an ERROR event ends the
+ * watch instead). ev->object is borrowed: json_incref() to keep it.
+ * kube_watch_stop() may be called from here.
+ */
+typedef void (*kube_watch_event_cb)(const struct watch_event *ev, void *arg);
+/* Called once when the watch ends by itself; the handle is then freed. */
+typedef void (*kube_watch_end_cb)(const struct kube_watch_end *end,
+    void *arg);
+
+/*
+ * Start a watch. path_and_query carries the watch parameters, e.g.
+ * "/api/v1/namespaces?watch=true&allowWatchBookmarks=true&
+ * resourceVersion=12&timeoutSeconds=300" (see kube_path()). Not retried:
+ * the caller (reflector) decides. Returns 0, -EINVAL or -ENOMEM.
+ */
+int	 kube_watch_start(struct kube_client *c, const char *path_and_query,
+	    kube_watch_event_cb on_event, kube_watch_end_cb on_end, void *arg,
+	    struct kube_watch **ret);
+/* Stop a watch; on_end is not called. NULL-safe. */
+void	 kube_watch_stop(struct kube_watch *w);
+
+/*
+ * Build "path?k1=v1&k2=v2" with values percent-encoded. Arguments after
+ * path are key, value pairs ending with a NULL key; a NULL or "" value
+ * skips its key. Returns 0 or -ENOMEM; caller frees *ret.
+ */
+int	 kube_path(char **ret, const char *path, ...)
+	    __attribute__((sentinel));
+
+/*
+ * Blocking helper for the CLI: one request on a private event loop.
+ * *ret_status gets the HTTP status (0: none), *ret_json the parsed body
+ * (caller json_decref()s; NULL if not JSON). Returns 0 when a response
+ * arrived (any status), else -errno with a reason in err.
+ */
+int	 kube_request_sync(struct kube_config *cfg,
+	    const struct kube_client_opts *opts, const char *method,
+	    const char *path_and_query, const char *content_type,
+	    const char *body, size_t len, long *ret_status, json_t **ret_json,
+	    char *err, size_t errlen);
+
+#endif
