@@ -1,0 +1,1 @@
+"""A local Kubernetes API server simulator (stdlib only)."""

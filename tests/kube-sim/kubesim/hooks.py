@@ -1,0 +1,278 @@
+"""Extension points of the Kubernetes API simulator (part 1 <-> part 2).
+
+The core server (part 1: server.py, store.py, api.py ...) knows nothing about
+webhooks, quota, controllers or allocation.  Those live in plug-in modules
+(part 2: webhooks.py, quota.py, controllers.py, allocator.py, ...) that plug
+in here.  With nothing registered the server behaves as a bare API server.
+
+Loading
+-------
+At start-up the server imports, in this order, every module of the package
+named in PLUGIN_MODULES that exists, and calls its ``register(reg)`` function
+if it defines one (``reg`` is the Registry below).  ``run --plugins none``
+(or a comma list) restricts which modules are loaded.  A module that fails to
+import stops the server at start-up (the error is in DIR/log).
+
+Write pipeline (create / update / patch / delete, HTTP and internal alike)
+---------------------------------------------------------------------------
+ 1. authentication, authorization (HTTP only; internal callers are trusted)
+ 2. decode, drop or reject unknown fields (fieldValidation), defaulting
+ 3. built-in namespace lifecycle: 404 if the namespace does not exist, 403
+    NamespaceTerminating on create into a terminating namespace
+ 4. MUTATING hooks in (order, name) order; ctx.object is mutable.  On CREATE
+    with generateName the name is still empty here, as real webhooks see it.
+ 5. defaulting again, name generation (generateName), uid/timestamps
+ 6. validation of the built-in type (422 Invalid, 400 BadRequest ...)
+ 7. VALIDATING hooks (e.g. ResourceQuota), called while holding the store
+    lock so that check-then-persist is atomic: they may read through
+    ctx.api (get/list) but must not write or block.
+ 8. persist (unless dry run), resourceVersion bump, watch event.
+
+A hook is ``fn(ctx) -> None`` and rejects the request by raising ApiError.
+
+AdmissionContext fields
+-----------------------
+  operation    "CREATE" | "UPDATE" | "DELETE"
+  resource     ResourceInfo (group, version, resource, kind, namespaced,
+               key such as "pods" or "resourceclaims.resource.k8s.io",
+               subresources)
+  subresource  "" or "status", "finalize", ...
+  namespace    "" for cluster-scoped objects
+  name         object name ("" on CREATE with generateName in mutating hooks)
+  object       dict: the new object (None on DELETE); mutable in mutating hooks
+  old_object   dict: the stored object on UPDATE/DELETE (read-only), else None
+  user         user name (e.g. "admin", "writer", "system:kube-controller-manager")
+  role         "admin" | "read-only" | "writer" | "none" | "internal"
+  dry_run      bool
+  options      dict of the request's query options (fieldManager, ...)
+  api          the internal Api (see below)
+  warnings     list of str; appended strings become "Warning: 299 - ..." headers
+
+Internal API (ctx.api, and the ``api`` argument of controllers)
+---------------------------------------------------------------
+Resources are named like kubectl's "resource.group": "pods", "namespaces",
+"resourceclaims.resource.k8s.io", "agents.platform.kubeplus.io".  Objects are
+plain dicts (JSON); every call returns deep copies, so callers may mutate them.
+Writes run the full pipeline above (admission hooks included) as ``user``
+(default "system:kube-controller-manager"), without authorization.
+
+  api.resource(key) -> ResourceInfo (raises ApiError 404 if unknown)
+  api.resource_for_kind(api_version, kind) -> ResourceInfo
+  api.resources() -> [ResourceInfo]              (built-ins + served CRDs)
+  api.get(key, namespace, name) -> dict          (raises ApiError 404)
+  api.list(key, namespace=None, label_selector=None, field_selector=None)
+        -> (items, resource_version)             (items carry kind/apiVersion)
+  api.create(key, namespace, obj, user=..., dry_run=False) -> dict
+  api.update(key, namespace, obj, subresource="", user=...) -> dict
+        (resourceVersion in obj, if set, is a precondition -> 409 Conflict;
+         subresource "status" changes only status; "finalize" on namespaces
+         changes only spec.finalizers)
+  api.patch(key, namespace, name, patch, patch_type="merge",
+            subresource="", user=...) -> dict
+        (patch_type "merge" | "json" | "strategic"; patch is a dict/list)
+  api.delete(key, namespace, name, propagation="Background",
+             preconditions=None, user=...) -> dict   (the last state)
+  api.watch(key=None, namespace=None, resource_version=None) -> Watch
+        key None = events of every resource.  Watch.next(timeout) returns a
+        WatchEvent (type "ADDED"|"MODIFIED"|"DELETED", resource ResourceInfo,
+        object dict, old_object dict|None, resource_version int) or None on
+        timeout; Watch.close() stops it.  resource_version None = only new
+        events; an int resumes after it (ApiError 410 when too old).
+  api.current_rv() -> int
+
+Deletion semantics the controllers build on
+-------------------------------------------
+- An object whose metadata.finalizers is non-empty is not removed by DELETE:
+  it gets deletionTimestamp (+ deletionGracePeriodSeconds 0) and a MODIFIED
+  event; the update that empties metadata.finalizers removes it (DELETED).
+- Namespace DELETE sets deletionTimestamp and status.phase "Terminating" and
+  returns the Namespace (200); spec.finalizers ["kubernetes"] keeps it alive.
+  A namespace controller empties it, may write status conditions with
+  update(..., subresource="status") and finally calls
+  update("namespaces", "", ns, subresource="finalize") with
+  spec.finalizers == []; once both finalizer lists are empty the namespace is
+  removed.  With no namespace controller registered a deleted namespace stays
+  Terminating forever (as on a real cluster without kube-controller-manager).
+- ownerReferences are stored but not acted upon by the core (GC is a
+  controller's job).  propagationPolicy is passed to delete hooks in
+  ctx.options["propagationPolicy"].
+
+Controllers
+-----------
+``reg.add_controller(name, fn)``: fn(api, stop) runs in its own daemon
+thread from server start; ``stop`` is a threading.Event set at shutdown
+(the thread is joined for up to 2 s).  A controller that raises is logged
+and restarted after 1 s.
+"""
+
+import threading
+
+# Modules of this package that may register hooks, loaded in this order.
+PLUGIN_MODULES = ("cel", "allocator", "quota", "webhooks", "controllers")
+
+
+class ApiError(Exception):
+    """An error the server renders as a Kubernetes Status body.
+
+    code: HTTP status; reason: StatusReason (e.g. "Forbidden", "Invalid");
+    message: Status.message; details: dict for Status.details (name, group,
+    kind, causes [{reason, message, field}], retryAfterSeconds) or None;
+    headers: extra response headers (e.g. {"Retry-After": "1"});
+    plain: if set, the body is this plain text instead of a Status.
+    """
+
+    def __init__(self, code, reason, message, details=None, headers=None,
+                 plain=None):
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.headers = headers or {}
+        self.plain = plain
+
+    def status(self):
+        """Return the Status object for this error."""
+        st = {"kind": "Status", "apiVersion": "v1", "metadata": {},
+              "status": "Failure", "message": self.message}
+        if self.reason:
+            st["reason"] = self.reason
+        if self.details:
+            st["details"] = self.details
+        st["code"] = self.code
+        return st
+
+
+def _details(res, name):
+    """Status details for a resource (ResourceInfo or plural str) and name."""
+    d = {}
+    if name:
+        d["name"] = name
+    if hasattr(res, "group"):
+        if res.group:
+            d["group"] = res.group
+        d["kind"] = res.resource
+    else:
+        d["kind"] = res
+    return d
+
+
+def qualified(res):
+    """'pods' or 'resourceclaims.resource.k8s.io' as in error messages."""
+    if hasattr(res, "group"):
+        return res.resource + ("." + res.group if res.group else "")
+    return res
+
+
+def err_not_found(res, name):
+    """404 NotFound as the real server words it."""
+    return ApiError(404, "NotFound", '%s "%s" not found' % (qualified(res),
+                    name), _details(res, name))
+
+
+def err_already_exists(res, name):
+    """409 AlreadyExists."""
+    return ApiError(409, "AlreadyExists", '%s "%s" already exists' %
+                    (qualified(res), name), _details(res, name))
+
+
+def err_conflict(res, name, why=None):
+    """409 Conflict (stale resourceVersion or failed precondition)."""
+    why = why or ("the object has been modified; please apply your changes "
+                  "to the latest version and try again")
+    return ApiError(409, "Conflict", 'Operation cannot be fulfilled on %s '
+                    '"%s": %s' % (qualified(res), name, why),
+                    _details(res, name))
+
+
+def err_forbidden(res, name, why):
+    """403 Forbidden with a reason text (quota, terminating namespace ...)."""
+    if name:
+        msg = '%s "%s" is forbidden: %s' % (qualified(res), name, why)
+    else:
+        msg = '%s is forbidden: %s' % (qualified(res), why)
+    return ApiError(403, "Forbidden", msg, _details(res, name))
+
+
+def err_bad_request(msg):
+    """400 BadRequest."""
+    return ApiError(400, "BadRequest", msg)
+
+
+def err_internal(msg):
+    """500 InternalError as the real server words it."""
+    return ApiError(500, "InternalError", "Internal error occurred: " + msg,
+                    {"causes": [{"message": msg}]})
+
+
+def err_invalid(res, name, causes):
+    """422 Invalid; causes is a list of FieldError (see validation.py)."""
+    kind = res.kind if hasattr(res, "kind") else str(res)
+    group = res.group if hasattr(res, "group") else ""
+    qk = kind + ("." + group if group else "")
+    texts = [c.error() for c in causes]
+    body = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+    details = {"name": name, "kind": kind}
+    if group:
+        details["group"] = group
+    details["causes"] = [c.cause() for c in causes]
+    return ApiError(422, "Invalid", '%s "%s" is invalid: %s' % (qk, name,
+                    body), details)
+
+
+class AdmissionContext:
+    """What an admission hook sees of one write request."""
+
+    def __init__(self, operation, resource, namespace, name, obj, old,
+                 user, role, api, subresource="", dry_run=False,
+                 options=None):
+        self.operation = operation
+        self.resource = resource
+        self.subresource = subresource
+        self.namespace = namespace
+        self.name = name
+        self.object = obj
+        self.old_object = old
+        self.user = user
+        self.role = role
+        self.dry_run = dry_run
+        self.options = options or {}
+        self.api = api
+        self.warnings = []
+
+
+class Registry:
+    """Holds the registered hooks and controllers of one server."""
+
+    def __init__(self):
+        self.mutating = []
+        self.validating = []
+        self.controllers = []
+        self.lock = threading.Lock()
+
+    def add_mutating(self, name, fn, order=100):
+        """Register fn(ctx) as a mutating admission hook."""
+        with self.lock:
+            self.mutating.append((order, name, fn))
+            self.mutating.sort(key=lambda t: (t[0], t[1]))
+
+    def add_validating(self, name, fn, order=100):
+        """Register fn(ctx) as a validating admission hook."""
+        with self.lock:
+            self.validating.append((order, name, fn))
+            self.validating.sort(key=lambda t: (t[0], t[1]))
+
+    def add_controller(self, name, fn):
+        """Register fn(api, stop_event) to run in a thread with the server."""
+        with self.lock:
+            self.controllers.append((name, fn))
+
+    def run_mutating(self, ctx):
+        """Run every mutating hook; an ApiError aborts the request."""
+        for _, _, fn in list(self.mutating):
+            fn(ctx)
+
+    def run_validating(self, ctx):
+        """Run every validating hook; an ApiError aborts the request."""
+        for _, _, fn in list(self.validating):
+            fn(ctx)
