@@ -15,6 +15,7 @@
 #ifndef KPGPUD_RESOLVED_H
 #define KPGPUD_RESOLVED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define RESOLVED_ANNOTATION	"kubeplus.io/gpu-isolation-resolved"
@@ -57,5 +58,13 @@ int	 resolved_parse(const char *json, size_t len, struct resolved *ret,
 char	*resolved_format(const struct resolved *r);
 
 const char *resolved_legacy_name(enum resolved_legacy l);
+
+/* Whether the init container called name gets the claim under r's policy. */
+bool	 resolved_init_selected(const struct resolved *r, const char *name);
+/* Whether a and b are the same spec (same patch, same policies). */
+bool	 resolved_equal(const struct resolved *a, const struct resolved *b);
+/* Kubernetes name checks: DNS-1123 label (<= 63) and subdomain (<= 253). */
+bool	 resolved_is_dns_label(const char *s);
+bool	 resolved_is_dns_subdomain(const char *s);
 
 #endif

@@ -1,0 +1,74 @@
+/*
+ * AdmissionReview (admission.k8s.io/v1) in and out. Two steps so the server
+ * can look the namespace up between them without blocking: review_parse()
+ * checks the request and says which namespace matters (if any), and
+ * review_answer() builds the response for what the lookup found. Pure: no
+ * I/O, no logging.
+ */
+#ifndef KPGPUD_REVIEW_H
+#define KPGPUD_REVIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/resolved.h"
+
+#define REVIEW_UID_MAX		256
+#define REVIEW_MESSAGE_MAX	640
+
+/* What the namespace lookup found. */
+enum review_ns {
+	REVIEW_NS_ISOLATED = 0,	/* known and isolated: patch under r */
+	REVIEW_NS_OPEN,		/* known, not isolated: pass */
+	REVIEW_NS_MISS_ALLOW,	/* unknown, miss policy allow: pass, warn */
+	REVIEW_NS_MISS_DENY,	/* unknown, miss policy deny */
+};
+
+/* How a review ended, for metrics and logs. */
+enum review_result {
+	REVIEW_SKIPPED = 0,	/* not a Pod CREATE */
+	REVIEW_OPEN,		/* namespace not isolated */
+	REVIEW_PATCHED,
+	REVIEW_UNCHANGED,	/* already carries the claim */
+	REVIEW_DENIED,		/* policy (legacy GPU request) */
+	REVIEW_MISS_ALLOWED,
+	REVIEW_MISS_DENIED,
+	REVIEW_NRESULTS
+};
+
+struct review;
+
+struct review_reply {
+	char			*body;		/* AdmissionReview JSON */
+	size_t			 len;
+	bool			 allowed;
+	enum review_result	 result;
+	char			*patch;		/* JSON patch text, or NULL */
+	char			 message[REVIEW_MESSAGE_MAX];	/* denials */
+};
+
+/*
+ * Parse and check a request body. Returns 0, -EINVAL for a malformed review
+ * (reason in err, to be sent with a 400), -ENOMEM.
+ */
+int	 review_parse(const char *body, size_t len, struct review **ret,
+	    char *err, size_t errlen);
+void	 review_free(struct review *rv);
+/* The namespace whose isolation decides, or NULL when none is needed. */
+const char *review_namespace(const struct review *rv);
+const char *review_uid(const struct review *rv);
+
+/*
+ * Build the response for what the namespace lookup found (r is used only
+ * for REVIEW_NS_ISOLATED). Returns 0, -EINVAL when the Pod object itself is
+ * malformed (reason in err), -ENOMEM.
+ */
+int	 review_answer(const struct review *rv, enum review_ns ns,
+	    const struct resolved *r, struct review_reply **ret, char *err,
+	    size_t errlen);
+void	 review_reply_free(struct review_reply *rep);
+
+/* Metric label of a result ("patched", "denied", ...). */
+const char *review_result_name(enum review_result res);
+
+#endif
