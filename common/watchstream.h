@@ -16,7 +16,7 @@
 #include <jansson.h>
 
 #define WATCHSTREAM_DEFAULT_MAX_LINE	(16u << 20)	/* 16 MiB */
-#define WATCHSTREAM_MAX_DEPTH		64		/* JSON nesting cap */
+#define WATCHSTREAM_MAX_DEPTH		128		/* JSON nesting cap */
 
 enum watch_type {
 	WATCH_ADDED = 1,
