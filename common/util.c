@@ -1,0 +1,460 @@
+/* Small shared helpers: see util.h. */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+/* Set up an empty buffer with a size cap (0: the default cap). */
+void
+buf_init(struct buf *b, size_t max)
+{
+	b->data = NULL;
+	b->len = 0;
+	b->alloc = 0;
+	b->max = max;
+}
+
+/* The effective cap of b. */
+static size_t
+buf_cap(const struct buf *b)
+{
+	return b->max == 0 ? BUF_DEFAULT_MAX : b->max;
+}
+
+/* Make room for need more bytes plus the terminating NUL. */
+static int
+buf_grow(struct buf *b, size_t need)
+{
+	size_t want, n;
+	char *p;
+
+	if (need > buf_cap(b) || b->len > buf_cap(b) - need)
+		return -E2BIG;
+	want = b->len + need + 1;
+	if (want <= b->alloc)
+		return 0;
+	n = b->alloc < 64 ? 64 : b->alloc;
+	while (n < want)
+		n *= 2;
+	if (n > buf_cap(b) + 1)
+		n = buf_cap(b) + 1;
+	p = realloc(b->data, n);
+	if (p == NULL)
+		return -ENOMEM;
+	b->data = p;
+	b->alloc = n;
+	return 0;
+}
+
+/* Append n bytes. */
+int
+buf_append(struct buf *b, const void *p, size_t n)
+{
+	int r;
+
+	if ((r = buf_grow(b, n)) < 0)
+		return r;
+	if (n > 0)
+		memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return 0;
+}
+
+/* Append a C string. */
+int
+buf_puts(struct buf *b, const char *s)
+{
+	return buf_append(b, s, strlen(s));
+}
+
+/* Append one byte. */
+int
+buf_putc(struct buf *b, char c)
+{
+	return buf_append(b, &c, 1);
+}
+
+/* Append formatted text. */
+int
+buf_vprintf(struct buf *b, const char *fmt, va_list ap)
+{
+	va_list aq;
+	int n, r;
+
+	va_copy(aq, ap);
+	n = vsnprintf(NULL, 0, fmt, aq);
+	va_end(aq);
+	if (n < 0)
+		return -EINVAL;
+	if ((r = buf_grow(b, (size_t)n)) < 0)
+		return r;
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	b->len += (size_t)n;
+	return 0;
+}
+
+/* Append formatted text. */
+int
+buf_printf(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = buf_vprintf(b, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* Empty the buffer, keeping its memory. */
+void
+buf_reset(struct buf *b)
+{
+	b->len = 0;
+	if (b->data != NULL)
+		b->data[0] = '\0';
+}
+
+/* Release the memory of b. */
+void
+buf_free(struct buf *b)
+{
+	if (b == NULL)
+		return;
+	free(b->data);
+	b->data = NULL;
+	b->len = 0;
+	b->alloc = 0;
+}
+
+/* Wipe the whole allocation, then release it. */
+void
+buf_free_secret(struct buf *b)
+{
+	if (b == NULL)
+		return;
+	if (b->data != NULL)
+		wipe(b->data, b->alloc);
+	buf_free(b);
+}
+
+/* Give the data to the caller and leave b empty. */
+char *
+buf_steal(struct buf *b, size_t *ret_len)
+{
+	char *p = b->data;
+
+	if (p == NULL)
+		p = calloc(1, 1);
+	if (p == NULL)
+		return NULL;
+	if (ret_len != NULL)
+		*ret_len = b->len;
+	b->data = NULL;
+	b->len = 0;
+	b->alloc = 0;
+	return p;
+}
+
+/* The contents as a NUL-terminated string. */
+const char *
+buf_str(const struct buf *b)
+{
+	return b->data != NULL ? b->data : "";
+}
+
+/* Reject what strtoll/strtoull would silently accept: space, empty. */
+static int
+parse_check_start(const char *s)
+{
+	if (s == NULL || *s == '\0' || isspace((unsigned char)*s))
+		return -EINVAL;
+	return 0;
+}
+
+/* Parse a signed integer in [min, max]; the whole string must be used. */
+int
+parse_int64(const char *s, int64_t min, int64_t max, int64_t *ret)
+{
+	long long v;
+	char *end;
+	int r;
+
+	if ((r = parse_check_start(s)) < 0)
+		return r;
+	errno = 0;
+	v = strtoll(s, &end, 0);
+	if (end == s || *end != '\0')
+		return -EINVAL;
+	/* strtoll base 0 reads a leading 0 as octal: refuse "010" */
+	if ((s[0] == '0' || ((s[0] == '-' || s[0] == '+') && s[1] == '0')) &&
+	    isdigit((unsigned char)s[s[0] == '0' ? 1 : 2]))
+		return -EINVAL;
+	if (errno == ERANGE || v < min || v > max)
+		return -ERANGE;
+	*ret = (int64_t)v;
+	return 0;
+}
+
+/* Parse an unsigned integer in [0, max]; no sign allowed. */
+int
+parse_uint64(const char *s, uint64_t max, uint64_t *ret)
+{
+	unsigned long long v;
+	char *end;
+	int r;
+
+	if ((r = parse_check_start(s)) < 0)
+		return r;
+	if (s[0] == '-' || s[0] == '+')
+		return -EINVAL;
+	if (s[0] == '0' && isdigit((unsigned char)s[1]))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (end == s || *end != '\0')
+		return -EINVAL;
+	if (errno == ERANGE || v > max)
+		return -ERANGE;
+	*ret = (uint64_t)v;
+	return 0;
+}
+
+/* Parse an int in [min, max]. */
+int
+parse_int(const char *s, int min, int max, int *ret)
+{
+	int64_t v;
+	int r;
+
+	if ((r = parse_int64(s, min, max, &v)) < 0)
+		return r;
+	*ret = (int)v;
+	return 0;
+}
+
+/* Set close-on-exec on fd. */
+int
+fd_cloexec(int fd)
+{
+	int fl = fcntl(fd, F_GETFD);
+
+	if (fl < 0)
+		return -errno;
+	if ((fl & FD_CLOEXEC) == 0 && fcntl(fd, F_SETFD, fl | FD_CLOEXEC) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Make fd non-blocking. */
+int
+fd_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0)
+		return -errno;
+	if ((fl & O_NONBLOCK) == 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Read all of fd into b, failing with -EFBIG beyond cap bytes. */
+static int
+read_fd_capped(int fd, size_t cap, struct buf *b)
+{
+	char chunk[8192];
+	ssize_t n;
+	int r;
+
+	for (;;) {
+		n = read(fd, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return 0;
+		if ((size_t)n > cap - b->len)
+			return -EFBIG;
+		if ((r = buf_append(b, chunk, (size_t)n)) < 0)
+			return r == -E2BIG ? -EFBIG : r;
+	}
+}
+
+/* Read a whole file of at most cap bytes. */
+int
+read_file_capped(const char *path, size_t cap, char **ret_buf,
+    size_t *ret_len)
+{
+	struct buf b = BUF_INIT(cap);
+	int fd, r;
+	char *p;
+
+	if (cap == 0)
+		return -EINVAL;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	r = read_fd_capped(fd, cap, &b);
+	close(fd);
+	if (r < 0)
+		goto fail;
+	if ((p = buf_steal(&b, ret_len)) == NULL) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	*ret_buf = p;
+	return 0;
+fail:
+	buf_free_secret(&b);
+	return r;
+}
+
+/* Overwrite a secret in memory. */
+void
+wipe(void *p, size_t n)
+{
+	if (p != NULL && n > 0)
+		explicit_bzero(p, n);
+}
+
+/* Wipe and free a secret string. */
+void
+wipe_free_str(char *s)
+{
+	if (s == NULL)
+		return;
+	wipe(s, strlen(s));
+	free(s);
+}
+
+/* Read a clock as microseconds. */
+static uint64_t
+clock_usec(clockid_t id)
+{
+	struct timespec ts;
+
+	if (clock_gettime(id, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Monotonic milliseconds. */
+uint64_t
+monotonic_ms(void)
+{
+	return clock_usec(CLOCK_MONOTONIC) / 1000u;
+}
+
+/* Monotonic microseconds (the unit of sd_notify MONOTONIC_USEC). */
+uint64_t
+monotonic_usec(void)
+{
+	return clock_usec(CLOCK_MONOTONIC);
+}
+
+/* Wall-clock milliseconds since the epoch. */
+uint64_t
+realtime_ms(void)
+{
+	return clock_usec(CLOCK_REALTIME) / 1000u;
+}
+
+/* Format t as RFC 3339 UTC with seconds. */
+int
+time_rfc3339(time_t t, char *out, size_t outlen)
+{
+	struct tm tm;
+
+	if (outlen < TIME_RFC3339_LEN)
+		return -ENOSPC;
+	if (gmtime_r(&t, &tm) == NULL)
+		return -EOVERFLOW;
+	if (tm.tm_year + 1900 > 9999 || tm.tm_year + 1900 < 0)
+		return -EOVERFLOW;
+	snprintf(out, outlen, "%04d-%02d-%02dT%02d:%02d:%02dZ",
+	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+	    tm.tm_min, tm.tm_sec);
+	return 0;
+}
+
+/* Format epoch milliseconds as RFC 3339 UTC with milliseconds. */
+int
+time_rfc3339_ms(uint64_t epoch_ms, char *out, size_t outlen)
+{
+	char sec[TIME_RFC3339_LEN];
+	int r;
+
+	if (outlen < TIME_RFC3339_MS_LEN)
+		return -ENOSPC;
+	if (epoch_ms / 1000u > (uint64_t)INT64_MAX)
+		return -EOVERFLOW;
+	if ((r = time_rfc3339((time_t)(epoch_ms / 1000u), sec,
+	    sizeof(sec))) < 0)
+		return r;
+	/* sec ends in 'Z': splice the fraction in before it */
+	snprintf(out, outlen, "%.19s.%03uZ", sec,
+	    (unsigned int)(epoch_ms % 1000u));
+	return 0;
+}
+
+/* Whether the n bytes at s form one DNS-1123 label (no length limit). */
+static bool
+dns1123_label_n(const char *s, size_t n)
+{
+	if (n == 0)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
+			continue;
+		if (c == '-' && i != 0 && i != n - 1)
+			continue;
+		return false;
+	}
+	return true;
+}
+
+/* Whether s is a DNS-1123 label (namespace names). */
+bool
+dns1123_label_valid(const char *s)
+{
+	size_t n;
+
+	if (s == NULL)
+		return false;
+	n = strnlen(s, DNS1123_LABEL_MAX + 1);
+	return n <= DNS1123_LABEL_MAX && dns1123_label_n(s, n);
+}
+
+/* Whether s is a DNS-1123 subdomain (most object names). */
+bool
+dns1123_subdomain_valid(const char *s)
+{
+	const char *p, *dot;
+	size_t n;
+
+	if (s == NULL)
+		return false;
+	n = strnlen(s, DNS1123_SUBDOMAIN_MAX + 1);
+	if (n == 0 || n > DNS1123_SUBDOMAIN_MAX)
+		return false;
+	for (p = s;; p = dot + 1) {
+		dot = strchr(p, '.');
+		if (!dns1123_label_n(p, dot ? (size_t)(dot - p) : strlen(p)))
+			return false;
+		if (dot == NULL)
+			return true;
+	}
+}
