@@ -1,0 +1,1079 @@
+/* The SQLite cache: see cache.h. The only file that includes sqlite3.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "kpgpud-sync/cache.h"
+
+#define CACHE_BUSY_MS	5000
+
+/* Schema migrations: entry i takes user_version i to i + 1. */
+static const char *const cache_migrations[CACHE_SCHEMA_VERSION] = {
+	"CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL)"
+	" WITHOUT ROWID;"
+	"CREATE TABLE namespaces(name TEXT PRIMARY KEY, uid TEXT NOT NULL,"
+	" rv TEXT NOT NULL, phase TEXT NOT NULL, isolated INTEGER NOT NULL,"
+	" resolved TEXT, labels TEXT NOT NULL, annotations TEXT NOT NULL,"
+	" gen INTEGER NOT NULL) WITHOUT ROWID;"
+	"CREATE INDEX namespaces_gen ON namespaces(gen);"
+	"CREATE TABLE instances(gvr TEXT NOT NULL, ns TEXT NOT NULL,"
+	" name TEXT NOT NULL, kind TEXT NOT NULL, uid TEXT NOT NULL,"
+	" rv TEXT NOT NULL, generation INTEGER NOT NULL,"
+	" created TEXT NOT NULL, isolation TEXT, deleted TEXT,"
+	" gen INTEGER NOT NULL, PRIMARY KEY(gvr, ns, name)) WITHOUT ROWID;"
+	"CREATE INDEX instances_gen ON instances(gen);"
+	"CREATE TABLE owned(kind TEXT NOT NULL, ns TEXT NOT NULL,"
+	" name TEXT NOT NULL, uid TEXT NOT NULL, rv TEXT NOT NULL,"
+	" data TEXT NOT NULL, gen INTEGER NOT NULL,"
+	" PRIMARY KEY(kind, ns, name)) WITHOUT ROWID;"
+	"CREATE INDEX owned_ns ON owned(ns, kind, name);"
+	"CREATE INDEX owned_gen ON owned(gen);"
+	"CREATE TABLE watch_state(key TEXT PRIMARY KEY, rv TEXT NOT NULL)"
+	" WITHOUT ROWID;",
+};
+
+enum cache_stmt {
+	ST_BEGIN, ST_BEGIN_W, ST_COMMIT, ST_ROLLBACK,
+	ST_GEN_GET, ST_GEN_SET,
+	ST_NS_PUT, ST_NS_DEL, ST_NS_GET, ST_NS_ALL,
+	ST_IN_PUT, ST_IN_DEL, ST_IN_GET, ST_IN_ALL, ST_IN_GVR,
+	ST_OW_PUT, ST_OW_DEL, ST_OW_GET, ST_OW_ALL, ST_OW_NS, ST_OW_KIND,
+	ST_OW_NSKIND,
+	ST_CNT_NS, ST_CNT_IN, ST_CNT_OW,
+	ST_WS_GET, ST_WS_SET, ST_WS_DEL,
+	ST__COUNT
+};
+
+#define NS_COLS "name, uid, rv, phase, isolated, resolved, labels," \
+	" annotations, gen"
+#define IN_COLS "gvr, kind, ns, name, uid, rv, generation, created," \
+	" isolation, deleted, gen"
+#define OW_COLS "kind, ns, name, uid, rv, data, gen"
+
+/* Every statement, prepared once at open. */
+static const char *const cache_sql[ST__COUNT] = {
+	[ST_BEGIN] = "BEGIN",
+	[ST_BEGIN_W] = "BEGIN IMMEDIATE",
+	[ST_COMMIT] = "COMMIT",
+	[ST_ROLLBACK] = "ROLLBACK",
+	[ST_GEN_GET] = "SELECT value FROM meta WHERE key = 'generation'",
+	[ST_GEN_SET] = "INSERT INTO meta(key, value) VALUES('generation', ?1)"
+	    " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+	[ST_NS_PUT] = "INSERT INTO namespaces(" NS_COLS ")"
+	    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+	    " ON CONFLICT(name) DO UPDATE SET uid = excluded.uid,"
+	    " rv = excluded.rv, phase = excluded.phase,"
+	    " isolated = excluded.isolated, resolved = excluded.resolved,"
+	    " labels = excluded.labels, annotations = excluded.annotations,"
+	    " gen = excluded.gen"
+	    " WHERE rv IS NOT excluded.rv OR uid IS NOT excluded.uid",
+	[ST_NS_DEL] = "DELETE FROM namespaces WHERE name = ?1",
+	[ST_NS_GET] = "SELECT " NS_COLS " FROM namespaces WHERE name = ?1",
+	[ST_NS_ALL] = "SELECT " NS_COLS " FROM namespaces WHERE gen > ?1"
+	    " ORDER BY name",
+	[ST_IN_PUT] = "INSERT INTO instances(" IN_COLS ")"
+	    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+	    " ON CONFLICT(gvr, ns, name) DO UPDATE SET kind = excluded.kind,"
+	    " uid = excluded.uid, rv = excluded.rv,"
+	    " generation = excluded.generation, created = excluded.created,"
+	    " isolation = excluded.isolation, deleted = excluded.deleted,"
+	    " gen = excluded.gen"
+	    " WHERE rv IS NOT excluded.rv OR uid IS NOT excluded.uid",
+	[ST_IN_DEL] = "DELETE FROM instances WHERE gvr = ?1 AND ns = ?2"
+	    " AND name = ?3",
+	[ST_IN_GET] = "SELECT " IN_COLS " FROM instances WHERE gvr = ?1"
+	    " AND ns = ?2 AND name = ?3",
+	[ST_IN_ALL] = "SELECT " IN_COLS " FROM instances WHERE gen > ?1"
+	    " ORDER BY gvr, ns, name",
+	[ST_IN_GVR] = "SELECT " IN_COLS " FROM instances WHERE gvr = ?2"
+	    " AND gen > ?1 ORDER BY gvr, ns, name",
+	[ST_OW_PUT] = "INSERT INTO owned(" OW_COLS ")"
+	    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+	    " ON CONFLICT(kind, ns, name) DO UPDATE SET uid = excluded.uid,"
+	    " rv = excluded.rv, data = excluded.data, gen = excluded.gen"
+	    " WHERE rv IS NOT excluded.rv OR uid IS NOT excluded.uid",
+	[ST_OW_DEL] = "DELETE FROM owned WHERE kind = ?1 AND ns = ?2"
+	    " AND name = ?3",
+	[ST_OW_GET] = "SELECT " OW_COLS " FROM owned WHERE kind = ?1"
+	    " AND ns = ?2 AND name = ?3",
+	[ST_OW_ALL] = "SELECT " OW_COLS " FROM owned WHERE gen > ?1"
+	    " ORDER BY ns, kind, name",
+	[ST_OW_NS] = "SELECT " OW_COLS " FROM owned WHERE ns = ?2"
+	    " AND gen > ?1 ORDER BY ns, kind, name",
+	[ST_OW_KIND] = "SELECT " OW_COLS " FROM owned WHERE kind = ?3"
+	    " AND gen > ?1 ORDER BY ns, kind, name",
+	[ST_OW_NSKIND] = "SELECT " OW_COLS " FROM owned WHERE ns = ?2"
+	    " AND kind = ?3 AND gen > ?1 ORDER BY ns, kind, name",
+	[ST_CNT_NS] = "SELECT count(*) FROM namespaces",
+	[ST_CNT_IN] = "SELECT count(*) FROM instances",
+	[ST_CNT_OW] = "SELECT kind, count(*) FROM owned GROUP BY kind",
+	[ST_WS_GET] = "SELECT rv FROM watch_state WHERE key = ?1",
+	[ST_WS_SET] = "INSERT INTO watch_state(key, rv) VALUES(?1, ?2)"
+	    " ON CONFLICT(key) DO UPDATE SET rv = excluded.rv",
+	[ST_WS_DEL] = "DELETE FROM watch_state WHERE key = ?1",
+};
+
+struct cache {
+	sqlite3		*db;
+	sqlite3_stmt	*st[ST__COUNT];
+	bool		 rdonly;
+	bool		 recovered;
+	bool		 in_tx;
+	uint64_t	 gen;		/* newest generation handed out */
+	uint64_t	 gen_at_begin;
+};
+
+/* Map an SQLite result code to a negative errno. */
+static int
+cache_errno(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_ROW:
+	case SQLITE_DONE:
+		return 0;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_READONLY:
+		return -EROFS;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_CONSTRAINT:
+	case SQLITE_MISMATCH:
+	case SQLITE_RANGE:
+		return -EINVAL;
+	case SQLITE_TOOBIG:
+		return -E2BIG;
+	case SQLITE_CANTOPEN:
+		return -ENOENT;
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+		return -EBADMSG;
+	default:
+		return -EIO;
+	}
+}
+
+/* Reset a statement after use so it holds no read lock. */
+static void
+cache_done(sqlite3_stmt *st)
+{
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+}
+
+/* Run a statement that returns no rows. */
+static int
+cache_exec_st(struct cache *c, enum cache_stmt id)
+{
+	int rc = sqlite3_step(c->st[id]);
+
+	cache_done(c->st[id]);
+	return rc == SQLITE_DONE ? 0 : cache_errno(rc);
+}
+
+/* Bind text, NULL staying NULL. */
+static int
+cache_bind(sqlite3_stmt *st, int i, const char *s)
+{
+	if (s == NULL)
+		return sqlite3_bind_null(st, i);
+	return sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+}
+
+/* Bind text, NULL becoming "". */
+static int
+cache_bind_s(sqlite3_stmt *st, int i, const char *s)
+{
+	return sqlite3_bind_text(st, i, s != NULL ? s : "", -1, SQLITE_STATIC);
+}
+
+/* Whether a string is within max bytes (NULL counts as short). */
+static bool
+cache_fits(const char *s, size_t max)
+{
+	return s == NULL || strnlen(s, max + 1) <= max;
+}
+
+/* Read one integer from a one-row statement. */
+static int
+cache_scalar(struct cache *c, enum cache_stmt id, int64_t *ret)
+{
+	sqlite3_stmt *st = c->st[id];
+	int rc = sqlite3_step(st);
+	int r = 0;
+
+	if (rc == SQLITE_ROW)
+		*ret = sqlite3_column_int64(st, 0);
+	else if (rc == SQLITE_DONE)
+		*ret = 0;
+	else
+		r = cache_errno(rc);
+	cache_done(st);
+	return r;
+}
+
+/* Apply connection settings that hold for readers and the writer. */
+static int
+cache_configure(struct cache *c)
+{
+	int on = 1, rc;
+
+	sqlite3_extended_result_codes(c->db, 1);
+	sqlite3_busy_timeout(c->db, CACHE_BUSY_MS);
+	rc = sqlite3_db_config(c->db, SQLITE_DBCONFIG_DEFENSIVE, 1, &on);
+	if (rc != SQLITE_OK)
+		return cache_errno(rc);
+	rc = sqlite3_db_config(c->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, &on);
+	if (rc != SQLITE_OK)
+		return cache_errno(rc);
+	if (c->rdonly)
+		rc = sqlite3_exec(c->db, "PRAGMA query_only = 1", NULL, NULL,
+		    NULL);
+	else
+		rc = sqlite3_exec(c->db, "PRAGMA journal_mode = WAL;"
+		    "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
+	return cache_errno(rc);
+}
+
+/* Read PRAGMA user_version. */
+static int
+cache_user_version(struct cache *c, int *ret)
+{
+	sqlite3_stmt *st;
+	int rc, r = 0;
+
+	rc = sqlite3_prepare_v2(c->db, "PRAGMA user_version", -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return cache_errno(rc);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*ret = sqlite3_column_int(st, 0);
+	else
+		r = cache_errno(rc) ? cache_errno(rc) : -EIO;
+	sqlite3_finalize(st);
+	return r;
+}
+
+/* Writer: bring the schema to CACHE_SCHEMA_VERSION in one transaction. */
+static int
+cache_migrate(struct cache *c)
+{
+	char sql[64];
+	int v, rc, r;
+
+	if ((r = cache_user_version(c, &v)) < 0)
+		return r;
+	if (v == CACHE_SCHEMA_VERSION)
+		return 0;
+	if (v < 0 || v > CACHE_SCHEMA_VERSION)
+		return -EPROTO;
+	rc = sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return cache_errno(rc);
+	for (; v < CACHE_SCHEMA_VERSION; v++) {
+		rc = sqlite3_exec(c->db, cache_migrations[v], NULL, NULL, NULL);
+		if (rc != SQLITE_OK)
+			goto fail;
+	}
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v);
+	rc = sqlite3_exec(c->db, sql, NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		goto fail;
+	rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		goto fail;
+	return 0;
+fail:
+	r = cache_errno(rc);
+	sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+	return r < 0 ? r : -EIO;
+}
+
+/* Writer: PRAGMA quick_check must answer exactly "ok". */
+static int
+cache_quick_check(struct cache *c)
+{
+	sqlite3_stmt *st;
+	int rc, r = -EBADMSG;
+
+	rc = sqlite3_prepare_v2(c->db, "PRAGMA quick_check(1)", -1, &st,
+	    NULL);
+	if (rc != SQLITE_OK)
+		return cache_errno(rc);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		const char *s = (const char *)sqlite3_column_text(st, 0);
+		if (s != NULL && strcmp(s, "ok") == 0)
+			r = 0;
+	}
+	sqlite3_finalize(st);
+	return r;
+}
+
+/* Prepare every statement of the table; failing means a foreign schema. */
+static int
+cache_prepare(struct cache *c)
+{
+	int i, rc;
+
+	for (i = 0; i < ST__COUNT; i++) {
+		rc = sqlite3_prepare_v3(c->db, cache_sql[i], -1,
+		    SQLITE_PREPARE_PERSISTENT, &c->st[i], NULL);
+		if (rc == SQLITE_NOMEM)
+			return -ENOMEM;
+		if (rc != SQLITE_OK)
+			return (rc & 0xff) == SQLITE_ERROR ? -EPROTO :
+			    cache_errno(rc) ? cache_errno(rc) : -EIO;
+	}
+	return 0;
+}
+
+/* Close the connection and finalize its statements. */
+static void
+cache_close(struct cache *c)
+{
+	int i;
+
+	for (i = 0; i < ST__COUNT; i++) {
+		sqlite3_finalize(c->st[i]);
+		c->st[i] = NULL;
+	}
+	sqlite3_close(c->db);
+	c->db = NULL;
+}
+
+/* Open, configure, migrate and prepare; the generation is loaded too. */
+static int
+cache_try_open(struct cache *c, const char *path)
+{
+	int flags, rc, r, v;
+	int64_t gen;
+
+	flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE |
+	    SQLITE_OPEN_NOFOLLOW;
+	flags |= c->rdonly ? SQLITE_OPEN_READONLY :
+	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+	rc = sqlite3_open_v2(path, &c->db, flags, NULL);
+	if (rc != SQLITE_OK)
+		return cache_errno(rc) ? cache_errno(rc) : -EIO;
+	if ((r = cache_configure(c)) < 0)
+		return r;
+	if (c->rdonly) {
+		if ((r = cache_user_version(c, &v)) < 0)
+			return r;
+		if (v == 0)
+			return -EAGAIN;
+		if (v != CACHE_SCHEMA_VERSION)
+			return -EPROTO;
+	} else {
+		if ((r = cache_quick_check(c)) < 0)
+			return r;
+		if ((r = cache_migrate(c)) < 0)
+			return r;
+	}
+	if ((r = cache_prepare(c)) < 0)
+		return r;
+	if ((r = cache_scalar(c, ST_GEN_GET, &gen)) < 0)
+		return r;
+	c->gen = (uint64_t)gen;
+	return 0;
+}
+
+/* Move a bad cache file aside and drop its WAL and shared-memory files. */
+static int
+cache_move_aside(const char *path)
+{
+	char aside[4096], side[4096];
+
+	if (snprintf(aside, sizeof(aside), "%s.corrupt.%lld", path,
+	    (long long)time(NULL)) >= (int)sizeof(aside))
+		return -ENAMETOOLONG;
+	if (rename(path, aside) < 0 && errno != ENOENT)
+		return -errno;
+	snprintf(side, sizeof(side), "%s-wal", path);
+	if (unlink(side) < 0 && errno != ENOENT)
+		return -errno;
+	snprintf(side, sizeof(side), "%s-shm", path);
+	if (unlink(side) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+/* Open the cache; see cache.h. */
+int
+cache_open(const char *path, int flags, struct cache **ret)
+{
+	struct cache *c;
+	int r;
+
+	if (path == NULL || *path == '\0')
+		return -EINVAL;
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return -ENOMEM;
+	c->rdonly = (flags & CACHE_OPEN_RDONLY) != 0;
+	r = cache_try_open(c, path);
+	if (!c->rdonly && (r == -EBADMSG || r == -EPROTO)) {
+		cache_close(c);
+		if ((r = cache_move_aside(path)) < 0)
+			goto fail;
+		c->recovered = true;
+		r = cache_try_open(c, path);
+	}
+	if (r < 0)
+		goto fail;
+	*ret = c;
+	return 0;
+fail:
+	cache_close(c);
+	free(c);
+	return r;
+}
+
+/* Close the cache; a transaction still open is rolled back. */
+void
+cache_free(struct cache *c)
+{
+	if (c == NULL)
+		return;
+	if (c->in_tx)
+		cache_rollback(c);
+	cache_close(c);
+	free(c);
+}
+
+/* Whether cache_open rebuilt a corrupt file. */
+bool
+cache_recovered(const struct cache *c)
+{
+	return c->recovered;
+}
+
+/* Start a transaction: a write lock for the writer, a snapshot for readers. */
+int
+cache_begin(struct cache *c)
+{
+	int r;
+
+	if (c->in_tx)
+		return -EBUSY;
+	r = cache_exec_st(c, c->rdonly ? ST_BEGIN : ST_BEGIN_W);
+	if (r < 0)
+		return r;
+	c->in_tx = true;
+	c->gen_at_begin = c->gen;
+	return 0;
+}
+
+/* Store the generation (writer) and commit. */
+int
+cache_commit(struct cache *c)
+{
+	sqlite3_stmt *st = c->st[ST_GEN_SET];
+	int r;
+
+	if (!c->in_tx)
+		return -EINVAL;
+	if (!c->rdonly && c->gen != c->gen_at_begin) {
+		sqlite3_bind_int64(st, 1, (sqlite3_int64)c->gen);
+		if ((r = cache_exec_st(c, ST_GEN_SET)) < 0)
+			return r;
+	}
+	if ((r = cache_exec_st(c, ST_COMMIT)) < 0)
+		return r;
+	c->in_tx = false;
+	return 0;
+}
+
+/* Roll back the open transaction and the generations it handed out. */
+void
+cache_rollback(struct cache *c)
+{
+	if (!c->in_tx)
+		return;
+	(void)cache_exec_st(c, ST_ROLLBACK);
+	c->in_tx = false;
+	c->gen = c->gen_at_begin;
+}
+
+/* The newest generation; readers read it from the file. */
+int
+cache_generation(struct cache *c, uint64_t *ret_gen)
+{
+	int64_t v;
+	int r;
+
+	if (!c->rdonly) {
+		*ret_gen = c->gen;
+		return 0;
+	}
+	if ((r = cache_scalar(c, ST_GEN_GET, &v)) < 0)
+		return r;
+	*ret_gen = (uint64_t)v;
+	return 0;
+}
+
+#define CW_GEN_ONLY	0	/* the statement takes no generation parameter */
+#define CW_NO_GEN	(-1)	/* the change takes no generation at all */
+
+/*
+ * Run a bound write statement whose parameter genidx is the generation, in
+ * the caller's transaction or a private one, and report the generation the
+ * change took (0 when no row changed).
+ */
+static int
+cache_write(struct cache *c, enum cache_stmt id, int genidx,
+    uint64_t *ret_gen)
+{
+	sqlite3_stmt *st = c->st[id];
+	bool own = !c->in_tx;
+	uint64_t gen = 0;
+	int rc, r;
+
+	if (c->rdonly) {
+		cache_done(st);
+		return -EROFS;
+	}
+	if (own && (r = cache_begin(c)) < 0) {
+		cache_done(st);
+		return r;
+	}
+	if (genidx > 0)
+		sqlite3_bind_int64(st, genidx, (sqlite3_int64)(c->gen + 1));
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE && sqlite3_changes(c->db) > 0 &&
+	    genidx != CW_NO_GEN)
+		gen = ++c->gen;
+	cache_done(st);
+	r = rc == SQLITE_DONE ? 0 : cache_errno(rc);
+	if (r == 0 && own)
+		r = cache_commit(c);
+	if (r < 0) {
+		if (own)
+			cache_rollback(c);
+		return r;
+	}
+	if (ret_gen != NULL)
+		*ret_gen = gen;
+	return 0;
+}
+
+/* Insert or update a Namespace. */
+int
+cache_ns_put(struct cache *c, const struct cache_ns *ns, uint64_t *ret_gen)
+{
+	sqlite3_stmt *st = c->st[ST_NS_PUT];
+
+	if (ns->name == NULL || *ns->name == '\0' ||
+	    !cache_fits(ns->name, CACHE_KEY_MAX) ||
+	    !cache_fits(ns->uid, CACHE_KEY_MAX) ||
+	    !cache_fits(ns->rv, CACHE_RV_MAX) ||
+	    !cache_fits(ns->phase, CACHE_KEY_MAX) ||
+	    !cache_fits(ns->resolved, CACHE_JSON_MAX) ||
+	    !cache_fits(ns->labels, CACHE_JSON_MAX) ||
+	    !cache_fits(ns->annotations, CACHE_JSON_MAX))
+		return -EINVAL;
+	cache_bind(st, 1, ns->name);
+	cache_bind_s(st, 2, ns->uid);
+	cache_bind_s(st, 3, ns->rv);
+	cache_bind_s(st, 4, ns->phase);
+	sqlite3_bind_int(st, 5, ns->isolated ? 1 : 0);
+	cache_bind(st, 6, ns->resolved);
+	sqlite3_bind_text(st, 7, ns->labels != NULL ? ns->labels : "{}", -1,
+	    SQLITE_STATIC);
+	sqlite3_bind_text(st, 8, ns->annotations != NULL ? ns->annotations :
+	    "{}", -1, SQLITE_STATIC);
+	return cache_write(c, ST_NS_PUT, 9, ret_gen);
+}
+
+/* Insert or update an instance custom resource. */
+int
+cache_instance_put(struct cache *c, const struct cache_instance *in,
+    uint64_t *ret_gen)
+{
+	sqlite3_stmt *st = c->st[ST_IN_PUT];
+
+	if (in->gvr == NULL || *in->gvr == '\0' || in->ns == NULL ||
+	    in->name == NULL || *in->name == '\0' ||
+	    !cache_fits(in->gvr, CACHE_GVR_MAX) ||
+	    !cache_fits(in->kind, CACHE_KEY_MAX) ||
+	    !cache_fits(in->ns, CACHE_KEY_MAX) ||
+	    !cache_fits(in->name, CACHE_KEY_MAX) ||
+	    !cache_fits(in->uid, CACHE_KEY_MAX) ||
+	    !cache_fits(in->rv, CACHE_RV_MAX) ||
+	    !cache_fits(in->created, CACHE_RV_MAX) ||
+	    !cache_fits(in->isolation, CACHE_JSON_MAX) ||
+	    !cache_fits(in->deleted, CACHE_RV_MAX))
+		return -EINVAL;
+	cache_bind(st, 1, in->gvr);
+	cache_bind_s(st, 2, in->kind);
+	cache_bind(st, 3, in->ns);
+	cache_bind(st, 4, in->name);
+	cache_bind_s(st, 5, in->uid);
+	cache_bind_s(st, 6, in->rv);
+	sqlite3_bind_int64(st, 7, in->generation);
+	cache_bind_s(st, 8, in->created);
+	cache_bind(st, 9, in->isolation);
+	cache_bind(st, 10, in->deleted);
+	return cache_write(c, ST_IN_PUT, 11, ret_gen);
+}
+
+/* Insert or update an owned object. */
+int
+cache_owned_put(struct cache *c, const struct cache_owned *o,
+    uint64_t *ret_gen)
+{
+	sqlite3_stmt *st = c->st[ST_OW_PUT];
+
+	if (o->kind == NULL || *o->kind == '\0' || o->ns == NULL ||
+	    o->name == NULL || *o->name == '\0' ||
+	    !cache_fits(o->kind, CACHE_KEY_MAX) ||
+	    !cache_fits(o->ns, CACHE_KEY_MAX) ||
+	    !cache_fits(o->name, CACHE_KEY_MAX) ||
+	    !cache_fits(o->uid, CACHE_KEY_MAX) ||
+	    !cache_fits(o->rv, CACHE_RV_MAX) ||
+	    !cache_fits(o->data, CACHE_JSON_MAX))
+		return -EINVAL;
+	cache_bind(st, 1, o->kind);
+	cache_bind(st, 2, o->ns);
+	cache_bind(st, 3, o->name);
+	cache_bind_s(st, 4, o->uid);
+	cache_bind_s(st, 5, o->rv);
+	sqlite3_bind_text(st, 6, o->data != NULL ? o->data : "{}", -1,
+	    SQLITE_STATIC);
+	return cache_write(c, ST_OW_PUT, 7, ret_gen);
+}
+
+/* Delete a Namespace. */
+int
+cache_ns_delete(struct cache *c, const char *name, uint64_t *ret_gen)
+{
+	if (name == NULL)
+		return -EINVAL;
+	cache_bind(c->st[ST_NS_DEL], 1, name);
+	return cache_write(c, ST_NS_DEL, CW_GEN_ONLY, ret_gen);
+}
+
+/* Delete an instance. */
+int
+cache_instance_delete(struct cache *c, const char *gvr, const char *ns,
+    const char *name, uint64_t *ret_gen)
+{
+	sqlite3_stmt *st = c->st[ST_IN_DEL];
+
+	if (gvr == NULL || ns == NULL || name == NULL)
+		return -EINVAL;
+	cache_bind(st, 1, gvr);
+	cache_bind(st, 2, ns);
+	cache_bind(st, 3, name);
+	return cache_write(c, ST_IN_DEL, CW_GEN_ONLY, ret_gen);
+}
+
+/* Delete an owned object. */
+int
+cache_owned_delete(struct cache *c, const char *kind, const char *ns,
+    const char *name, uint64_t *ret_gen)
+{
+	sqlite3_stmt *st = c->st[ST_OW_DEL];
+
+	if (kind == NULL || ns == NULL || name == NULL)
+		return -EINVAL;
+	cache_bind(st, 1, kind);
+	cache_bind(st, 2, ns);
+	cache_bind(st, 3, name);
+	return cache_write(c, ST_OW_DEL, CW_GEN_ONLY, ret_gen);
+}
+
+/* A column as text, NULL kept NULL. */
+static const char *
+col(sqlite3_stmt *st, int i)
+{
+	return (const char *)sqlite3_column_text(st, i);
+}
+
+/* A column as text, NULL becoming "". */
+static const char *
+col_s(sqlite3_stmt *st, int i)
+{
+	const char *s = col(st, i);
+
+	return s != NULL ? s : "";
+}
+
+/* Fill a namespace view from the current row. */
+static void
+cache_row_ns(sqlite3_stmt *st, struct cache_ns *ns)
+{
+	ns->name = col_s(st, 0);
+	ns->uid = col_s(st, 1);
+	ns->rv = col_s(st, 2);
+	ns->phase = col_s(st, 3);
+	ns->isolated = sqlite3_column_int(st, 4) != 0;
+	ns->resolved = col(st, 5);
+	ns->labels = col_s(st, 6);
+	ns->annotations = col_s(st, 7);
+	ns->gen = (uint64_t)sqlite3_column_int64(st, 8);
+}
+
+/* Fill an instance view from the current row. */
+static void
+cache_row_instance(sqlite3_stmt *st, struct cache_instance *in)
+{
+	in->gvr = col_s(st, 0);
+	in->kind = col_s(st, 1);
+	in->ns = col_s(st, 2);
+	in->name = col_s(st, 3);
+	in->uid = col_s(st, 4);
+	in->rv = col_s(st, 5);
+	in->generation = sqlite3_column_int64(st, 6);
+	in->created = col_s(st, 7);
+	in->isolation = col(st, 8);
+	in->deleted = col(st, 9);
+	in->gen = (uint64_t)sqlite3_column_int64(st, 10);
+}
+
+/* Fill an owned-object view from the current row. */
+static void
+cache_row_owned(sqlite3_stmt *st, struct cache_owned *o)
+{
+	o->kind = col_s(st, 0);
+	o->ns = col_s(st, 1);
+	o->name = col_s(st, 2);
+	o->uid = col_s(st, 3);
+	o->rv = col_s(st, 4);
+	o->data = col_s(st, 5);
+	o->gen = (uint64_t)sqlite3_column_int64(st, 6);
+}
+
+/*
+ * Copy n borrowed strings into one allocation that starts with a struct of
+ * size sz; each *fields[i] is repointed into the copy (NULL stays NULL).
+ */
+static void *
+cache_dup(const void *view, size_t sz, size_t *offs, size_t n)
+{
+	size_t total = sz, i, len;
+	char *p, *w;
+
+	for (i = 0; i < n; i++) {
+		const char *s = *(const char *const *)((const char *)view +
+		    offs[i]);
+		if (s != NULL)
+			total += strlen(s) + 1;
+	}
+	if ((p = malloc(total)) == NULL)
+		return NULL;
+	memcpy(p, view, sz);
+	w = p + sz;
+	for (i = 0; i < n; i++) {
+		const char **f = (const char **)(p + offs[i]);
+		if (*f == NULL)
+			continue;
+		len = strlen(*f) + 1;
+		memcpy(w, *f, len);
+		*f = w;
+		w += len;
+	}
+	return p;
+}
+
+/* Step a lookup statement to its row; -ENOENT when there is none. */
+static int
+cache_step_one(sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW)
+		return 0;
+	cache_done(st);
+	return rc == SQLITE_DONE ? -ENOENT : cache_errno(rc);
+}
+
+/* Look up a Namespace by name. */
+int
+cache_ns_get(struct cache *c, const char *name, struct cache_ns **ret)
+{
+	static size_t offs[] = {
+		offsetof(struct cache_ns, name), offsetof(struct cache_ns, uid),
+		offsetof(struct cache_ns, rv), offsetof(struct cache_ns, phase),
+		offsetof(struct cache_ns, resolved),
+		offsetof(struct cache_ns, labels),
+		offsetof(struct cache_ns, annotations),
+	};
+	sqlite3_stmt *st = c->st[ST_NS_GET];
+	struct cache_ns v, *p;
+	int r;
+
+	cache_bind(st, 1, name);
+	if ((r = cache_step_one(st)) < 0)
+		return r;
+	cache_row_ns(st, &v);
+	p = cache_dup(&v, sizeof(v), offs, sizeof(offs) / sizeof(offs[0]));
+	cache_done(st);
+	if (p == NULL)
+		return -ENOMEM;
+	*ret = p;
+	return 0;
+}
+
+/* Look up an instance by its key. */
+int
+cache_instance_get(struct cache *c, const char *gvr, const char *ns,
+    const char *name, struct cache_instance **ret)
+{
+	static size_t offs[] = {
+		offsetof(struct cache_instance, gvr),
+		offsetof(struct cache_instance, kind),
+		offsetof(struct cache_instance, ns),
+		offsetof(struct cache_instance, name),
+		offsetof(struct cache_instance, uid),
+		offsetof(struct cache_instance, rv),
+		offsetof(struct cache_instance, created),
+		offsetof(struct cache_instance, isolation),
+		offsetof(struct cache_instance, deleted),
+	};
+	sqlite3_stmt *st = c->st[ST_IN_GET];
+	struct cache_instance v, *p;
+	int r;
+
+	cache_bind(st, 1, gvr);
+	cache_bind(st, 2, ns);
+	cache_bind(st, 3, name);
+	if ((r = cache_step_one(st)) < 0)
+		return r;
+	cache_row_instance(st, &v);
+	p = cache_dup(&v, sizeof(v), offs, sizeof(offs) / sizeof(offs[0]));
+	cache_done(st);
+	if (p == NULL)
+		return -ENOMEM;
+	*ret = p;
+	return 0;
+}
+
+/* Look up an owned object by its key. */
+int
+cache_owned_get(struct cache *c, const char *kind, const char *ns,
+    const char *name, struct cache_owned **ret)
+{
+	static size_t offs[] = {
+		offsetof(struct cache_owned, kind),
+		offsetof(struct cache_owned, ns),
+		offsetof(struct cache_owned, name),
+		offsetof(struct cache_owned, uid),
+		offsetof(struct cache_owned, rv),
+		offsetof(struct cache_owned, data),
+	};
+	sqlite3_stmt *st = c->st[ST_OW_GET];
+	struct cache_owned v, *p;
+	int r;
+
+	cache_bind(st, 1, kind);
+	cache_bind(st, 2, ns);
+	cache_bind(st, 3, name);
+	if ((r = cache_step_one(st)) < 0)
+		return r;
+	cache_row_owned(st, &v);
+	p = cache_dup(&v, sizeof(v), offs, sizeof(offs) / sizeof(offs[0]));
+	cache_done(st);
+	if (p == NULL)
+		return -ENOMEM;
+	*ret = p;
+	return 0;
+}
+
+/* Free a cache_ns_get result. */
+void
+cache_ns_free(struct cache_ns *ns)
+{
+	free(ns);
+}
+
+/* Free a cache_instance_get result. */
+void
+cache_instance_free(struct cache_instance *in)
+{
+	free(in);
+}
+
+/* Free a cache_owned_get result. */
+void
+cache_owned_free(struct cache_owned *o)
+{
+	free(o);
+}
+
+enum cache_row { ROW_NS, ROW_INSTANCE, ROW_OWNED };
+
+/* Step a bound query, handing each row to the typed callback. */
+static int
+cache_iterate(sqlite3_stmt *st, enum cache_row kind, void *cb, void *arg)
+{
+	union {
+		struct cache_ns ns;
+		struct cache_instance in;
+		struct cache_owned ow;
+	} v;
+	int rc, r = 0;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		switch (kind) {
+		case ROW_NS:
+			cache_row_ns(st, &v.ns);
+			r = ((cache_ns_cb)cb)(&v.ns, arg);
+			break;
+		case ROW_INSTANCE:
+			cache_row_instance(st, &v.in);
+			r = ((cache_instance_cb)cb)(&v.in, arg);
+			break;
+		case ROW_OWNED:
+			cache_row_owned(st, &v.ow);
+			r = ((cache_owned_cb)cb)(&v.ow, arg);
+			break;
+		}
+		if (r < 0)
+			break;
+	}
+	if (r == 0 && rc != SQLITE_DONE)
+		r = cache_errno(rc) ? cache_errno(rc) : -EIO;
+	cache_done(st);
+	return r;
+}
+
+/* Iterate Namespaces changed after since. */
+int
+cache_ns_foreach(struct cache *c, uint64_t since, cache_ns_cb cb, void *arg)
+{
+	sqlite3_stmt *st = c->st[ST_NS_ALL];
+
+	if (sqlite3_stmt_busy(st))
+		return -EBUSY;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)since);
+	return cache_iterate(st, ROW_NS, (void *)cb, arg);
+}
+
+/* Iterate instances (of one gvr, or all) changed after since. */
+int
+cache_instance_foreach(struct cache *c, const char *gvr, uint64_t since,
+    cache_instance_cb cb, void *arg)
+{
+	sqlite3_stmt *st = c->st[gvr != NULL ? ST_IN_GVR : ST_IN_ALL];
+
+	if (sqlite3_stmt_busy(st))
+		return -EBUSY;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)since);
+	if (gvr != NULL)
+		cache_bind(st, 2, gvr);
+	return cache_iterate(st, ROW_INSTANCE, (void *)cb, arg);
+}
+
+/* Iterate owned objects, filtered by namespace and kind, after since. */
+int
+cache_owned_foreach(struct cache *c, const char *ns, const char *kind,
+    uint64_t since, cache_owned_cb cb, void *arg)
+{
+	enum cache_stmt id;
+	sqlite3_stmt *st;
+
+	if (ns != NULL && kind != NULL)
+		id = ST_OW_NSKIND;
+	else if (ns != NULL)
+		id = ST_OW_NS;
+	else if (kind != NULL)
+		id = ST_OW_KIND;
+	else
+		id = ST_OW_ALL;
+	st = c->st[id];
+	if (sqlite3_stmt_busy(st))
+		return -EBUSY;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)since);
+	if (ns != NULL)
+		cache_bind(st, 2, ns);
+	if (kind != NULL)
+		cache_bind(st, 3, kind);
+	return cache_iterate(st, ROW_OWNED, (void *)cb, arg);
+}
+
+/* Count rows per table and owned kind. */
+int
+cache_counts(struct cache *c, struct cache_counts *ret)
+{
+	struct cache_counts n = { 0 };
+	sqlite3_stmt *st = c->st[ST_CNT_OW];
+	int64_t v;
+	int rc, r;
+
+	if ((r = cache_scalar(c, ST_CNT_NS, &v)) < 0)
+		return r;
+	n.namespaces = (uint64_t)v;
+	if ((r = cache_scalar(c, ST_CNT_IN, &v)) < 0)
+		return r;
+	n.instances = (uint64_t)v;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *k = col_s(st, 0);
+		uint64_t cnt = (uint64_t)sqlite3_column_int64(st, 1);
+
+		if (strcmp(k, CACHE_KIND_DEVICECLASS) == 0)
+			n.deviceclasses = cnt;
+		else if (strcmp(k, CACHE_KIND_CLAIMTEMPLATE) == 0)
+			n.claimtemplates = cnt;
+		else if (strcmp(k, CACHE_KIND_CLAIM) == 0)
+			n.claims = cnt;
+		else if (strcmp(k, CACHE_KIND_QUOTA) == 0)
+			n.quotas = cnt;
+	}
+	cache_done(st);
+	if (rc != SQLITE_DONE)
+		return cache_errno(rc) ? cache_errno(rc) : -EIO;
+	*ret = n;
+	return 0;
+}
+
+/* Read the stored resourceVersion of one watch. */
+int
+cache_watch_get(struct cache *c, const char *key, char *buf, size_t len)
+{
+	sqlite3_stmt *st = c->st[ST_WS_GET];
+	const char *rv;
+	int r;
+
+	cache_bind(st, 1, key);
+	if ((r = cache_step_one(st)) < 0)
+		return r;
+	rv = col_s(st, 0);
+	if (strlen(rv) >= len)
+		r = -ENOSPC;
+	else
+		memcpy(buf, rv, strlen(rv) + 1);
+	cache_done(st);
+	return r;
+}
+
+/* Store (or with "" forget) the resourceVersion of one watch. */
+int
+cache_watch_set(struct cache *c, const char *key, const char *rv)
+{
+	sqlite3_stmt *st;
+
+	if (key == NULL || rv == NULL || !cache_fits(key, CACHE_GVR_MAX + 16) ||
+	    !cache_fits(rv, CACHE_RV_MAX))
+		return -EINVAL;
+	if (*rv == '\0') {
+		st = c->st[ST_WS_DEL];
+		cache_bind(st, 1, key);
+		return cache_write(c, ST_WS_DEL, CW_NO_GEN, NULL);
+	}
+	st = c->st[ST_WS_SET];
+	cache_bind(st, 1, key);
+	cache_bind(st, 2, rv);
+	return cache_write(c, ST_WS_SET, CW_NO_GEN, NULL);
+}
