@@ -1,0 +1,142 @@
+/*
+ * kpgpuctl render: read an instance object on stdin and print the plan
+ * kpgpud-quota would carry out for it (kpgpud-quota/plan.c), so an operator
+ * can see the objects, quota keys and Namespace metadata before labelling.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "kpgpuctl/ctl.h"
+#include "kpgpud-quota/plan.h"
+
+#define RENDER_INPUT_MAX	(1024 * 1024)
+
+/* Print the subcommand's usage. */
+static void
+render_usage(FILE *f)
+{
+	fprintf(f, "usage: kpgpuctl render [--owner-ref] [--strict] "
+	    "[--strict-classes LIST]\n"
+	    "\t[--quota-name TEMPLATE] [--class-prefix PREFIX] "
+	    "[--gpu-class CLASS]\n"
+	    "\t[--namespace-from name|namespace] < instance.json\n");
+}
+
+/* Read all of stdin, up to RENDER_INPUT_MAX bytes. */
+static int
+read_stdin(char **ret_buf, size_t *ret_len)
+{
+	size_t len = 0, n;
+	char *buf;
+
+	if ((buf = malloc(RENDER_INPUT_MAX + 1)) == NULL)
+		return -ENOMEM;
+	while ((n = fread(buf + len, 1, RENDER_INPUT_MAX + 1 - len,
+	    stdin)) > 0) {
+		len += n;
+		if (len > RENDER_INPUT_MAX) {
+			free(buf);
+			return -EFBIG;
+		}
+	}
+	if (ferror(stdin)) {
+		free(buf);
+		return -EIO;
+	}
+	buf[len] = '\0';
+	*ret_buf = buf;
+	*ret_len = len;
+	return 0;
+}
+
+/* Parse the options into cfg; -1 on a usage error, 1 for --help. */
+static int
+render_opts(int argc, char **argv, struct plan_config *cfg)
+{
+	static const struct option opts[] = {
+		{ "owner-ref", no_argument, NULL, 'o' },
+		{ "strict", no_argument, NULL, 's' },
+		{ "strict-classes", required_argument, NULL, 'S' },
+		{ "quota-name", required_argument, NULL, 'q' },
+		{ "class-prefix", required_argument, NULL, 'p' },
+		{ "gpu-class", required_argument, NULL, 'g' },
+		{ "namespace-from", required_argument, NULL, 'n' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o': cfg->owner_refs = true; break;
+		case 's': cfg->strict = true; break;
+		case 'S': cfg->strict_classes = optarg; break;
+		case 'q': cfg->quota_name = optarg; break;
+		case 'p': cfg->class_prefix = optarg; break;
+		case 'g': cfg->gpu_class = optarg; break;
+		case 'n':
+			if (strcmp(optarg, "namespace") == 0)
+				cfg->ns_from_namespace = true;
+			else if (strcmp(optarg, "name") != 0)
+				return -1;
+			break;
+		case 'h': return 1;
+		default: return -1;
+		}
+	}
+	return optind == argc ? 0 : -1;
+}
+
+/* Build and print the plan; the exit status follows ctl.h. */
+int
+ctl_cmd_render(int argc, char **argv)
+{
+	struct plan_config cfg = { 0 };
+	struct plan_instance *in = NULL;
+	struct plan *p = NULL;
+	char err[512], *buf = NULL, *out = NULL;
+	size_t len;
+	json_t *j = NULL;
+	int r, rc = 1;
+
+	if ((r = render_opts(argc, argv, &cfg)) != 0) {
+		render_usage(r > 0 ? stdout : stderr);
+		return r > 0 ? 0 : 2;
+	}
+	if ((r = read_stdin(&buf, &len)) < 0) {
+		fprintf(stderr, "kpgpuctl render: reading stdin: %s\n",
+		    strerror(-r));
+		return r == -EFBIG ? 2 : 1;
+	}
+	if ((in = calloc(1, sizeof(*in))) == NULL)
+		goto fail;
+	err[0] = '\0';
+	if ((r = plan_instance_parse(buf, len, in, err, sizeof(err))) == 0)
+		r = plan_build(in, &cfg, &p, err, sizeof(err));
+	if (r == -EINVAL) {
+		fprintf(stderr, "kpgpuctl render: %s\n", err);
+		rc = 2;
+		goto fail;
+	}
+	if (r < 0 || (j = plan_to_json(p)) == NULL ||
+	    (out = json_dumps(j, JSON_INDENT(2))) == NULL) {
+		fprintf(stderr, "kpgpuctl render: %s\n", strerror(r < 0 ? -r :
+		    ENOMEM));
+		goto fail;
+	}
+	printf("%s\n", out);
+	rc = fflush(stdout) == 0 ? 0 : 1;
+fail:
+	free(out);
+	json_decref(j);
+	plan_free(p);
+	free(in);
+	free(buf);
+	return rc;
+}

@@ -1,0 +1,797 @@
+/*
+ * The plan: instance + annotation + configuration -> desired objects, quota
+ * keys and Namespace metadata. Pure; every name is deterministic and DNS
+ * valid, every CEL expression guards the optional attributes it reads, and
+ * every user string that reaches CEL has been restricted to a quote-free
+ * character set by annotation.c.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kpgpud-quota/plan.h"
+
+#define CLASS_NAME_MAX	(PLAN_NAME_MAX - 28)	/* + ".deviceclass.resource..." */
+#define ATTRS		"device.attributes['" PLAN_DRIVER "']"
+#define CAPS		"device.capacity['" PLAN_DRIVER "']"
+
+/* Format a reason into err and return -EINVAL. */
+static int
+perr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err != NULL && errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+/* Copy src into dst of dstlen bytes, cut if need be. */
+static void
+scopy(char *dst, size_t dstlen, const char *src)
+{
+	size_t n = strlen(src);
+
+	if (n >= dstlen)
+		n = dstlen - 1;
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+/* FNV-1a, 32 bits: a stable hash for name suffixes. */
+static uint32_t
+fnv1a(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s != '\0'; s++) {
+		h ^= (unsigned char)*s;
+		h *= 16777619u;
+	}
+	return h;
+}
+
+/* Keep names short: cut long ones and add a hash of the whole name. */
+int
+plan_name_fit(const char *name, size_t max, char *out, size_t outlen)
+{
+	size_t len = strlen(name), keep;
+
+	if (len <= max) {
+		if (outlen <= len)
+			return -EINVAL;
+		memcpy(out, name, len + 1);
+		return 0;
+	}
+	if (max < 10 || outlen <= max)
+		return -EINVAL;
+	keep = max - 9;
+	while (keep > 0 && (name[keep - 1] == '-' || name[keep - 1] == '.'))
+		keep--;
+	memcpy(out, name, keep);
+	snprintf(out + keep, outlen - keep, "-%08x", fnv1a(name));
+	return 0;
+}
+
+/* One DNS-1123 label of at most max characters. */
+static bool
+dns_label_n(const char *s, size_t len, size_t max)
+{
+	if (len == 0 || len > max || s[0] == '-' || s[len - 1] == '-')
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!(islower((unsigned char)s[i]) ||
+		    isdigit((unsigned char)s[i]) || s[i] == '-'))
+			return false;
+	return true;
+}
+
+/* Labels are at most 63 lower-case alphanumerics and inner dashes. */
+bool
+plan_dns_label(const char *s)
+{
+	return dns_label_n(s, strlen(s), PLAN_LABEL_MAX);
+}
+
+/* Subdomains are dot-separated labels, 253 characters in all. */
+bool
+plan_dns_subdomain(const char *s)
+{
+	const char *dot;
+	size_t len = strlen(s);
+
+	if (len == 0 || len > PLAN_NAME_MAX)
+		return false;
+	for (;;) {
+		dot = strchr(s, '.');
+		if (!dns_label_n(s, dot ? (size_t)(dot - s) : strlen(s),
+		    PLAN_NAME_MAX))
+			return false;
+		if (dot == NULL)
+			return true;
+		s = dot + 1;
+	}
+}
+
+/* Lower-case s and turn anything outside [a-z0-9-] into a dash. */
+static void
+labelize(const char *s, char *out, size_t outlen)
+{
+	size_t i;
+
+	for (i = 0; s[i] != '\0' && i + 1 < outlen; i++) {
+		unsigned char ch = (unsigned char)tolower((unsigned char)s[i]);
+		out[i] = (islower(ch) || isdigit(ch)) ? ch : '-';
+	}
+	out[i] = '\0';
+}
+
+/* Copy a string member of obj into buf; absent is "" unless required. */
+static int
+get_member(json_t *obj, const char *key, bool required, char *buf,
+    size_t buflen, char *err, size_t errlen)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (v == NULL || json_is_null(v)) {
+		if (required)
+			return perr(err, errlen, "instance has no %s", key);
+		buf[0] = '\0';
+		return 0;
+	}
+	if (!json_is_string(v))
+		return perr(err, errlen, "instance %s is not a string", key);
+	if (json_string_length(v) >= buflen ||
+	    strlen(json_string_value(v)) != json_string_length(v))
+		return perr(err, errlen, "instance %s is too long", key);
+	memcpy(buf, json_string_value(v), json_string_length(v) + 1);
+	return 0;
+}
+
+/* Copy the gpu-isolation annotation, if any, into the instance. */
+static int
+get_annotation(json_t *meta, struct plan_instance *pi, char *err,
+    size_t errlen)
+{
+	json_t *ann = json_object_get(meta, "annotations"), *v;
+	size_t n;
+
+	if (ann == NULL || json_is_null(ann))
+		return 0;
+	if (!json_is_object(ann))
+		return perr(err, errlen, "instance annotations are not a map");
+	if ((v = json_object_get(ann, ANNOTATION_KEY)) == NULL)
+		return 0;
+	if (!json_is_string(v))
+		return perr(err, errlen, "annotation %s is not a string",
+		    ANNOTATION_KEY);
+	pi->has_annotation = true;
+	pi->annotation_len = json_string_length(v);
+	n = pi->annotation_len > ANNOTATION_MAX_LEN ? ANNOTATION_MAX_LEN :
+	    pi->annotation_len;
+	memcpy(pi->annotation, json_string_value(v), n);
+	pi->annotation[n] = '\0';
+	return 0;
+}
+
+/* Check that a kind is a CamelCase identifier. */
+static bool
+kind_valid(const char *s)
+{
+	if (!isalpha((unsigned char)s[0]))
+		return false;
+	for (; *s != '\0'; s++)
+		if (!isalnum((unsigned char)*s))
+			return false;
+	return true;
+}
+
+/* Read the instance's identity and annotation from a decoded object. */
+int
+plan_instance_from_json(json_t *obj, struct plan_instance *ret, char *err,
+    size_t errlen)
+{
+	struct plan_instance *pi;
+	json_t *meta;
+	int r = -EINVAL;
+
+	if (!json_is_object(obj))
+		return perr(err, errlen, "instance is not a JSON object");
+	meta = json_object_get(obj, "metadata");
+	if (!json_is_object(meta))
+		return perr(err, errlen, "instance has no metadata");
+	if ((pi = calloc(1, sizeof(*pi))) == NULL)
+		return -ENOMEM;
+	if (get_member(obj, "apiVersion", true, pi->api_version,
+	    sizeof(pi->api_version), err, errlen) < 0 ||
+	    get_member(obj, "kind", true, pi->kind, sizeof(pi->kind), err,
+	    errlen) < 0 ||
+	    get_member(meta, "name", true, pi->name, sizeof(pi->name), err,
+	    errlen) < 0 ||
+	    get_member(meta, "namespace", false, pi->namespace,
+	    sizeof(pi->namespace), err, errlen) < 0 ||
+	    get_member(meta, "uid", false, pi->uid, sizeof(pi->uid), err,
+	    errlen) < 0 ||
+	    get_member(meta, "creationTimestamp", false, pi->created,
+	    sizeof(pi->created), err, errlen) < 0 ||
+	    get_annotation(meta, pi, err, errlen) < 0)
+		goto fail;
+	if (!kind_valid(pi->kind)) {
+		perr(err, errlen, "instance kind is not an identifier");
+		goto fail;
+	}
+	if (!plan_dns_subdomain(pi->name)) {
+		perr(err, errlen, "instance name is not a DNS subdomain");
+		goto fail;
+	}
+	*ret = *pi;
+	r = 0;
+fail:
+	free(pi);
+	return r;
+}
+
+/* Read an instance from JSON text. */
+int
+plan_instance_parse(const char *json, size_t len, struct plan_instance *ret,
+    char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *obj;
+	int r;
+
+	obj = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (obj == NULL)
+		return perr(err, errlen, "instance is not JSON: line %d "
+		    "column %d: %s", jerr.line, jerr.column, jerr.text);
+	r = plan_instance_from_json(obj, ret, err, errlen);
+	json_decref(obj);
+	return r;
+}
+
+/* Older creationTimestamp first (RFC 3339 UTC sorts as text), then name. */
+int
+plan_instance_cmp(const struct plan_instance *a,
+    const struct plan_instance *b)
+{
+	int r;
+
+	if (a->created[0] != '\0' && b->created[0] == '\0')
+		return -1;
+	if (a->created[0] == '\0' && b->created[0] != '\0')
+		return 1;
+	if ((r = strcmp(a->created, b->created)) != 0)
+		return r;
+	if ((r = strcmp(a->kind, b->kind)) != 0)
+		return r;
+	return strcmp(a->name, b->name);
+}
+
+/* Expand {kind} and {name} in the quota name template. */
+static int
+quota_name(const char *tmpl, const char *kind_lc, const char *name,
+    char *out, size_t outlen, char *err, size_t errlen)
+{
+	char buf[1024];
+	size_t o = 0, n;
+	const char *s, *sub;
+
+	for (s = tmpl; *s != '\0';) {
+		sub = NULL;
+		if (strncmp(s, "{kind}", 6) == 0)
+			sub = kind_lc, n = 6;
+		else if (strncmp(s, "{name}", 6) == 0)
+			sub = name, n = 6;
+		if (sub != NULL) {
+			if (o + strlen(sub) >= sizeof(buf))
+				goto toolong;
+			memcpy(buf + o, sub, strlen(sub));
+			o += strlen(sub);
+			s += n;
+		} else {
+			if (o + 1 >= sizeof(buf))
+				goto toolong;
+			buf[o++] = *s++;
+		}
+	}
+	buf[o] = '\0';
+	if (plan_name_fit(buf, PLAN_NAME_MAX, out, outlen) < 0 ||
+	    !plan_dns_subdomain(out))
+		return perr(err, errlen, "quota name template \"%s\" gives "
+		    "an invalid name", tmpl);
+	return 0;
+toolong:
+	return perr(err, errlen, "quota name template gives a name that is "
+	    "too long");
+}
+
+/* Metadata for an object in the tenant namespace, with owner reference. */
+static json_t *
+ns_metadata(const struct plan_instance *in, const struct plan_config *cfg,
+    const struct plan *p, const char *name, const char *inst_label)
+{
+	json_t *m, *ref;
+
+	m = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s}}", "name", name,
+	    "namespace", p->namespace, "labels", PLAN_MANAGED_BY_KEY,
+	    PLAN_MANAGED_BY, PLAN_INSTANCE_LABEL, inst_label, "annotations",
+	    PLAN_INSTANCE_ANNOT, p->instance_ref);
+	if (m == NULL)
+		return NULL;
+	/* a namespaced owner must live in the same namespace */
+	if (!cfg->owner_refs || in->uid[0] == '\0' ||
+	    (in->namespace[0] != '\0' &&
+	    strcmp(in->namespace, p->namespace) != 0))
+		return m;
+	ref = json_pack("[{s:s, s:s, s:s, s:s, s:b}]", "apiVersion",
+	    in->api_version, "kind", in->kind, "name", in->name, "uid",
+	    in->uid, "controller", 1);
+	if (ref == NULL || json_object_set_new(m, "ownerReferences", ref)) {
+		json_decref(m);
+		return NULL;
+	}
+	return m;
+}
+
+/* Append one CEL selector to an array. */
+static int
+add_cel(json_t *arr, const char *fmt, ...)
+{
+	char expr[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(expr, sizeof(expr), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(expr))
+		return -EINVAL;
+	return json_array_append_new(arr, json_pack("{s:{s:s}}", "cel",
+	    "expression", expr)) ? -ENOMEM : 0;
+}
+
+/* Request selectors for the optional productName and minMemory. */
+static json_t *
+request_selectors(const struct annotation *a)
+{
+	json_t *sel = json_array();
+
+	if (sel == NULL)
+		return NULL;
+	if (a->product_name[0] != '\0' && add_cel(sel,
+	    "'productName' in " ATTRS " && " ATTRS ".productName == '%s'",
+	    a->product_name) < 0)
+		goto fail;
+	if (a->min_memory[0] != '\0' && add_cel(sel,
+	    "'memory' in " CAPS " && " CAPS ".memory.compareTo("
+	    "quantity('%s')) >= 0", a->min_memory) < 0)
+		goto fail;
+	return sel;
+fail:
+	json_decref(sel);
+	return NULL;
+}
+
+/* The NVIDIA GpuConfig sharing settings of time-slicing and mps. */
+static json_t *
+gpu_sharing(const struct annotation *a)
+{
+	json_t *sh, *cfg;
+	const char *iv;
+
+	if (a->sharing == ANNOTATION_SHARING_TIME_SLICING) {
+		sh = json_pack("{s:s}", "strategy", "TimeSlicing");
+		iv = annotation_interval_name(a->interval);
+		if (sh != NULL && iv != NULL && json_object_set_new(sh,
+		    "timeSlicingConfig", json_pack("{s:s}", "interval", iv)))
+			goto fail;
+		return sh;
+	}
+	sh = json_pack("{s:s}", "strategy", "MPS");
+	if (sh == NULL || (a->mps_thread_pct == 0 && !a->mps_pinned_mem[0]))
+		return sh;
+	if ((cfg = json_object()) == NULL ||
+	    json_object_set_new(sh, "mpsConfig", cfg))
+		goto fail;
+	if (a->mps_thread_pct != 0 && json_object_set_new(cfg,
+	    "defaultActiveThreadPercentage",
+	    json_integer(a->mps_thread_pct)))
+		goto fail;
+	if (a->mps_pinned_mem[0] != '\0' && json_object_set_new(cfg,
+	    "defaultPinnedDeviceMemoryLimit",
+	    json_string(a->mps_pinned_mem)))
+		goto fail;
+	return sh;
+fail:
+	json_decref(sh);
+	return NULL;
+}
+
+/* The opaque config entry carrying a GpuConfig for the request. */
+static json_t *
+opaque_config(const struct annotation *a)
+{
+	json_t *sh = gpu_sharing(a);
+
+	if (sh == NULL)
+		return NULL;
+	return json_pack("[{s:[s], s:{s:s, s:{s:s, s:s, s:o}}}]", "requests",
+	    PLAN_REQUEST, "opaque", "driver", PLAN_DRIVER, "parameters",
+	    "apiVersion", "resource.nvidia.com/v1beta1", "kind", "GpuConfig",
+	    "sharing", sh);
+}
+
+/* The ResourceClaimSpec: one request, optional constraint and config. */
+static json_t *
+claim_spec(const struct plan *p)
+{
+	const struct annotation *a = &p->annot;
+	json_t *exactly, *devices, *sel;
+	const char *attr = annotation_topology_attr(a->topology);
+
+	if ((sel = request_selectors(a)) == NULL)
+		return NULL;
+	exactly = json_pack("{s:s, s:s, s:i}", "deviceClassName",
+	    p->class_name, "allocationMode", "ExactCount", "count",
+	    a->devices_per_pod);
+	if (exactly == NULL || (json_array_size(sel) > 0 &&
+	    json_object_set(exactly, "selectors", sel))) {
+		json_decref(sel);
+		json_decref(exactly);
+		return NULL;
+	}
+	json_decref(sel);
+	devices = json_pack("{s:[{s:s, s:o}]}", "requests", "name",
+	    PLAN_REQUEST, "exactly", exactly);
+	if (devices == NULL)
+		return NULL;
+	if (attr != NULL && a->devices_per_pod > 1 && json_object_set_new(
+	    devices, "constraints", json_pack("[{s:[s], s:s}]", "requests",
+	    PLAN_REQUEST, "matchAttribute", attr)))
+		goto fail;
+	if ((a->sharing == ANNOTATION_SHARING_TIME_SLICING ||
+	    a->sharing == ANNOTATION_SHARING_MPS) &&
+	    json_object_set_new(devices, "config", opaque_config(a)))
+		goto fail;
+	return json_pack("{s:o}", "devices", devices);
+fail:
+	json_decref(devices);
+	return NULL;
+}
+
+/* The ResourceClaimTemplate (per-pod modes) or shared ResourceClaim. */
+static json_t *
+claim_object(const struct plan_instance *in, const struct plan_config *cfg,
+    const struct plan *p, const char *inst_label)
+{
+	json_t *meta, *spec;
+
+	if ((spec = claim_spec(p)) == NULL)
+		return NULL;
+	if ((meta = ns_metadata(in, cfg, p, p->claim_name, inst_label)) ==
+	    NULL) {
+		json_decref(spec);
+		return NULL;
+	}
+	if (!p->claim_is_template)
+		return json_pack("{s:s, s:s, s:o, s:o}", "apiVersion",
+		    "resource.k8s.io/v1", "kind", "ResourceClaim", "metadata",
+		    meta, "spec", spec);
+	/* claims generated from the template carry the instance label */
+	return json_pack("{s:s, s:s, s:o, s:{s:{s:{s:s}}, s:o}}",
+	    "apiVersion", "resource.k8s.io/v1", "kind",
+	    "ResourceClaimTemplate", "metadata", meta, "spec", "metadata",
+	    "labels", PLAN_INSTANCE_LABEL, inst_label, "spec", spec);
+}
+
+/* The shared per-profile DeviceClass selecting MIG devices. */
+static json_t *
+device_class(const struct plan *p)
+{
+	char expr[512], prof[PLAN_LABEL_MAX + 1];
+
+	snprintf(expr, sizeof(expr), "device.driver == '%s' && "
+	    "'type' in " ATTRS " && " ATTRS ".type == 'mig' && "
+	    "'profile' in " ATTRS " && " ATTRS ".profile == '%s'",
+	    PLAN_DRIVER, p->annot.mig_profile);
+	labelize(p->annot.mig_profile, prof, sizeof(prof));
+	/* label values may hold dots: keep them */
+	for (size_t i = 0; prof[i] != '\0'; i++)
+		if (p->annot.mig_profile[i] == '.')
+			prof[i] = '.';
+	return json_pack("{s:s, s:s, s:{s:s, s:{s:s, s:s}}, "
+	    "s:{s:[{s:{s:s}}]}}", "apiVersion", "resource.k8s.io/v1", "kind",
+	    "DeviceClass", "metadata", "name", p->class_name, "labels",
+	    PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY, PLAN_PROFILE_LABEL, prof,
+	    "spec", "selectors", "cel", "expression", expr);
+}
+
+/* Name the class in use: the configured GPU class or a MIG class. */
+static int
+class_name(const struct plan_config *cfg, struct plan *p, char *err,
+    size_t errlen)
+{
+	char buf[PLAN_NAME_MAX * 2 + 2];
+	const char *prefix = cfg->class_prefix ? cfg->class_prefix :
+	    PLAN_DEFAULT_CLASS_PREFIX;
+	const char *gpu = cfg->gpu_class ? cfg->gpu_class :
+	    PLAN_DEFAULT_GPU_CLASS;
+
+	if (!annotation_sharing_mig(p->annot.sharing)) {
+		if (strlen(gpu) > CLASS_NAME_MAX || !plan_dns_subdomain(gpu))
+			return perr(err, errlen, "GPU class \"%s\" is not a "
+			    "valid DeviceClass name", gpu);
+		snprintf(p->class_name, sizeof(p->class_name), "%s", gpu);
+		return 0;
+	}
+	snprintf(buf, sizeof(buf), "%s%s", prefix, p->annot.mig_profile);
+	for (char *s = buf; *s != '\0'; s++)
+		if (*s == '+')
+			*s = '-';
+	if (plan_name_fit(buf, CLASS_NAME_MAX, p->class_name,
+	    sizeof(p->class_name)) < 0 || !plan_dns_subdomain(p->class_name))
+		return perr(err, errlen, "class prefix \"%s\" gives an "
+		    "invalid DeviceClass name", prefix);
+	return 0;
+}
+
+/* Append one quota key unless already present. */
+static void
+add_key(struct plan *p, const char *cls, int value)
+{
+	char name[PLAN_KEY_MAX + 1];
+
+	if (cls == NULL)
+		snprintf(name, sizeof(name), "%s", PLAN_CLAIMS_KEY);
+	else
+		snprintf(name, sizeof(name), "%s%s", cls,
+		    PLAN_CLASS_KEY_SUFFIX);
+	for (int i = 0; i < p->nkeys; i++)
+		if (strcmp(p->keys[i].name, name) == 0)
+			return;
+	if (p->nkeys < PLAN_MAX_KEYS) {
+		memcpy(p->keys[p->nkeys].name, name, sizeof(name));
+		p->keys[p->nkeys++].value = value;
+	}
+}
+
+/* The quota keys: claim count, class devices, strict zeros. */
+static int
+quota_keys(const struct plan_config *cfg, struct plan *p, char *err,
+    size_t errlen)
+{
+	char buf[PLAN_MAX_STRICT * (PLAN_NAME_MAX + 1)], *tok, *save;
+	const char *list = cfg->strict_classes ? cfg->strict_classes :
+	    PLAN_DEFAULT_STRICT;
+	int n = 0;
+
+	add_key(p, NULL, p->annot.max_devices);
+	add_key(p, p->class_name, p->annot.max_devices);
+	if (!cfg->strict)
+		return 0;
+	if (strlen(list) >= sizeof(buf))
+		return perr(err, errlen, "strict class list is too long");
+	memcpy(buf, list, strlen(list) + 1);
+	for (tok = strtok_r(buf, ", ", &save); tok != NULL;
+	    tok = strtok_r(NULL, ", ", &save)) {
+		if (strlen(tok) > CLASS_NAME_MAX || !plan_dns_subdomain(tok))
+			return perr(err, errlen, "strict class \"%s\" is not "
+			    "a valid DeviceClass name", tok);
+		if (++n > PLAN_MAX_STRICT)
+			return perr(err, errlen, "more than %d strict classes",
+			    PLAN_MAX_STRICT);
+		if (strcmp(tok, p->class_name) != 0)
+			add_key(p, tok, 0);
+	}
+	return 0;
+}
+
+/* The Namespace annotation admit reads. */
+static int
+resolved_value(struct plan *p)
+{
+	struct resolved *r;
+
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return -ENOMEM;
+	if (p->claim_is_template)
+		snprintf(r->claim_template, sizeof(r->claim_template), "%s",
+		    p->claim_name);
+	else
+		snprintf(r->claim, sizeof(r->claim), "%s", p->claim_name);
+	snprintf(r->sharing, sizeof(r->sharing), "%s",
+	    annotation_sharing_name(p->annot.sharing));
+	scopy(r->instance, sizeof(r->instance), p->instance_ref);
+	r->init = p->annot.init;
+	r->ninit_names = p->annot.ninit_names;
+	memcpy(r->init_names, p->annot.init_names, sizeof(r->init_names));
+	r->legacy = p->annot.legacy;
+	p->resolved = resolved_format(r);
+	free(r);
+	return p->resolved == NULL ? -ENOMEM : 0;
+}
+
+/* The Warning events a valid plan still deserves. */
+static void
+plan_events(struct plan *p)
+{
+	const struct annotation *a = &p->annot;
+	struct plan_event *e = &p->events[0];
+	const char *gate = NULL;
+
+	if (a->sharing == ANNOTATION_SHARING_TIME_SLICING)
+		gate = "TimeSlicingSettings";
+	else if (a->sharing == ANNOTATION_SHARING_MPS)
+		gate = "MPSSupport";
+	if (gate != NULL) {
+		e->reason = "AlphaFeatureGate";
+		snprintf(e->message, sizeof(e->message), "sharing \"%s\" "
+		    "needs the NVIDIA DRA driver's alpha feature gate %s, "
+		    "which is off by default", annotation_sharing_name(
+		    a->sharing), gate);
+		p->nevents = 1;
+	} else if (a->sharing == ANNOTATION_SHARING_HYBRID) {
+		e->reason = "ExperimentalHybridSharing";
+		snprintf(e->message, sizeof(e->message), "sharing \"hybrid\" "
+		    "is experimental: the tenant's pods time-share one "
+		    "ResourceClaim of a MIG device of profile %s",
+		    a->mig_profile);
+		p->nevents = 1;
+	}
+}
+
+/* Names of the tenant namespace, the instance and the claim. */
+static int
+plan_names(const struct plan_instance *in, const struct plan_config *cfg,
+    struct plan *p, char *inst_label, char *err, size_t errlen)
+{
+	char kind_lc[PLAN_KIND_MAX + 1], name_lc[PLAN_NAME_MAX + 1];
+	char buf[PLAN_KIND_MAX + PLAN_NAME_MAX + 8];
+	const char *ns = cfg->ns_from_namespace ? in->namespace : in->name;
+
+	if (!plan_dns_label(ns))
+		return perr(err, errlen, "tenant namespace \"%s\" of %s/%s "
+		    "is not a valid namespace name", ns, in->kind, in->name);
+	scopy(p->namespace, sizeof(p->namespace), ns);
+	snprintf(p->instance_ref, sizeof(p->instance_ref), "%s/%s", in->kind,
+	    in->name);
+	labelize(in->kind, kind_lc, sizeof(kind_lc));
+	labelize(in->name, name_lc, sizeof(name_lc));
+	snprintf(buf, sizeof(buf), "%s-%s", kind_lc, name_lc);
+	if (plan_name_fit(buf, PLAN_LABEL_MAX, inst_label,
+	    PLAN_LABEL_MAX + 1) < 0)
+		return -EINVAL;
+	snprintf(buf, sizeof(buf), "%s-%s-gpu", kind_lc, name_lc);
+	if (plan_name_fit(buf, PLAN_LABEL_MAX, p->claim_name,
+	    sizeof(p->claim_name)) < 0)
+		return -EINVAL;
+	for (char *s = kind_lc; *s != '\0'; s++)
+		*s = (char)tolower((unsigned char)*s);
+	return quota_name(cfg->quota_name ? cfg->quota_name :
+	    PLAN_DEFAULT_QUOTA_NAME, kind_lc, in->name, p->quota_name,
+	    sizeof(p->quota_name), err, errlen);
+}
+
+/* Parse the instance's annotation into a.  */
+static int
+plan_annotation(const struct plan_instance *in, struct annotation *a,
+    char *err, size_t errlen)
+{
+	if (!in->has_annotation)
+		return perr(err, errlen, "%s/%s has no %s annotation",
+		    in->kind, in->name, ANNOTATION_KEY);
+	if (in->annotation_len > ANNOTATION_MAX_LEN)
+		return perr(err, errlen, "annotation is %zu bytes, more than "
+		    "the limit of %d", in->annotation_len, ANNOTATION_MAX_LEN);
+	return annotation_parse(in->annotation, in->annotation_len, a, err,
+	    errlen);
+}
+
+/* Compose the whole plan for one instance. */
+int
+plan_build(const struct plan_instance *in, const struct plan_config *cfg,
+    struct plan **ret, char *err, size_t errlen)
+{
+	char inst_label[PLAN_LABEL_MAX + 1];
+	struct plan *p;
+	int r;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL)
+		return -ENOMEM;
+	if ((r = plan_annotation(in, &p->annot, err, errlen)) < 0 ||
+	    (r = plan_names(in, cfg, p, inst_label, err, errlen)) < 0 ||
+	    (r = class_name(cfg, p, err, errlen)) < 0 ||
+	    (r = quota_keys(cfg, p, err, errlen)) < 0)
+		goto fail;
+	p->claim_is_template = !annotation_sharing_shared(p->annot.sharing);
+	r = -ENOMEM;
+	if (annotation_sharing_mig(p->annot.sharing) &&
+	    (p->device_class = device_class(p)) == NULL)
+		goto fail;
+	if ((p->claim = claim_object(in, cfg, p, inst_label)) == NULL)
+		goto fail;
+	if ((r = resolved_value(p)) < 0)
+		goto fail;
+	plan_events(p);
+	*ret = p;
+	return 0;
+fail:
+	plan_free(p);
+	return r;
+}
+
+/* Free a plan and the objects it holds. */
+void
+plan_free(struct plan *p)
+{
+	if (p == NULL)
+		return;
+	json_decref(p->device_class);
+	json_decref(p->claim);
+	free(p->resolved);
+	free(p);
+}
+
+/* The quota keys as a ResourceQuota spec.hard map. */
+json_t *
+plan_quota_hard(const struct plan *p)
+{
+	json_t *hard = json_object();
+	char v[16];
+
+	if (hard == NULL)
+		return NULL;
+	for (int i = 0; i < p->nkeys; i++) {
+		snprintf(v, sizeof(v), "%d", p->keys[i].value);
+		if (json_object_set_new(hard, p->keys[i].name,
+		    json_string(v))) {
+			json_decref(hard);
+			return NULL;
+		}
+	}
+	return hard;
+}
+
+/* The events of the plan as a JSON list. */
+static json_t *
+events_json(const struct plan *p)
+{
+	json_t *ev = json_array();
+
+	for (int i = 0; ev != NULL && i < p->nevents; i++)
+		if (json_array_append_new(ev, json_pack("{s:s, s:s, s:s}",
+		    "type", "Warning", "reason", p->events[i].reason,
+		    "message", p->events[i].message))) {
+			json_decref(ev);
+			return NULL;
+		}
+	return ev;
+}
+
+/* Render the plan: objects, quota keys, Namespace metadata, events. */
+json_t *
+plan_to_json(const struct plan *p)
+{
+	json_t *objs = json_array();
+
+	if (objs == NULL || (p->device_class != NULL &&
+	    json_array_append(objs, p->device_class)) ||
+	    json_array_append(objs, p->claim)) {
+		json_decref(objs);
+		return NULL;
+	}
+	return json_pack("{s:s, s:s, s:o, s:{s:s, s:s, s:o}, "
+	    "s:{s:s, s:{s:s}, s:{s:s}}, s:o}", "instance", p->instance_ref,
+	    "sharing", annotation_sharing_name(p->annot.sharing), "objects",
+	    objs, "quota", "name", p->quota_name, "namespace", p->namespace,
+	    "hard", plan_quota_hard(p), "namespace", "name", p->namespace,
+	    "labels", RESOLVED_LABEL, "true", "annotations",
+	    RESOLVED_ANNOTATION, p->resolved, "events", events_json(p));
+}
