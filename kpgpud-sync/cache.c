@@ -37,7 +37,12 @@ static const char *const cache_migrations[CACHE_SCHEMA_VERSION] = {
 	"CREATE INDEX owned_ns ON owned(ns, kind, name);"
 	"CREATE INDEX owned_gen ON owned(gen);"
 	"CREATE TABLE watch_state(key TEXT PRIMARY KEY, rv TEXT NOT NULL)"
-	" WITHOUT ROWID;",
+	" WITHOUT ROWID;"
+	"CREATE TABLE tombstones(tbl INTEGER NOT NULL, key TEXT NOT NULL,"
+	" kind TEXT NOT NULL, ns TEXT NOT NULL, name TEXT NOT NULL,"
+	" gen INTEGER NOT NULL, PRIMARY KEY(tbl, key, ns, name))"
+	" WITHOUT ROWID;"
+	"CREATE INDEX tombstones_gen ON tombstones(gen);",
 };
 
 enum cache_stmt {
@@ -49,6 +54,8 @@ enum cache_stmt {
 	ST_OW_NSKIND,
 	ST_CNT_NS, ST_CNT_IN, ST_CNT_OW,
 	ST_WS_GET, ST_WS_SET, ST_WS_DEL,
+	ST_TB_NS, ST_TB_IN, ST_TB_OW, ST_TB_CLR, ST_TB_ALL, ST_TB_NTH,
+	ST_TB_PRUNE, ST_HZ_GET, ST_HZ_SET,
 	ST__COUNT
 };
 
@@ -57,6 +64,9 @@ enum cache_stmt {
 #define IN_COLS "gvr, kind, ns, name, uid, rv, generation, created," \
 	" isolation, deleted, gen"
 #define OW_COLS "kind, ns, name, uid, rv, data, gen"
+#define TB_COLS "tbl, key, kind, ns, name, gen"
+#define TB_UPSERT " ON CONFLICT(tbl, key, ns, name) DO UPDATE" \
+	" SET kind = excluded.kind, gen = excluded.gen"
 
 /* Every statement, prepared once at open. */
 static const char *const cache_sql[ST__COUNT] = {
@@ -119,6 +129,25 @@ static const char *const cache_sql[ST__COUNT] = {
 	[ST_WS_SET] = "INSERT INTO watch_state(key, rv) VALUES(?1, ?2)"
 	    " ON CONFLICT(key) DO UPDATE SET rv = excluded.rv",
 	[ST_WS_DEL] = "DELETE FROM watch_state WHERE key = ?1",
+	[ST_TB_NS] = "INSERT INTO tombstones(" TB_COLS ") SELECT 1, '',"
+	    " 'Namespace', name, name, ?2 FROM namespaces WHERE name = ?1"
+	    TB_UPSERT,
+	[ST_TB_IN] = "INSERT INTO tombstones(" TB_COLS ") SELECT 2, gvr,"
+	    " kind, ns, name, ?4 FROM instances WHERE gvr = ?1 AND ns = ?2"
+	    " AND name = ?3" TB_UPSERT,
+	[ST_TB_OW] = "INSERT INTO tombstones(" TB_COLS ") SELECT 4, kind,"
+	    " kind, ns, name, ?4 FROM owned WHERE kind = ?1 AND ns = ?2"
+	    " AND name = ?3" TB_UPSERT,
+	[ST_TB_CLR] = "DELETE FROM tombstones WHERE tbl = ?1 AND key = ?2"
+	    " AND ns = ?3 AND name = ?4",
+	[ST_TB_ALL] = "SELECT " TB_COLS " FROM tombstones WHERE gen > ?1"
+	    " ORDER BY gen",
+	[ST_TB_NTH] = "SELECT gen FROM tombstones ORDER BY gen DESC"
+	    " LIMIT 1 OFFSET ?1",
+	[ST_TB_PRUNE] = "DELETE FROM tombstones WHERE gen <= ?1",
+	[ST_HZ_GET] = "SELECT value FROM meta WHERE key = 'horizon'",
+	[ST_HZ_SET] = "INSERT INTO meta(key, value) VALUES('horizon', ?1)"
+	    " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
 };
 
 struct cache {
@@ -266,15 +295,25 @@ cache_user_version(struct cache *c, int *ret)
 	return r;
 }
 
-/* Writer: bring the schema to CACHE_SCHEMA_VERSION in one transaction. */
+/*
+ * Writer: bring the schema to CACHE_SCHEMA_VERSION in one transaction. A
+ * new file starts its generations at the wall clock in microseconds, so a
+ * rebuilt cache never reuses the generations of the one it replaced.
+ */
 static int
 cache_migrate(struct cache *c)
 {
-	char sql[64];
+	struct timespec ts;
+	char sql[160];
+	int64_t base;
+	bool fresh;
 	int v, rc, r;
 
 	if ((r = cache_user_version(c, &v)) < 0)
 		return r;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	base = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	fresh = v == 0;
 	if (v == CACHE_SCHEMA_VERSION)
 		return 0;
 	if (v < 0 || v > CACHE_SCHEMA_VERSION)
@@ -287,6 +326,14 @@ cache_migrate(struct cache *c)
 		if (rc != SQLITE_OK)
 			goto fail;
 	}
+	if (fresh) {
+		snprintf(sql, sizeof(sql), "INSERT INTO meta(key, value)"
+		    " VALUES('generation', %lld), ('horizon', %lld)",
+		    (long long)base, (long long)base);
+		rc = sqlite3_exec(c->db, sql, NULL, NULL, NULL);
+		if (rc != SQLITE_OK)
+			goto fail;
+	}
 	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v);
 	rc = sqlite3_exec(c->db, sql, NULL, NULL, NULL);
 	if (rc != SQLITE_OK)
@@ -296,7 +343,7 @@ cache_migrate(struct cache *c)
 		goto fail;
 	return 0;
 fail:
-	r = cache_errno(rc);
+	r = (rc & 0xff) == SQLITE_ERROR ? -EPROTO : cache_errno(rc);
 	sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
 	return r < 0 ? r : -EIO;
 }
@@ -523,46 +570,104 @@ cache_generation(struct cache *c, uint64_t *ret_gen)
 	return 0;
 }
 
-#define CW_GEN_ONLY	0	/* the statement takes no generation parameter */
-#define CW_NO_GEN	(-1)	/* the change takes no generation at all */
+/* Start a private transaction unless the caller has one open. */
+static int
+cache_tx_enter(struct cache *c, bool *own)
+{
+	*own = !c->in_tx;
+	if (c->rdonly)
+		return -EROFS;
+	return *own ? cache_begin(c) : 0;
+}
+
+/* End what cache_tx_enter started: commit on success, else roll back. */
+static int
+cache_tx_leave(struct cache *c, bool own, int r)
+{
+	if (own && r == 0)
+		r = cache_commit(c);
+	if (own && r < 0)
+		cache_rollback(c);
+	return r;
+}
+
+/* Step a bound write statement; 1 when it changed a row, 0 if not. */
+static int
+cache_step_write(struct cache *c, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st), r;
+
+	r = rc == SQLITE_DONE ? (sqlite3_changes(c->db) > 0) : cache_errno(rc);
+	cache_done(st);
+	return r < 0 || rc == SQLITE_DONE ? r : -EIO;
+}
+
+/* Bind a row key (table, key, ns, name) as parameters 1..4 of st. */
+static void
+cache_bind_key(sqlite3_stmt *st, const struct cache_tomb *k)
+{
+	sqlite3_bind_int(st, 1, (int)k->table);
+	cache_bind(st, 2, k->key);
+	cache_bind(st, 3, k->ns);
+	cache_bind(st, 4, k->name);
+}
 
 /*
- * Run a bound write statement whose parameter genidx is the generation, in
- * the caller's transaction or a private one, and report the generation the
- * change took (0 when no row changed).
+ * Run a bound upsert (parameter genidx takes the generation); when it
+ * changed the row, the row's tombstone goes and *ret_gen gets the new
+ * generation, else 0.
  */
 static int
-cache_write(struct cache *c, enum cache_stmt id, int genidx,
-    uint64_t *ret_gen)
+cache_put(struct cache *c, enum cache_stmt id, int genidx,
+    const struct cache_tomb *k, uint64_t *ret_gen)
 {
-	sqlite3_stmt *st = c->st[id];
-	bool own = !c->in_tx;
 	uint64_t gen = 0;
-	int rc, r;
+	bool own;
+	int r;
 
-	if (c->rdonly) {
-		cache_done(st);
-		return -EROFS;
-	}
-	if (own && (r = cache_begin(c)) < 0) {
-		cache_done(st);
+	if ((r = cache_tx_enter(c, &own)) < 0) {
+		cache_done(c->st[id]);
 		return r;
 	}
-	if (genidx > 0)
-		sqlite3_bind_int64(st, genidx, (sqlite3_int64)(c->gen + 1));
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE && sqlite3_changes(c->db) > 0 &&
-	    genidx != CW_NO_GEN)
+	sqlite3_bind_int64(c->st[id], genidx, (sqlite3_int64)(c->gen + 1));
+	if ((r = cache_step_write(c, c->st[id])) == 1) {
 		gen = ++c->gen;
-	cache_done(st);
-	r = rc == SQLITE_DONE ? 0 : cache_errno(rc);
-	if (r == 0 && own)
-		r = cache_commit(c);
-	if (r < 0) {
-		if (own)
-			cache_rollback(c);
+		cache_bind_key(c->st[ST_TB_CLR], k);
+		r = cache_step_write(c, c->st[ST_TB_CLR]);
+	}
+	if ((r = cache_tx_leave(c, own, r < 0 ? r : 0)) < 0)
+		return r;
+	if (ret_gen != NULL)
+		*ret_gen = gen;
+	return 0;
+}
+
+/*
+ * Delete the row of key k: its tombstone statement tomb (bound here: the
+ * row key as 1..3 or 1 for namespaces, the generation last) copies it into
+ * tombstones first, then statement del (already bound) removes it.
+ */
+static int
+cache_del(struct cache *c, enum cache_stmt tomb, int genidx,
+    enum cache_stmt del, uint64_t *ret_gen)
+{
+	uint64_t gen = 0;
+	bool own;
+	int r;
+
+	if ((r = cache_tx_enter(c, &own)) < 0) {
+		cache_done(c->st[tomb]);
+		cache_done(c->st[del]);
 		return r;
 	}
+	sqlite3_bind_int64(c->st[tomb], genidx, (sqlite3_int64)(c->gen + 1));
+	if ((r = cache_step_write(c, c->st[tomb])) == 1) {
+		gen = ++c->gen;
+		r = cache_step_write(c, c->st[del]);
+	} else
+		cache_done(c->st[del]);
+	if ((r = cache_tx_leave(c, own, r < 0 ? r : 0)) < 0)
+		return r;
 	if (ret_gen != NULL)
 		*ret_gen = gen;
 	return 0;
@@ -573,6 +678,7 @@ int
 cache_ns_put(struct cache *c, const struct cache_ns *ns, uint64_t *ret_gen)
 {
 	sqlite3_stmt *st = c->st[ST_NS_PUT];
+	struct cache_tomb k = { CACHE_T_NS, "", "", ns->name, ns->name, 0 };
 
 	if (ns->name == NULL || *ns->name == '\0' ||
 	    !cache_fits(ns->name, CACHE_KEY_MAX) ||
@@ -589,11 +695,9 @@ cache_ns_put(struct cache *c, const struct cache_ns *ns, uint64_t *ret_gen)
 	cache_bind_s(st, 4, ns->phase);
 	sqlite3_bind_int(st, 5, ns->isolated ? 1 : 0);
 	cache_bind(st, 6, ns->resolved);
-	sqlite3_bind_text(st, 7, ns->labels != NULL ? ns->labels : "{}", -1,
-	    SQLITE_STATIC);
-	sqlite3_bind_text(st, 8, ns->annotations != NULL ? ns->annotations :
-	    "{}", -1, SQLITE_STATIC);
-	return cache_write(c, ST_NS_PUT, 9, ret_gen);
+	cache_bind(st, 7, ns->labels != NULL ? ns->labels : "{}");
+	cache_bind(st, 8, ns->annotations != NULL ? ns->annotations : "{}");
+	return cache_put(c, ST_NS_PUT, 9, &k, ret_gen);
 }
 
 /* Insert or update an instance custom resource. */
@@ -602,6 +706,8 @@ cache_instance_put(struct cache *c, const struct cache_instance *in,
     uint64_t *ret_gen)
 {
 	sqlite3_stmt *st = c->st[ST_IN_PUT];
+	struct cache_tomb k = { CACHE_T_INSTANCE, in->gvr, "", in->ns,
+	    in->name, 0 };
 
 	if (in->gvr == NULL || *in->gvr == '\0' || in->ns == NULL ||
 	    in->name == NULL || *in->name == '\0' ||
@@ -625,7 +731,7 @@ cache_instance_put(struct cache *c, const struct cache_instance *in,
 	cache_bind_s(st, 8, in->created);
 	cache_bind(st, 9, in->isolation);
 	cache_bind(st, 10, in->deleted);
-	return cache_write(c, ST_IN_PUT, 11, ret_gen);
+	return cache_put(c, ST_IN_PUT, 11, &k, ret_gen);
 }
 
 /* Insert or update an owned object. */
@@ -634,6 +740,8 @@ cache_owned_put(struct cache *c, const struct cache_owned *o,
     uint64_t *ret_gen)
 {
 	sqlite3_stmt *st = c->st[ST_OW_PUT];
+	struct cache_tomb k = { CACHE_T_OWNED, o->kind, "", o->ns, o->name,
+	    0 };
 
 	if (o->kind == NULL || *o->kind == '\0' || o->ns == NULL ||
 	    o->name == NULL || *o->name == '\0' ||
@@ -649,49 +757,53 @@ cache_owned_put(struct cache *c, const struct cache_owned *o,
 	cache_bind(st, 3, o->name);
 	cache_bind_s(st, 4, o->uid);
 	cache_bind_s(st, 5, o->rv);
-	sqlite3_bind_text(st, 6, o->data != NULL ? o->data : "{}", -1,
-	    SQLITE_STATIC);
-	return cache_write(c, ST_OW_PUT, 7, ret_gen);
+	cache_bind(st, 6, o->data != NULL ? o->data : "{}");
+	return cache_put(c, ST_OW_PUT, 7, &k, ret_gen);
 }
 
-/* Delete a Namespace. */
+/* Delete a Namespace, leaving a tombstone. */
 int
 cache_ns_delete(struct cache *c, const char *name, uint64_t *ret_gen)
 {
 	if (name == NULL)
 		return -EINVAL;
+	cache_bind(c->st[ST_TB_NS], 1, name);
 	cache_bind(c->st[ST_NS_DEL], 1, name);
-	return cache_write(c, ST_NS_DEL, CW_GEN_ONLY, ret_gen);
+	return cache_del(c, ST_TB_NS, 2, ST_NS_DEL, ret_gen);
 }
 
-/* Delete an instance. */
+/* Bind (a, b, c) as parameters 1..3 of statement id. */
+static void
+cache_bind3(struct cache *c, enum cache_stmt id, const char *a,
+    const char *b, const char *d)
+{
+	cache_bind(c->st[id], 1, a);
+	cache_bind(c->st[id], 2, b);
+	cache_bind(c->st[id], 3, d);
+}
+
+/* Delete an instance, leaving a tombstone. */
 int
 cache_instance_delete(struct cache *c, const char *gvr, const char *ns,
     const char *name, uint64_t *ret_gen)
 {
-	sqlite3_stmt *st = c->st[ST_IN_DEL];
-
 	if (gvr == NULL || ns == NULL || name == NULL)
 		return -EINVAL;
-	cache_bind(st, 1, gvr);
-	cache_bind(st, 2, ns);
-	cache_bind(st, 3, name);
-	return cache_write(c, ST_IN_DEL, CW_GEN_ONLY, ret_gen);
+	cache_bind3(c, ST_TB_IN, gvr, ns, name);
+	cache_bind3(c, ST_IN_DEL, gvr, ns, name);
+	return cache_del(c, ST_TB_IN, 4, ST_IN_DEL, ret_gen);
 }
 
-/* Delete an owned object. */
+/* Delete an owned object, leaving a tombstone. */
 int
 cache_owned_delete(struct cache *c, const char *kind, const char *ns,
     const char *name, uint64_t *ret_gen)
 {
-	sqlite3_stmt *st = c->st[ST_OW_DEL];
-
 	if (kind == NULL || ns == NULL || name == NULL)
 		return -EINVAL;
-	cache_bind(st, 1, kind);
-	cache_bind(st, 2, ns);
-	cache_bind(st, 3, name);
-	return cache_write(c, ST_OW_DEL, CW_GEN_ONLY, ret_gen);
+	cache_bind3(c, ST_TB_OW, kind, ns, name);
+	cache_bind3(c, ST_OW_DEL, kind, ns, name);
+	return cache_del(c, ST_TB_OW, 4, ST_OW_DEL, ret_gen);
 }
 
 /* A column as text, NULL kept NULL. */
@@ -912,7 +1024,19 @@ cache_owned_free(struct cache_owned *o)
 	free(o);
 }
 
-enum cache_row { ROW_NS, ROW_INSTANCE, ROW_OWNED };
+enum cache_row { ROW_NS, ROW_INSTANCE, ROW_OWNED, ROW_TOMB };
+
+/* Fill a tombstone view from the current row. */
+static void
+cache_row_tomb(sqlite3_stmt *st, struct cache_tomb *t)
+{
+	t->table = (enum cache_table)sqlite3_column_int(st, 0);
+	t->key = col_s(st, 1);
+	t->kind = col_s(st, 2);
+	t->ns = col_s(st, 3);
+	t->name = col_s(st, 4);
+	t->gen = (uint64_t)sqlite3_column_int64(st, 5);
+}
 
 /* Step a bound query, handing each row to the typed callback. */
 static int
@@ -922,6 +1046,7 @@ cache_iterate(sqlite3_stmt *st, enum cache_row kind, void *cb, void *arg)
 		struct cache_ns ns;
 		struct cache_instance in;
 		struct cache_owned ow;
+		struct cache_tomb tb;
 	} v;
 	int rc, r = 0;
 
@@ -938,6 +1063,10 @@ cache_iterate(sqlite3_stmt *st, enum cache_row kind, void *cb, void *arg)
 		case ROW_OWNED:
 			cache_row_owned(st, &v.ow);
 			r = ((cache_owned_cb)cb)(&v.ow, arg);
+			break;
+		case ROW_TOMB:
+			cache_row_tomb(st, &v.tb);
+			r = ((cache_tomb_cb)cb)(&v.tb, arg);
 			break;
 		}
 		if (r < 0)
@@ -1063,17 +1192,67 @@ int
 cache_watch_set(struct cache *c, const char *key, const char *rv)
 {
 	sqlite3_stmt *st;
+	bool own;
+	int r;
 
 	if (key == NULL || rv == NULL || !cache_fits(key, CACHE_GVR_MAX + 16) ||
 	    !cache_fits(rv, CACHE_RV_MAX))
 		return -EINVAL;
-	if (*rv == '\0') {
-		st = c->st[ST_WS_DEL];
-		cache_bind(st, 1, key);
-		return cache_write(c, ST_WS_DEL, CW_NO_GEN, NULL);
-	}
-	st = c->st[ST_WS_SET];
+	if ((r = cache_tx_enter(c, &own)) < 0)
+		return r;
+	st = c->st[*rv == '\0' ? ST_WS_DEL : ST_WS_SET];
 	cache_bind(st, 1, key);
-	cache_bind(st, 2, rv);
-	return cache_write(c, ST_WS_SET, CW_NO_GEN, NULL);
+	if (*rv != '\0')
+		cache_bind(st, 2, rv);
+	r = cache_step_write(c, st);
+	return cache_tx_leave(c, own, r < 0 ? r : 0);
+}
+
+/* Iterate tombstones newer than since. */
+int
+cache_tomb_foreach(struct cache *c, uint64_t since, cache_tomb_cb cb,
+    void *arg)
+{
+	sqlite3_stmt *st = c->st[ST_TB_ALL];
+
+	if (sqlite3_stmt_busy(st))
+		return -EBUSY;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)since);
+	return cache_iterate(st, ROW_TOMB, (void *)cb, arg);
+}
+
+/* The generation from which on deltas are complete. */
+int
+cache_horizon(struct cache *c, uint64_t *ret)
+{
+	int64_t v;
+	int r;
+
+	if ((r = cache_scalar(c, ST_HZ_GET, &v)) < 0)
+		return r;
+	*ret = (uint64_t)v;
+	return 0;
+}
+
+/* Keep the newest keep tombstones; the horizon rises past the others. */
+int
+cache_tomb_prune(struct cache *c, uint64_t keep)
+{
+	sqlite3_stmt *st = c->st[ST_TB_NTH];
+	int64_t cut = 0;
+	bool own;
+	int r;
+
+	if ((r = cache_tx_enter(c, &own)) < 0)
+		return r;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)keep);
+	if ((r = cache_scalar(c, ST_TB_NTH, &cut)) == 0 && cut > 0) {
+		sqlite3_bind_int64(c->st[ST_TB_PRUNE], 1, cut);
+		r = cache_step_write(c, c->st[ST_TB_PRUNE]);
+		if (r >= 0) {
+			sqlite3_bind_int64(c->st[ST_HZ_SET], 1, cut);
+			r = cache_step_write(c, c->st[ST_HZ_SET]);
+		}
+	}
+	return cache_tx_leave(c, own, r < 0 ? r : 0);
 }

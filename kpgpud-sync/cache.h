@@ -7,7 +7,10 @@
  * Every row change (insert, update with a different resourceVersion, delete)
  * takes the next value of one monotonically increasing cache generation and
  * stores it in the row (field gen); cache_generation() returns the newest.
- * Deletions leave no row: readers that need them subscribe to sync.sock.
+ * A new (or rebuilt) cache starts its generations at the wall-clock time in
+ * microseconds, so generations never repeat across a rebuild. A deletion
+ * leaves a tombstone with its generation (pruned to the newest ones; the
+ * horizon says from which generation on "changes since G" is complete).
  *
  * Strings in the structs below are borrowed. In a put they belong to the
  * caller. In a foreach callback they belong to the cache and are valid only
@@ -97,7 +100,27 @@ struct cache_counts {
 	uint64_t	 quotas;
 };
 
+/* Which table a tombstone belongs to. */
+enum cache_table {
+	CACHE_T_NS = 1,
+	CACHE_T_INSTANCE = 2,
+	CACHE_T_OWNED = 4,
+};
+
+/* A deleted row, kept so subscribers can catch up since a generation. */
+struct cache_tomb {
+	enum cache_table table;
+	const char	*key;		/* gvr (instances), kind (owned), ""
+					   (namespaces) */
+	const char	*kind;		/* "Namespace", instance or owned kind */
+	const char	*ns;		/* "" when cluster-scoped; the name
+					   itself for a Namespace */
+	const char	*name;
+	uint64_t	 gen;
+};
+
 /* Callbacks return 0 to go on or a negative errno to stop (returned). */
+typedef int (*cache_tomb_cb)(const struct cache_tomb *t, void *arg);
 typedef int (*cache_ns_cb)(const struct cache_ns *ns, void *arg);
 typedef int (*cache_instance_cb)(const struct cache_instance *in, void *arg);
 typedef int (*cache_owned_cb)(const struct cache_owned *o, void *arg);
@@ -169,6 +192,18 @@ int	 cache_owned_foreach(struct cache *c, const char *ns,
 	    const char *kind, uint64_t since, cache_owned_cb cb, void *arg);
 
 int	 cache_counts(struct cache *c, struct cache_counts *ret);
+
+/* Tombstones with gen > since, in generation order. */
+int	 cache_tomb_foreach(struct cache *c, uint64_t since, cache_tomb_cb cb,
+	    void *arg);
+/*
+ * The horizon H: for any G >= H, the rows with gen > G plus the tombstones
+ * with gen > G are exactly the changes after G. A G below H (or above the
+ * current generation) needs a full snapshot.
+ */
+int	 cache_horizon(struct cache *c, uint64_t *ret);
+/* Writer: keep only the newest keep tombstones, raising the horizon. */
+int	 cache_tomb_prune(struct cache *c, uint64_t keep);
 
 /*
  * Watch state: the resourceVersion each watch (key e.g. "v1/namespaces")

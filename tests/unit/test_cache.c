@@ -14,6 +14,7 @@
 #include "tests/unit/test.h"
 
 static char tdir[64];
+static uint64_t g0;		/* the generation of a fresh cache */
 static char tpath[128];
 
 /* Make a fresh directory and database path for one test. */
@@ -38,6 +39,15 @@ cleanup(void)
 		test_fail(__FILE__, __LINE__, "rm failed");
 }
 
+/* Open the test path as the writer and note its first generation. */
+static int
+open_rw(struct cache **c)
+{
+	int r = cache_open(tpath, 0, c);
+
+	return r < 0 ? r : cache_generation(*c, &g0);
+}
+
 /* Put a namespace with the given rv. */
 static int
 put_ns(struct cache *c, const char *name, const char *rv, bool iso,
@@ -60,16 +70,16 @@ TEST(ns_put_get_generations)
 	uint64_t g1 = 99, g2 = 99, g3 = 99, gen;
 
 	REQUIRE(fresh() != NULL);
-	REQUIRE(cache_open(tpath, 0, &c) == 0);
+	REQUIRE(open_rw(&c) == 0);
 	CHECK(!cache_recovered(c));
-	CHECK(cache_generation(c, &gen) == 0 && gen == 0);
+	CHECK(cache_generation(c, &gen) == 0 && gen == g0);
 	CHECK(put_ns(c, "team-a", "10", true, &g1) == 0);
-	CHECK_INT(g1, 1);
+	CHECK_INT(g1, g0 + 1);
 	/* same resourceVersion: nothing changes, no generation */
 	CHECK(put_ns(c, "team-a", "10", true, &g2) == 0);
 	CHECK_INT(g2, 0);
 	CHECK(put_ns(c, "team-a", "11", false, &g3) == 0);
-	CHECK_INT(g3, 2);
+	CHECK_INT(g3, g0 + 2);
 	REQUIRE(cache_ns_get(c, "team-a", &ns) == 0);
 	CHECK_STR(ns->rv, "11");
 	CHECK_STR(ns->uid, "u-1");
@@ -78,15 +88,15 @@ TEST(ns_put_get_generations)
 	CHECK_STR(ns->annotations, "{}");
 	CHECK(!ns->isolated);
 	CHECK(ns->resolved == NULL);
-	CHECK_INT(ns->gen, 2);
+	CHECK_INT(ns->gen, g0 + 2);
 	cache_ns_free(ns);
 	CHECK(cache_ns_get(c, "nope", &ns) == -ENOENT);
 	CHECK(cache_ns_delete(c, "team-a", &g1) == 0);
-	CHECK_INT(g1, 3);
+	CHECK_INT(g1, g0 + 3);
 	CHECK(cache_ns_delete(c, "team-a", &g1) == 0);
 	CHECK_INT(g1, 0);
 	CHECK(cache_ns_get(c, "team-a", &ns) == -ENOENT);
-	CHECK(cache_generation(c, &gen) == 0 && gen == 3);
+	CHECK(cache_generation(c, &gen) == 0 && gen == g0 + 3);
 	cache_free(c);
 	cleanup();
 }
@@ -101,7 +111,7 @@ TEST(put_rejects_bad_input)
 	memset(big, 'a', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
 	REQUIRE(fresh() != NULL);
-	REQUIRE(cache_open(tpath, 0, &c) == 0);
+	REQUIRE(open_rw(&c) == 0);
 	CHECK(cache_ns_put(c, &ns, NULL) == -EINVAL);
 	ns.name = "";
 	CHECK(cache_ns_put(c, &ns, NULL) == -EINVAL);
@@ -155,22 +165,22 @@ TEST(instances_filters_and_since)
 	uint64_t g, mark;
 
 	REQUIRE(fresh() != NULL);
-	REQUIRE(cache_open(tpath, 0, &c) == 0);
-	CHECK(cache_instance_put(c, &in, &g) == 0 && g == 1);
+	REQUIRE(open_rw(&c) == 0);
+	CHECK(cache_instance_put(c, &in, &g) == 0 && g == g0 + 1);
 	in.name = "a2";
-	CHECK(cache_instance_put(c, &in, &g) == 0 && g == 2);
+	CHECK(cache_instance_put(c, &in, &g) == 0 && g == g0 + 2);
 	in.gvr = "example.com/v1/things";
 	in.ns = "t";
 	in.name = "th";
 	in.isolation = NULL;
-	CHECK(cache_instance_put(c, &in, &g) == 0 && g == 3);
+	CHECK(cache_instance_put(c, &in, &g) == 0 && g == g0 + 3);
 	mark = g;
 	in.gvr = "kubeplus.io/v1/agents";
 	in.ns = "";
 	in.name = "a1";
 	in.rv = "6";
 	in.deleted = "2025-01-02T00:00:00Z";
-	CHECK(cache_instance_put(c, &in, &g) == 0 && g == 4);
+	CHECK(cache_instance_put(c, &in, &g) == 0 && g == g0 + 4);
 
 	CHECK(cache_instance_foreach(c, NULL, 0, collect_in, &k) == 0);
 	CHECK_INT(k.n, 3);
@@ -194,7 +204,7 @@ TEST(instances_filters_and_since)
 	CHECK(got->isolation == NULL);
 	cache_instance_free(got);
 	CHECK(cache_instance_delete(c, "kubeplus.io/v1/agents", "", "a1",
-	    &g) == 0 && g == 5);
+	    &g) == 0 && g == g0 + 5);
 	CHECK(cache_instance_get(c, "kubeplus.io/v1/agents", "", "a1",
 	    &got) == -ENOENT);
 	cache_free(c);
@@ -209,7 +219,7 @@ TEST(owned_filters_and_counts)
 	struct collect k = { 0 };
 
 	REQUIRE(fresh() != NULL);
-	REQUIRE(cache_open(tpath, 0, &c) == 0);
+	REQUIRE(open_rw(&c) == 0);
 	REQUIRE(cache_begin(c) == 0);
 	o.kind = CACHE_KIND_DEVICECLASS; o.ns = ""; o.name = "dc1";
 	CHECK(cache_owned_put(c, &o, NULL) == 0);
@@ -257,19 +267,19 @@ TEST(rollback_discards_batch)
 	uint64_t g;
 
 	REQUIRE(fresh() != NULL);
-	REQUIRE(cache_open(tpath, 0, &c) == 0);
+	REQUIRE(open_rw(&c) == 0);
 	CHECK(put_ns(c, "keep", "1", false, NULL) == 0);
 	REQUIRE(cache_begin(c) == 0);
 	CHECK(cache_begin(c) == -EBUSY);
-	CHECK(put_ns(c, "gone", "2", false, &g) == 0 && g == 2);
-	CHECK(cache_ns_delete(c, "keep", &g) == 0 && g == 3);
+	CHECK(put_ns(c, "gone", "2", false, &g) == 0 && g == g0 + 2);
+	CHECK(cache_ns_delete(c, "keep", &g) == 0 && g == g0 + 3);
 	cache_rollback(c);
-	CHECK(cache_generation(c, &g) == 0 && g == 1);
+	CHECK(cache_generation(c, &g) == 0 && g == g0 + 1);
 	CHECK(cache_ns_get(c, "gone", &ns) == -ENOENT);
 	REQUIRE(cache_ns_get(c, "keep", &ns) == 0);
 	cache_ns_free(ns);
 	/* the next change reuses the discarded generation */
-	CHECK(put_ns(c, "new", "3", false, &g) == 0 && g == 2);
+	CHECK(put_ns(c, "new", "3", false, &g) == 0 && g == g0 + 2);
 	cache_free(c);
 	cleanup();
 }
@@ -301,7 +311,7 @@ TEST(foreach_stop_and_nesting)
 	int n = 0;
 
 	REQUIRE(fresh() != NULL);
-	REQUIRE(cache_open(tpath, 0, &c) == 0);
+	REQUIRE(open_rw(&c) == 0);
 	CHECK(put_ns(c, "a", "1", false, NULL) == 0);
 	CHECK(put_ns(c, "b", "2", false, NULL) == 0);
 	CHECK(put_ns(c, "c", "3", false, NULL) == 0);
@@ -324,24 +334,24 @@ TEST(reader_sees_writer_and_cannot_write)
 
 	REQUIRE(fresh() != NULL);
 	CHECK(cache_open(tpath, CACHE_OPEN_RDONLY, &r) < 0);
-	REQUIRE(cache_open(tpath, 0, &w) == 0);
+	REQUIRE(open_rw(&w) == 0);
 	CHECK(put_ns(w, "a", "1", true, NULL) == 0);
 	REQUIRE(cache_open(tpath, CACHE_OPEN_RDONLY, &r) == 0);
 	REQUIRE(cache_ns_get(r, "a", &ns) == 0);
 	CHECK(ns->isolated);
 	CHECK_STR(ns->resolved, "{\"claimTemplateName\":\"gpu\"}");
 	cache_ns_free(ns);
-	CHECK(cache_generation(r, &g) == 0 && g == 1);
+	CHECK(cache_generation(r, &g) == 0 && g == g0 + 1);
 	CHECK(put_ns(r, "b", "1", false, NULL) == -EROFS);
 	CHECK(cache_watch_set(r, "v1/namespaces", "5") == -EROFS);
 	/* a snapshot: the writer's later commit is invisible until commit */
 	REQUIRE(cache_begin(r) == 0);
-	CHECK(cache_generation(r, &g) == 0 && g == 1);
+	CHECK(cache_generation(r, &g) == 0 && g == g0 + 1);
 	CHECK(put_ns(w, "b", "2", false, NULL) == 0);
-	CHECK(cache_generation(r, &g) == 0 && g == 1);
+	CHECK(cache_generation(r, &g) == 0 && g == g0 + 1);
 	CHECK(cache_ns_get(r, "b", &ns) == -ENOENT);
 	CHECK(cache_commit(r) == 0);
-	CHECK(cache_generation(r, &g) == 0 && g == 2);
+	CHECK(cache_generation(r, &g) == 0 && g == g0 + 2);
 	REQUIRE(cache_ns_get(r, "b", &ns) == 0);
 	cache_ns_free(ns);
 	cache_free(r);
@@ -356,26 +366,26 @@ TEST(watch_state_survives_reopen)
 	uint64_t g;
 
 	REQUIRE(fresh() != NULL);
-	REQUIRE(cache_open(tpath, 0, &c) == 0);
+	REQUIRE(open_rw(&c) == 0);
 	CHECK(cache_watch_get(c, "v1/namespaces", rv, sizeof(rv)) == -ENOENT);
 	CHECK(cache_watch_set(c, "v1/namespaces", "1234") == 0);
 	CHECK(cache_watch_set(c, "v1/namespaces", "1240") == 0);
 	CHECK(cache_watch_set(c, "x/v1/y", "7") == 0);
 	CHECK(put_ns(c, "a", "1", false, NULL) == 0);
 	/* watch state takes no generation */
-	CHECK(cache_generation(c, &g) == 0 && g == 1);
+	CHECK(cache_generation(c, &g) == 0 && g == g0 + 1);
 	cache_free(c);
 
 	REQUIRE(cache_open(tpath, 0, &c) == 0);
 	CHECK(!cache_recovered(c));
-	CHECK(cache_generation(c, &g) == 0 && g == 1);
+	CHECK(cache_generation(c, &g) == 0 && g == g0 + 1);
 	CHECK(cache_watch_get(c, "v1/namespaces", rv, sizeof(rv)) == 0);
 	CHECK_STR(rv, "1240");
 	CHECK(cache_watch_get(c, "v1/namespaces", tiny, sizeof(tiny)) ==
 	    -ENOSPC);
 	CHECK(cache_watch_set(c, "x/v1/y", "") == 0);
 	CHECK(cache_watch_get(c, "x/v1/y", rv, sizeof(rv)) == -ENOENT);
-	CHECK(put_ns(c, "b", "1", false, &g) == 0 && g == 2);
+	CHECK(put_ns(c, "b", "1", false, &g) == 0 && g == g0 + 2);
 	cache_free(c);
 	cleanup();
 }
@@ -421,7 +431,7 @@ TEST(corrupt_file_moved_aside)
 	memset(junk, 'Z', sizeof(junk));
 	REQUIRE(write_file(junk, sizeof(junk)) == 0);
 	CHECK(cache_open(tpath, CACHE_OPEN_RDONLY, &c) < 0);
-	REQUIRE(cache_open(tpath, 0, &c) == 0);
+	REQUIRE(open_rw(&c) == 0);
 	CHECK(cache_recovered(c));
 	CHECK_INT(count_files("corrupt"), 1);
 	CHECK(put_ns(c, "a", "1", false, NULL) == 0);
@@ -438,7 +448,7 @@ TEST(damaged_pages_moved_aside)
 	int i, fd;
 
 	REQUIRE(fresh() != NULL);
-	REQUIRE(cache_open(tpath, 0, &c) == 0);
+	REQUIRE(open_rw(&c) == 0);
 	REQUIRE(cache_begin(c) == 0);
 	for (i = 0; i < 2000; i++) {
 		snprintf(name, sizeof(name), "ns-%05d", i);
@@ -453,7 +463,7 @@ TEST(damaged_pages_moved_aside)
 	CHECK(pwrite(fd, buf, sizeof(buf), 8192) == (ssize_t)sizeof(buf));
 	CHECK(pwrite(fd, buf, sizeof(buf), 3 * 4096) == (ssize_t)sizeof(buf));
 	close(fd);
-	REQUIRE(cache_open(tpath, 0, &c) == 0);
+	REQUIRE(open_rw(&c) == 0);
 	CHECK(cache_recovered(c));
 	cache_free(c);
 	cleanup();
@@ -469,7 +479,7 @@ TEST(foreign_schema_moved_aside)
 	    " CREATE TABLE t(x);'", tpath);
 	REQUIRE(system(cmd) == 0);
 	CHECK(cache_open(tpath, CACHE_OPEN_RDONLY, &c) == -EPROTO);
-	REQUIRE(cache_open(tpath, 0, &c) == 0);
+	REQUIRE(open_rw(&c) == 0);
 	CHECK(cache_recovered(c));
 	CHECK_INT(count_files("corrupt"), 1);
 	CHECK(put_ns(c, "a", "1", false, NULL) == 0);
@@ -486,9 +496,74 @@ TEST(same_version_foreign_tables_moved_aside)
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'PRAGMA user_version=%d;"
 	    " CREATE TABLE t(x);'", tpath, CACHE_SCHEMA_VERSION);
 	REQUIRE(system(cmd) == 0);
-	REQUIRE(cache_open(tpath, 0, &c) == 0);
+	REQUIRE(open_rw(&c) == 0);
 	CHECK(cache_recovered(c));
 	CHECK(put_ns(c, "a", "1", false, NULL) == 0);
+	cache_free(c);
+	cleanup();
+}
+
+/* Record each tombstone as table:kind:ns/name. */
+static int
+collect_tb(const struct cache_tomb *t, void *arg)
+{
+	struct collect *k = arg;
+
+	if (k->n < 16)
+		snprintf(k->names[k->n++], 64, "%d:%s:%s/%s", (int)t->table,
+		    t->kind, t->ns, t->name);
+	return 0;
+}
+
+TEST(tombstones_and_horizon)
+{
+	struct cache *c;
+	struct cache_owned o = { .kind = CACHE_KIND_QUOTA, .ns = "a",
+	    .name = "q", .uid = "u", .rv = "1" };
+	struct cache_instance in = { .gvr = "g/v1/rs", .kind = "R",
+	    .ns = "x", .name = "i" };
+	struct collect k = { 0 };
+	uint64_t g, h, mark;
+
+	REQUIRE(fresh() != NULL);
+	REQUIRE(open_rw(&c) == 0);
+	/* a fresh cache starts at the wall clock, the horizon with it */
+	CHECK(g0 > 1700000000ull * 1000000);
+	CHECK(cache_horizon(c, &h) == 0 && h == g0);
+	CHECK(put_ns(c, "a", "1", false, NULL) == 0);
+	CHECK(cache_owned_put(c, &o, NULL) == 0);
+	CHECK(cache_instance_put(c, &in, NULL) == 0);
+	mark = g0 + 3;
+	CHECK(cache_ns_delete(c, "a", &g) == 0 && g == g0 + 4);
+	CHECK(cache_owned_delete(c, o.kind, "a", "q", &g) == 0 && g == g0 + 5);
+	CHECK(cache_instance_delete(c, "g/v1/rs", "x", "i", &g) == 0 &&
+	    g == g0 + 6);
+	CHECK(cache_tomb_foreach(c, mark, collect_tb, &k) == 0);
+	CHECK_INT(k.n, 3);
+	CHECK_STR(k.names[0], "1:Namespace:a/a");
+	CHECK_STR(k.names[1], "4:ResourceQuota:a/q");
+	CHECK_STR(k.names[2], "2:R:x/i");
+	/* re-creating a deleted row removes its tombstone */
+	CHECK(put_ns(c, "a", "9", false, &g) == 0 && g == g0 + 7);
+	k.n = 0;
+	CHECK(cache_tomb_foreach(c, 0, collect_tb, &k) == 0);
+	CHECK_INT(k.n, 2);
+	CHECK_STR(k.names[0], "4:ResourceQuota:a/q");
+	/* keep one tombstone: the horizon moves to the pruned one's gen */
+	CHECK(cache_tomb_prune(c, 1) == 0);
+	CHECK(cache_horizon(c, &h) == 0 && h == g0 + 5);
+	k.n = 0;
+	CHECK(cache_tomb_foreach(c, 0, collect_tb, &k) == 0);
+	CHECK_INT(k.n, 1);
+	CHECK_STR(k.names[0], "2:R:x/i");
+	CHECK(cache_tomb_prune(c, 5) == 0);
+	CHECK(cache_horizon(c, &h) == 0 && h == g0 + 5);
+	cache_free(c);
+	/* a rebuilt cache starts past everything the old one handed out */
+	REQUIRE(write_file("junk junk junk junk", 19) == 0);
+	REQUIRE(cache_open(tpath, 0, &c) == 0);
+	CHECK(cache_recovered(c));
+	CHECK(cache_generation(c, &g) == 0 && g > g0 + 7);
 	cache_free(c);
 	cleanup();
 }
