@@ -1,0 +1,1110 @@
+/*
+ * Asynchronous Kubernetes API client: libcurl's multi interface driven by
+ * libevent, a token-bucket rate limiter, retries with jittered exponential
+ * backoff, paginated lists and streaming watches. User callbacks never run
+ * inside a libcurl callback: curl only fills buffers, and the results are
+ * handed out after curl_multi_socket_action() returns.
+ */
+#include <sys/queue.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <curl/curl.h>
+#include <event2/event.h>
+
+#include "common/kube.h"
+
+#ifndef KPGPUD_VERSION
+#define KPGPUD_VERSION "0"
+#endif
+
+#define KUBE_MAX_PATH	8192
+
+enum kx_state {
+	KX_IDLE = 0,	/* built, not yet submitted */
+	KX_QUEUED,	/* waiting for the rate limiter */
+	KX_BACKOFF,	/* waiting to retry */
+	KX_RUNNING,	/* attached to the multi handle */
+	KX_DONE,	/* finished, result not yet handed out */
+	KX_DEAD,	/* cancelled or finished; freed at the next reap */
+};
+
+/* One request or watch; struct kube_watch is the same object. */
+struct kube_req {
+	struct kube_client	*c;
+	bool			 watch;
+	enum kx_state		 state;
+	char			*method;
+	char			*url;
+	char			*ctype;
+	char			*body;
+	size_t			 blen;
+	CURL			*easy;
+	struct curl_slist	*hdrs;
+	char			 errbuf[CURL_ERROR_SIZE];
+	CURLcode		 result;
+	char			*rbuf;		/* response body (requests, errors) */
+	size_t			 rlen;
+	size_t			 rcap;
+	bool			 overflow;
+	bool			 http_checked;	/* watch: status looked at */
+	bool			 stream;	/* watch: 200, body goes to ws */
+	bool			 data;		/* watch: bytes to decode */
+	long			 retry_after_ms; /* -1: none */
+	int			 attempts;
+	struct timespec		 queued_at;
+	struct event		*timer;		/* backoff or stall */
+	struct watchstream	*ws;
+	unsigned long		 events;
+	kube_response_cb	 cb;
+	kube_watch_event_cb	 on_event;
+	kube_watch_end_cb	 on_end;
+	void			*arg;
+	TAILQ_ENTRY(kube_req)	 all;
+	TAILQ_ENTRY(kube_req)	 queue;
+};
+TAILQ_HEAD(kx_list, kube_req);
+
+struct kube_watch {
+	struct kube_req		 r;
+};
+
+struct kube_client {
+	struct event_base	*base;
+	struct kube_config	*cfg;
+	struct kube_client_opts	 o;
+	char			*user_agent;
+	CURLM			*multi;
+	struct event		*curl_timer;
+	struct event		*rl_timer;
+	struct event		*pump_ev;	/* hand out results soon */
+	double			 tokens;
+	struct timespec		 refill_at;
+	struct kx_list		 all;
+	struct kx_list		 rlq;		/* waiting for a token */
+	int			 depth;		/* nesting of entry points */
+	uint64_t		 rng;
+	struct kube_metrics	 m;
+};
+
+static void	 kx_attempt(struct kube_req *x);
+static void	 kx_submit(struct kube_req *x);
+static void	 client_pump(struct kube_client *c);
+
+/* Monotonic now in milliseconds. */
+static double
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Milliseconds since *t. */
+static double
+since_ms(const struct timespec *t)
+{
+	return now_ms() - (t->tv_sec * 1e3 + t->tv_nsec / 1e6);
+}
+
+/* A timeval for ms milliseconds. */
+static struct timeval
+ms_tv(double ms)
+{
+	struct timeval tv;
+
+	if (ms < 0)
+		ms = 0;
+	tv.tv_sec = (time_t)(ms / 1000);
+	tv.tv_usec = (suseconds_t)((ms - tv.tv_sec * 1000.0) * 1000);
+	return tv;
+}
+
+/* xorshift64 for backoff jitter; quality does not matter here. */
+static uint64_t
+rng_next(struct kube_client *c)
+{
+	c->rng ^= c->rng << 13;
+	c->rng ^= c->rng >> 7;
+	c->rng ^= c->rng << 17;
+	return c->rng;
+}
+
+/* Map a curl result to a negative errno. */
+static int
+curl_errno(const struct kube_req *x)
+{
+	if (x->overflow)
+		return -EMSGSIZE;
+	switch (x->result) {
+	case CURLE_OK:
+		return 0;
+	case CURLE_COULDNT_CONNECT:
+		return -ECONNREFUSED;
+	case CURLE_COULDNT_RESOLVE_HOST:
+		return -EHOSTUNREACH;
+	case CURLE_OPERATION_TIMEDOUT:
+		return -ETIMEDOUT;
+	case CURLE_OUT_OF_MEMORY:
+		return -ENOMEM;
+	case CURLE_GOT_NOTHING:
+	case CURLE_RECV_ERROR:
+	case CURLE_SEND_ERROR:
+	case CURLE_PARTIAL_FILE:
+		return -ECONNRESET;
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_ENGINE_NOTFOUND:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_UNSUPPORTED_PROTOCOL:
+		return -EPROTO;
+	default:
+		return -EIO;
+	}
+}
+
+/* Wipe header strings (they may hold the token) and free the list. */
+static void
+hdrs_free(struct curl_slist *h)
+{
+	for (struct curl_slist *p = h; p != NULL; p = p->next)
+		explicit_bzero(p->data, strlen(p->data));
+	curl_slist_free_all(h);
+}
+
+/* Detach from curl and free everything a transfer holds. */
+static void
+kx_free(struct kube_req *x)
+{
+	if (x->easy != NULL) {
+		if (x->state == KX_RUNNING)
+			curl_multi_remove_handle(x->c->multi, x->easy);
+		curl_easy_cleanup(x->easy);
+	}
+	hdrs_free(x->hdrs);
+	if (x->timer != NULL)
+		event_free(x->timer);
+	watchstream_free(x->ws);
+	free(x->method);
+	free(x->url);
+	free(x->ctype);
+	if (x->body != NULL)
+		explicit_bzero(x->body, x->blen);
+	free(x->body);
+	free(x->rbuf);
+	free(x);
+}
+
+/* Stop a transfer now; it is freed at the next reap (or now if idle). */
+static void
+kx_kill(struct kube_req *x)
+{
+	struct kube_client *c = x->c;
+
+	if (x->state == KX_DEAD)
+		return;
+	if (x->state == KX_RUNNING)
+		curl_multi_remove_handle(c->multi, x->easy);
+	if (x->state == KX_QUEUED)
+		TAILQ_REMOVE(&c->rlq, x, queue);
+	if (x->timer != NULL)
+		event_del(x->timer);
+	x->state = KX_DEAD;
+	if (c->depth == 0) {
+		TAILQ_REMOVE(&c->all, x, all);
+		kx_free(x);
+	}
+}
+
+/* Free transfers killed while callbacks were running. */
+static void
+client_reap(struct kube_client *c)
+{
+	struct kube_req *x, *nx;
+
+	if (c->depth != 0)
+		return;
+	for (x = TAILQ_FIRST(&c->all); x != NULL; x = nx) {
+		nx = TAILQ_NEXT(x, all);
+		if (x->state == KX_DEAD) {
+			TAILQ_REMOVE(&c->all, x, all);
+			kx_free(x);
+		}
+	}
+}
+
+/* curl write callback: buffer the body (capped) or feed the watch. */
+static size_t
+on_write(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+	struct kube_req *x = arg;
+	size_t n = size * nmemb, ncap;
+	long code = 0;
+	char *nb;
+
+	if (x->watch && !x->http_checked) {
+		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+		x->http_checked = true;
+		x->stream = code == 200;
+	}
+	if (x->watch && x->timer != NULL && x->c->o.watch_stall_ms > 0) {
+		struct timeval tv = ms_tv(x->c->o.watch_stall_ms);
+
+		event_add(x->timer, &tv);
+	}
+	if (x->stream) {
+		x->data = true;
+		return watchstream_feed(x->ws, ptr, n) < 0 ? 0 : n;
+	}
+	if (x->rlen + n > x->c->o.max_response) {
+		x->overflow = true;
+		return 0;
+	}
+	if (x->rlen + n + 1 > x->rcap) {
+		ncap = x->rcap ? x->rcap : 4096;
+		while (ncap < x->rlen + n + 1)
+			ncap *= 2;
+		if ((nb = realloc(x->rbuf, ncap)) == NULL)
+			return 0;
+		x->rbuf = nb;
+		x->rcap = ncap;
+	}
+	memcpy(x->rbuf + x->rlen, ptr, n);
+	x->rlen += n;
+	x->rbuf[x->rlen] = '\0';
+	return n;
+}
+
+/* curl header callback: remember Retry-After (seconds or HTTP date). */
+static size_t
+on_header(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+	struct kube_req *x = arg;
+	size_t n = size * nmemb;
+	char val[64], *end;
+	long secs;
+	time_t t;
+
+	if (n < 12 || n > 200 || strncasecmp(ptr, "Retry-After:", 12) != 0)
+		return n;
+	snprintf(val, sizeof(val), "%.*s", (int)(n - 12), ptr + 12);
+	val[strcspn(val, "\r\n")] = '\0';
+	secs = strtol(val, &end, 10);
+	if (end != val && *end == '\0' && secs >= 0 && secs < 86400) {
+		x->retry_after_ms = secs * 1000;
+	} else if ((t = curl_getdate(val, NULL)) != -1) {
+		secs = (long)(t - time(NULL));
+		x->retry_after_ms = secs > 0 ? secs * 1000 : 0;
+	}
+	return n;
+}
+
+/* Create sockets close-on-exec. */
+static curl_socket_t
+on_opensocket(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	(void)arg;
+	(void)purpose;
+	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+/* TLS material and auth from the configuration. */
+static int
+easy_tls(struct kube_req *x, CURL *e)
+{
+	struct kube_config *cfg = x->c->cfg;
+	struct curl_blob b;
+	int r = 0;
+
+	r |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, cfg->insecure ? 0L : 1L);
+	r |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, cfg->insecure ? 0L : 2L);
+	if (cfg->ca_file != NULL)
+		r |= curl_easy_setopt(e, CURLOPT_CAINFO, cfg->ca_file);
+	if (cfg->ca_data != NULL) {
+		b = (struct curl_blob){ cfg->ca_data, cfg->ca_len,
+		    CURL_BLOB_COPY };
+		r |= curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &b);
+	}
+	if (cfg->cert_file != NULL)
+		r |= curl_easy_setopt(e, CURLOPT_SSLCERT, cfg->cert_file);
+	if (cfg->cert_data != NULL) {
+		b = (struct curl_blob){ cfg->cert_data, cfg->cert_len,
+		    CURL_BLOB_COPY };
+		r |= curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &b);
+	}
+	if (cfg->key_file != NULL)
+		r |= curl_easy_setopt(e, CURLOPT_SSLKEY, cfg->key_file);
+	if (cfg->key_data != NULL) {
+		b = (struct curl_blob){ cfg->key_data, cfg->key_len,
+		    CURL_BLOB_COPY };
+		r |= curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &b);
+	}
+	return r == 0 ? 0 : -EINVAL;
+}
+
+/* Headers for one attempt: Accept, Content-Type, bearer token. */
+static int
+build_headers(struct kube_req *x)
+{
+	struct kube_client *c = x->c;
+	struct curl_slist *h = NULL, *t;
+	char line[128];
+	char *auth;
+	int r;
+
+	if ((r = kube_config_refresh_token(c->cfg)) == 1)
+		c->m.token_reloads++;
+	/* an unreadable token file keeps the previous token */
+	h = curl_slist_append(h, "Accept: application/json");
+	if (h != NULL && x->ctype != NULL) {
+		snprintf(line, sizeof(line), "Content-Type: %s", x->ctype);
+		h = (t = curl_slist_append(h, line)) ? t : (hdrs_free(h), NULL);
+	}
+	if (h != NULL && x->body == NULL)
+		h = (t = curl_slist_append(h, "Expect:")) ? t :
+		    (hdrs_free(h), NULL);
+	if (h != NULL && c->cfg->token != NULL) {
+		if (asprintf(&auth, "Authorization: Bearer %s",
+		    c->cfg->token) == -1)
+			auth = NULL;
+		t = auth ? curl_slist_append(h, auth) : NULL;
+		if (auth != NULL) {
+			explicit_bzero(auth, strlen(auth));
+			free(auth);
+		}
+		h = t ? t : (hdrs_free(h), NULL);
+	}
+	if (h == NULL)
+		return -ENOMEM;
+	hdrs_free(x->hdrs);
+	x->hdrs = h;
+	return 0;
+}
+
+/* Set every option of the easy handle for the next attempt. */
+static int
+easy_setup(struct kube_req *x)
+{
+	struct kube_client *c = x->c;
+	CURL *e = x->easy;
+	int r = 0;
+
+	if (build_headers(x) < 0)
+		return -ENOMEM;
+	r |= curl_easy_setopt(e, CURLOPT_URL, x->url);
+	r |= curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+	r |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	r |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR,
+	    c->cfg->insecure ? "http,https" : "https");
+	r |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	r |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+	r |= curl_easy_setopt(e, CURLOPT_USERAGENT, c->user_agent);
+	r |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
+	r |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+	r |= curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+	r |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+	r |= curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+	r |= curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_opensocket);
+	r |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+	    (long)c->o.connect_timeout_ms);
+	r |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
+	    x->watch ? 0L : (long)c->o.timeout_ms);
+	r |= curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, x->method);
+	if (x->body != NULL) {
+		r |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+		    (curl_off_t)x->blen);
+		r |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
+	} else if (strcmp(x->method, "HEAD") == 0)
+		r |= curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	if (r != 0 || easy_tls(x, e) < 0)
+		return -EINVAL;
+	return 0;
+}
+
+/* Start one attempt now (the rate limiter has let it through). */
+static void
+kx_attempt(struct kube_req *x)
+{
+	struct kube_client *c = x->c;
+
+	x->rlen = 0;
+	x->overflow = false;
+	x->retry_after_ms = -1;
+	x->errbuf[0] = '\0';
+	x->result = CURLE_OK;
+	if (x->attempts++ > 0)
+		c->m.retries++;
+	c->m.requests++;
+	if (easy_setup(x) < 0 ||
+	    curl_multi_add_handle(c->multi, x->easy) != CURLM_OK) {
+		x->result = CURLE_OUT_OF_MEMORY;
+		x->state = KX_DONE;
+		event_active(c->pump_ev, EV_TIMEOUT, 0);
+		return;
+	}
+	x->state = KX_RUNNING;
+	if (x->watch && x->timer != NULL && c->o.watch_stall_ms > 0) {
+		struct timeval tv = ms_tv(c->o.watch_stall_ms);
+
+		event_add(x->timer, &tv);
+	}
+}
+
+/* Top up the token bucket for the time that passed. */
+static void
+rl_refill(struct kube_client *c)
+{
+	struct timespec now;
+	double el;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	el = (now.tv_sec - c->refill_at.tv_sec) +
+	    (now.tv_nsec - c->refill_at.tv_nsec) / 1e9;
+	c->refill_at = now;
+	c->tokens += el * c->o.qps;
+	if (c->tokens > c->o.burst)
+		c->tokens = c->o.burst;
+}
+
+/* Let queued transfers through as tokens allow; re-arm the timer. */
+static void
+rl_drain(struct kube_client *c)
+{
+	struct kube_req *x;
+	struct timeval tv;
+
+	rl_refill(c);
+	while ((x = TAILQ_FIRST(&c->rlq)) != NULL && c->tokens >= 1.0) {
+		c->tokens -= 1.0;
+		TAILQ_REMOVE(&c->rlq, x, queue);
+		c->m.throttled_ms += (uint64_t)since_ms(&x->queued_at);
+		kx_attempt(x);
+	}
+	if (!TAILQ_EMPTY(&c->rlq)) {
+		tv = ms_tv((1.0 - c->tokens) / c->o.qps * 1000.0 + 1);
+		evtimer_add(c->rl_timer, &tv);
+	}
+}
+
+/* Rate-limiter timer. */
+static void
+rl_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct kube_client *c = arg;
+
+	(void)fd;
+	(void)what;
+	c->depth++;
+	rl_drain(c);
+	c->depth--;
+	client_pump(c);
+}
+
+/* Run an attempt through the rate limiter. */
+static void
+kx_submit(struct kube_req *x)
+{
+	struct kube_client *c = x->c;
+
+	if (c->o.qps > 0) {
+		rl_refill(c);
+		if (!TAILQ_EMPTY(&c->rlq) || c->tokens < 1.0) {
+			x->state = KX_QUEUED;
+			clock_gettime(CLOCK_MONOTONIC, &x->queued_at);
+			TAILQ_INSERT_TAIL(&c->rlq, x, queue);
+			c->m.throttled++;
+			rl_drain(c);
+			return;
+		}
+		c->tokens -= 1.0;
+	}
+	kx_attempt(x);
+}
+
+/* Backoff timer: the retry is due. */
+static void
+backoff_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct kube_req *x = arg;
+	struct kube_client *c = x->c;
+
+	(void)fd;
+	(void)what;
+	c->depth++;
+	if (x->state == KX_BACKOFF)
+		kx_submit(x);
+	c->depth--;
+	client_pump(c);
+}
+
+/* Whether this finished attempt should be tried again. */
+static bool
+kx_should_retry(const struct kube_req *x, long status)
+{
+	int e = curl_errno(x);
+
+	if (x->watch || x->attempts > x->c->o.max_retries)
+		return false;
+	if (e != 0)
+		return e == -ECONNREFUSED || e == -ETIMEDOUT ||
+		    e == -ECONNRESET || e == -EHOSTUNREACH;
+	if (status == 429)
+		return true;
+	return status >= 500 && status != 501 && status != 505;
+}
+
+/* Delay before the next attempt: Retry-After, else jittered backoff. */
+static double
+kx_backoff_ms(struct kube_req *x)
+{
+	struct kube_client *c = x->c;
+	double d;
+	int n = x->attempts - 1;
+
+	if (x->retry_after_ms >= 0)
+		d = (double)x->retry_after_ms;
+	else {
+		d = c->o.backoff_base_ms * (double)(1u << (n > 20 ? 20 : n));
+		if (d > c->o.backoff_max_ms)
+			d = c->o.backoff_max_ms;
+		/* "equal jitter": half fixed, half random */
+		d = d / 2 + (double)(rng_next(c) % 1000) / 1000.0 * d / 2;
+	}
+	return d > c->o.backoff_max_ms ? c->o.backoff_max_ms : d;
+}
+
+/* Parse a body as JSON when it looks like JSON; NULL otherwise. */
+static json_t *
+body_json(const char *body, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len && strchr(" \t\r\n", body[i]) != NULL)
+		i++;
+	if (i == len || (body[i] != '{' && body[i] != '['))
+		return NULL;
+	return json_loadb(body, len, 0, NULL);
+}
+
+/* Fill message/reason from a Status body, else from the body or status. */
+static void
+status_text(struct kube_response *r, char *buf, size_t buflen,
+    const char *errbuf)
+{
+	json_t *v;
+	size_t n;
+
+	r->message = "";
+	r->reason = "";
+	if (json_is_object(r->json)) {
+		v = json_object_get(r->json, "kind");
+		if (json_is_string(v) &&
+		    strcmp(json_string_value(v), "Status") == 0) {
+			v = json_object_get(r->json, "message");
+			if (json_is_string(v))
+				r->message = json_string_value(v);
+			v = json_object_get(r->json, "reason");
+			if (json_is_string(v))
+				r->reason = json_string_value(v);
+		}
+	}
+	if (*r->message != '\0')
+		return;
+	if (r->error != 0) {
+		snprintf(buf, buflen, "%s", *errbuf ? errbuf :
+		    strerror(-r->error));
+	} else if (r->status >= 300 && r->body_len > 0 && r->json == NULL) {
+		n = strcspn(r->body, "\r\n");
+		snprintf(buf, buflen, "%.*s", (int)(n > 200 ? 200 : n),
+		    r->body);
+	} else
+		snprintf(buf, buflen, "HTTP %ld", r->status);
+	r->message = buf;
+}
+
+/* Hand a finished request to its callback, then drop it. */
+static void
+kx_respond(struct kube_req *x, long status)
+{
+	struct kube_response r;
+	char msg[256];
+	kube_response_cb cb = x->cb;
+	void *arg = x->arg;
+
+	memset(&r, 0, sizeof(r));
+	r.status = status;
+	r.error = curl_errno(x);
+	r.body = x->rbuf != NULL ? x->rbuf : "";
+	r.body_len = x->rlen;
+	r.attempts = x->attempts;
+	if (r.error == 0 && r.body_len > 0)
+		r.json = body_json(r.body, r.body_len);
+	status_text(&r, msg, sizeof(msg), x->errbuf);
+	kx_kill(x);
+	if (cb != NULL)
+		cb(&r, arg);
+	json_decref(r.json);
+}
+
+/* End a watch: detach it, then tell the owner why. */
+static void
+watch_end(struct kube_req *x, enum kube_watch_reason why, long status,
+    int error, const char *message, const char *reason)
+{
+	struct kube_watch_end e = {
+		.reason = why, .status = status, .error = error,
+		.message = message ? message : "", .events = x->events,
+		.reason_text = reason ? reason : "",
+	};
+	kube_watch_end_cb cb = x->on_end;
+	void *arg = x->arg;
+
+	if (why == KUBE_WATCH_STALLED)
+		x->c->m.watch_stalls++;
+	kx_kill(x);
+	if (cb != NULL)
+		cb(&e, arg);
+}
+
+/* Deliver the complete events a watch has buffered. */
+static void
+watch_dispatch(struct kube_req *x)
+{
+	struct watch_event ev;
+	int r;
+
+	x->data = false;
+	while (x->state == KX_RUNNING || x->state == KX_DONE) {
+		if ((r = watchstream_next(x->ws, &ev)) == 0)
+			return;
+		if (r < 0) {
+			watch_end(x, KUBE_WATCH_PARSE_ERROR, 200, r,
+			    watchstream_error(x->ws), NULL);
+			return;
+		}
+		if (ev.type == WATCH_ERROR) {
+			watch_end(x, ev.expired ? KUBE_WATCH_EXPIRED :
+			    KUBE_WATCH_ERROR_EVENT, ev.code, 0,
+			    *ev.message ? ev.message : "ERROR event",
+			    ev.reason);
+			watch_event_clear(&ev);
+			return;
+		}
+		x->events++;
+		x->c->m.watch_events++;
+		x->on_event(&ev, x->arg);
+		watch_event_clear(&ev);
+	}
+}
+
+/* A watch's transfer finished: classify how. */
+static void
+watch_finish(struct kube_req *x, long status)
+{
+	struct kube_response r;
+	char msg[256];
+	int e = curl_errno(x), w;
+
+	watch_dispatch(x);
+	if (x->state != KX_DONE)
+		return;		/* ended or stopped while dispatching */
+	if (x->stream) {
+		if ((w = watchstream_end(x->ws)) < 0 ||
+		    (e != 0 && x->result == CURLE_WRITE_ERROR))
+			watch_end(x, KUBE_WATCH_PARSE_ERROR, status,
+			    w < 0 ? w : -EMSGSIZE, watchstream_error(x->ws),
+			    NULL);
+		else if (e != 0)
+			watch_end(x, KUBE_WATCH_TRANSPORT, status, e,
+			    *x->errbuf ? x->errbuf : strerror(-e), NULL);
+		else
+			watch_end(x, KUBE_WATCH_CLOSED, status, 0,
+			    "closed by server", NULL);
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	r.status = status;
+	r.error = e;
+	r.body = x->rbuf ? x->rbuf : "";
+	r.body_len = x->rlen;
+	if (e == 0 && r.body_len > 0)
+		r.json = body_json(r.body, r.body_len);
+	status_text(&r, msg, sizeof(msg), x->errbuf);
+	watch_end(x, e != 0 && status == 0 ? KUBE_WATCH_TRANSPORT :
+	    KUBE_WATCH_HTTP_ERROR, status, e, r.message, r.reason);
+	json_decref(r.json);
+}
+
+/* A finished attempt: retry, or hand the result out. */
+static void
+kx_finish(struct kube_req *x)
+{
+	struct kube_client *c = x->c;
+	long status = 0;
+	struct timeval tv;
+
+	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+	if (status < 0 || status >= 600)
+		status = 0;
+	c->m.status[x->result == CURLE_OK ? status : 0]++;
+	if (x->watch) {
+		watch_finish(x, status);
+		return;
+	}
+	if (kx_should_retry(x, status)) {
+		x->state = KX_BACKOFF;
+		tv = ms_tv(kx_backoff_ms(x));
+		evtimer_add(x->timer, &tv);
+		return;
+	}
+	kx_respond(x, status);
+}
+
+/* After curl ran: collect finished transfers, then run user callbacks. */
+static void
+client_pump(struct kube_client *c)
+{
+	struct kube_req *x;
+	struct CURLMsg *msg;
+	int left;
+
+	c->depth++;
+	while ((msg = curl_multi_info_read(c->multi, &left)) != NULL) {
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE,
+		    (char **)&x);
+		if (x == NULL || x->state != KX_RUNNING)
+			continue;
+		x->result = msg->data.result;
+		curl_multi_remove_handle(c->multi, x->easy);
+		x->state = KX_DONE;
+	}
+	TAILQ_FOREACH(x, &c->all, all)
+		if (x->watch && x->data && x->state == KX_RUNNING)
+			watch_dispatch(x);
+	TAILQ_FOREACH(x, &c->all, all)
+		if (x->state == KX_DONE)
+			kx_finish(x);
+	c->depth--;
+	client_reap(c);
+}
+
+/* Deferred work: results that arrived outside curl's callbacks. */
+static void
+pump_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	client_pump(arg);
+}
+
+/* The stall timer of a watch: no bytes for watch_stall_ms. */
+static void
+stall_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct kube_req *x = arg;
+	struct kube_client *c = x->c;
+	char msg[96];
+
+	(void)fd;
+	(void)what;
+	if (x->state != KX_RUNNING)
+		return;
+	c->depth++;
+	snprintf(msg, sizeof(msg), "no data for %d ms", c->o.watch_stall_ms);
+	watch_end(x, KUBE_WATCH_STALLED, 0, -ETIMEDOUT, msg, NULL);
+	c->depth--;
+	client_reap(c);
+}
+
+/* Socket activity: let curl act, then hand out results. */
+static void
+sock_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct kube_client *c = arg;
+	int flags = 0, running;
+
+	if (what & EV_READ)
+		flags |= CURL_CSELECT_IN;
+	if (what & EV_WRITE)
+		flags |= CURL_CSELECT_OUT;
+	curl_multi_socket_action(c->multi, fd, flags, &running);
+	client_pump(c);
+}
+
+/* curl's timer expired. */
+static void
+curl_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct kube_client *c = arg;
+	int running;
+
+	(void)fd;
+	(void)what;
+	curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	client_pump(c);
+}
+
+/* CURLMOPT_SOCKETFUNCTION: (re)register a socket with libevent. */
+static int
+curl_sock_fn(CURL *e, curl_socket_t s, int what, void *arg, void *sockp)
+{
+	struct kube_client *c = arg;
+	struct event *ev = sockp;
+	short flags = EV_PERSIST;
+
+	(void)e;
+	if (ev != NULL) {
+		event_free(ev);
+		curl_multi_assign(c->multi, s, NULL);
+	}
+	if (what == CURL_POLL_REMOVE)
+		return 0;
+	if (what & CURL_POLL_IN)
+		flags |= EV_READ;
+	if (what & CURL_POLL_OUT)
+		flags |= EV_WRITE;
+	if ((ev = event_new(c->base, s, flags, sock_cb, c)) == NULL)
+		return -1;
+	event_add(ev, NULL);
+	curl_multi_assign(c->multi, s, ev);
+	return 0;
+}
+
+/* CURLMOPT_TIMERFUNCTION: arm or disarm the one curl timer. */
+static int
+curl_timer_fn(CURLM *m, long timeout_ms, void *arg)
+{
+	struct kube_client *c = arg;
+	struct timeval tv;
+
+	(void)m;
+	if (timeout_ms < 0) {
+		evtimer_del(c->curl_timer);
+		return 0;
+	}
+	tv = ms_tv((double)timeout_ms);
+	evtimer_add(c->curl_timer, &tv);
+	return 0;
+}
+
+/* Apply defaults to zero option fields. */
+static void
+opts_defaults(struct kube_client_opts *o)
+{
+	if (o->qps == 0)
+		o->qps = 5;
+	if (o->burst <= 0)
+		o->burst = 10;
+	if (o->timeout_ms <= 0)
+		o->timeout_ms = 30000;
+	if (o->connect_timeout_ms <= 0)
+		o->connect_timeout_ms = 10000;
+	if (o->max_retries == 0)
+		o->max_retries = 5;
+	if (o->max_retries < 0)
+		o->max_retries = 0;
+	if (o->backoff_base_ms <= 0)
+		o->backoff_base_ms = 200;
+	if (o->backoff_max_ms <= 0)
+		o->backoff_max_ms = 30000;
+	if (o->max_response == 0)
+		o->max_response = 64u << 20;
+	if (o->max_line == 0)
+		o->max_line = WATCHSTREAM_DEFAULT_MAX_LINE;
+	if (o->watch_stall_ms == 0)
+		o->watch_stall_ms = 120000;
+}
+
+/* New client on an event base. */
+struct kube_client *
+kube_client_new(struct event_base *base, struct kube_config *cfg,
+    const struct kube_client_opts *opts)
+{
+	struct kube_client *c;
+	int e = ENOMEM;
+
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
+	    (c = calloc(1, sizeof(*c))) == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	c->base = base;
+	c->cfg = cfg;
+	if (opts != NULL)
+		c->o = *opts;
+	opts_defaults(&c->o);
+	c->tokens = c->o.burst;
+	clock_gettime(CLOCK_MONOTONIC, &c->refill_at);
+	TAILQ_INIT(&c->all);
+	TAILQ_INIT(&c->rlq);
+	if (getrandom(&c->rng, sizeof(c->rng), 0) != sizeof(c->rng) ||
+	    c->rng == 0)
+		c->rng = 0x9e3779b97f4a7c15ULL ^ (uint64_t)time(NULL);
+	if (c->o.user_agent != NULL)
+		c->user_agent = strdup(c->o.user_agent);
+	else
+		c->user_agent = strdup("kpgpud/" KPGPUD_VERSION);
+	c->o.user_agent = NULL;
+	if (c->user_agent == NULL ||
+	    (c->multi = curl_multi_init()) == NULL ||
+	    (c->curl_timer = evtimer_new(base, curl_timer_cb, c)) == NULL ||
+	    (c->rl_timer = evtimer_new(base, rl_timer_cb, c)) == NULL ||
+	    (c->pump_ev = event_new(base, -1, 0, pump_cb, c)) == NULL)
+		goto fail;
+	curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, curl_sock_fn);
+	curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
+	curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, curl_timer_fn);
+	curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
+	return c;
+fail:
+	kube_client_free(c);
+	errno = e;
+	return NULL;
+}
+
+/* Cancel everything and free the client. */
+void
+kube_client_free(struct kube_client *c)
+{
+	struct kube_req *x;
+
+	if (c == NULL)
+		return;
+	while ((x = TAILQ_FIRST(&c->all)) != NULL) {
+		TAILQ_REMOVE(&c->all, x, all);
+		kx_free(x);
+	}
+	if (c->multi != NULL)
+		curl_multi_cleanup(c->multi);
+	if (c->curl_timer != NULL)
+		event_free(c->curl_timer);
+	if (c->rl_timer != NULL)
+		event_free(c->rl_timer);
+	if (c->pump_ev != NULL)
+		event_free(c->pump_ev);
+	free(c->user_agent);
+	free(c);
+}
+
+/* The client's counters. */
+const struct kube_metrics *
+kube_client_metrics(const struct kube_client *c)
+{
+	return &c->m;
+}
+
+/* Allocate a transfer with its URL, easy handle and timer. */
+static int
+kx_new(struct kube_client *c, const char *method, const char *pq,
+    bool watch, struct kube_req **ret)
+{
+	struct kube_req *x;
+	size_t n = pq ? strlen(pq) : 0;
+
+	if (pq == NULL || pq[0] != '/' || n > KUBE_MAX_PATH ||
+	    strpbrk(pq, " \r\n\t") != NULL || method == NULL ||
+	    strlen(method) > 16 || strpbrk(method, " \r\n:") != NULL)
+		return -EINVAL;
+	if ((x = calloc(1, sizeof(*x))) == NULL)
+		return -ENOMEM;
+	x->c = c;
+	x->watch = watch;
+	x->retry_after_ms = -1;
+	if (asprintf(&x->url, "%s%s", c->cfg->server, pq) == -1)
+		x->url = NULL;
+	if (x->url == NULL || (x->method = strdup(method)) == NULL ||
+	    (x->easy = curl_easy_init()) == NULL ||
+	    (x->timer = evtimer_new(c->base, watch ? stall_cb : backoff_cb,
+	    x)) == NULL ||
+	    (watch && (x->ws = watchstream_new(c->o.max_line)) == NULL))
+		goto fail;
+	TAILQ_INSERT_TAIL(&c->all, x, all);
+	*ret = x;
+	return 0;
+fail:
+	kx_free(x);
+	return -ENOMEM;
+}
+
+/* Start an asynchronous request. */
+int
+kube_request(struct kube_client *c, const char *method,
+    const char *path_and_query, const char *content_type, const char *body,
+    size_t len, kube_response_cb cb, void *arg, struct kube_req **ret)
+{
+	struct kube_req *x;
+	int r;
+
+	if (content_type != NULL && (strlen(content_type) > 100 ||
+	    strpbrk(content_type, "\r\n") != NULL))
+		return -EINVAL;
+	if ((r = kx_new(c, method, path_and_query, false, &x)) < 0)
+		return r;
+	if ((content_type && (x->ctype = strdup(content_type)) == NULL) ||
+	    (body && (x->body = malloc(len + 1)) == NULL)) {
+		TAILQ_REMOVE(&c->all, x, all);
+		kx_free(x);
+		return -ENOMEM;
+	}
+	if (body != NULL) {
+		memcpy(x->body, body, len);
+		x->body[len] = '\0';
+		x->blen = len;
+	}
+	x->cb = cb;
+	x->arg = arg;
+	kx_submit(x);
+	if (ret != NULL)
+		*ret = x;
+	return 0;
+}
+
+/* Cancel a request without calling back. */
+void
+kube_request_cancel(struct kube_req *req)
+{
+	if (req != NULL)
+		kx_kill(req);
+}
+
+/* Start a streaming watch. */
+int
+kube_watch_start(struct kube_client *c, const char *path_and_query,
+    kube_watch_event_cb on_event, kube_watch_end_cb on_end, void *arg,
+    struct kube_watch **ret)
+{
+	struct kube_req *x;
+	int r;
+
+	if (on_event == NULL)
+		return -EINVAL;
+	if ((r = kx_new(c, "GET", path_and_query, true, &x)) < 0)
+		return r;
+	x->on_event = on_event;
+	x->on_end = on_end;
+	x->arg = arg;
+	c->m.watches++;
+	kx_submit(x);
+	if (ret != NULL)
+		*ret = (struct kube_watch *)x;
+	return 0;
+}
+
+/* Stop a watch without calling on_end. */
+void
+kube_watch_stop(struct kube_watch *w)
+{
+	if (w != NULL)
+		kx_kill(&w->r);
+}
