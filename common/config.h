@@ -17,7 +17,8 @@
  *   CONFIG_INT			int64_t, within [min, max]
  *   CONFIG_BOOL		bool   (--name, --no-name, --name=false)
  *   CONFIG_DURATION		int64_t milliseconds ("250ms", "5s", "2m",
- *				"1h", "1.5s"; a bare number is ms)
+ *				"1h", "1m30s"; a bare number is ms; see
+ *				parse_duration_ms in util.h)
  *   CONFIG_ENUM		int, index into a NULL-terminated name list
  *   CONFIG_UIDS		struct config_uids ("1000,1001" or user names)
  *
@@ -200,8 +201,6 @@ const char	*config_source_name(enum config_source s);
 int		 config_reload(struct config *c, struct config_change *ret_changes,
 		    size_t max, size_t *ret_n, char *err, size_t errlen);
 
-/* Parse a duration ("250ms", "5s", "2m", "1h", "1.5s", bare ms). */
-int		 config_parse_duration(const char *s, int64_t *ret_ms);
 /* Whether uid is in the list. */
 bool		 config_uids_has(const struct config_uids *u, uid_t uid);
 

@@ -3,9 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -240,6 +242,79 @@ parse_int(const char *s, int min, int max, int *ret)
 		return r;
 	*ret = (int)v;
 	return 0;
+}
+
+/* Parse a duration such as "250ms", "5s", "1m30s" or a bare ms count. */
+int
+parse_duration_ms(const char *s, int64_t *ret_ms)
+{
+	double total = 0;
+	const char *p = s;
+	bool bare = true;
+
+	if (s == NULL || *s == '\0')
+		return -EINVAL;
+	while (*p != '\0') {
+		char *end;
+		double v, mul;
+
+		if (!isdigit((unsigned char)*p))
+			return -EINVAL;
+		v = strtod(p, &end);
+		if (end == p || !isfinite(v))
+			return -EINVAL;
+		p = end;
+		if (strncmp(p, "ms", 2) == 0) {
+			mul = 1;
+			p += 2;
+		} else if (*p == 's' || *p == 'm' || *p == 'h') {
+			mul = *p == 's' ? 1e3 : *p == 'm' ? 60e3 : 3600e3;
+			p++;
+		} else if (*p == '\0' && bare) {
+			mul = 1;
+		} else {
+			return -EINVAL;
+		}
+		bare = false;
+		total += v * mul;
+		if (total > (double)DURATION_MAX_MS)
+			return -ERANGE;
+	}
+	*ret_ms = (int64_t)llround(total);
+	return 0;
+}
+
+/* Format a millisecond duration with the largest exact unit. */
+int
+format_duration_ms(int64_t ms, struct buf *out)
+{
+	if (ms != 0 && ms % 3600000 == 0)
+		return buf_printf(out, "%lldh", (long long)(ms / 3600000));
+	if (ms != 0 && ms % 60000 == 0)
+		return buf_printf(out, "%lldm", (long long)(ms / 60000));
+	if (ms != 0 && ms % 1000 == 0)
+		return buf_printf(out, "%llds", (long long)(ms / 1000));
+	return buf_printf(out, "%lldms", (long long)ms);
+}
+
+/* Parse a boolean word; 0 or -EINVAL. */
+int
+parse_bool(const char *s, bool *ret)
+{
+	static const char *const yes[] = { "true", "yes", "on", "1" };
+	static const char *const no[] = { "false", "no", "off", "0" };
+
+	for (size_t i = 0; i < 4; i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*ret = true;
+			return 0;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*ret = false;
+			return 0;
+		}
+	}
+	return -EINVAL;
 }
 
 /* Set close-on-exec on fd. */

@@ -59,6 +59,17 @@ int	 parse_int64(const char *s, int64_t min, int64_t max, int64_t *ret);
 int	 parse_uint64(const char *s, uint64_t max, uint64_t *ret);
 int	 parse_int(const char *s, int min, int max, int *ret);
 
+/*
+ * Durations in milliseconds: "250ms", "5s", "2m", "1h", "1.5s", "1m30s", or
+ * a bare number of ms. -EINVAL for junk or negative, -ERANGE beyond
+ * DURATION_MAX_MS. format_duration_ms appends the largest exact unit.
+ */
+#define DURATION_MAX_MS	(1000LL * 86400 * 365 * 1000)	/* 1000 years */
+int	 parse_duration_ms(const char *s, int64_t *ret_ms);
+int	 format_duration_ms(int64_t ms, struct buf *out);
+/* true/false, yes/no, on/off, 1/0 (any case); -EINVAL otherwise. */
+int	 parse_bool(const char *s, bool *ret);
+
 /* Set FD_CLOEXEC / O_NONBLOCK on fd. 0 or -errno. */
 int	 fd_cloexec(int fd);
 int	 fd_nonblock(int fd);
