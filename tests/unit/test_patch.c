@@ -1,0 +1,568 @@
+/*
+ * Unit tests for kpgpud-admit/patch.c. Every patch is applied by the
+ * independent RFC 6902 applier (jsonpatch_apply.c), the result must pass the
+ * apiserver's claim validation (podcheck.c), keep what the chart declared,
+ * change nothing else, and yield an empty patch when patched again.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/resolved.h"
+#include "kpgpud-admit/patch.h"
+#include "tests/unit/test.h"
+
+#include "tests/unit/jsonpatch_apply.c"
+#include "tests/unit/podcheck.c"
+
+#define TMPL	"{\"claimTemplateName\":\"gpu-1g10gb\",\"sharing\":\"mig\"}"
+
+/* Load tests/fixtures/pods/name. */
+static json_t *
+fixture(const char *name)
+{
+	char rel[256];
+	json_error_t e;
+	json_t *j;
+
+	snprintf(rel, sizeof(rel), "tests/fixtures/pods/%s", name);
+	if ((j = json_load_file(test_srcpath(rel), 0, &e)) == NULL)
+		test_fail(__FILE__, __LINE__, "%s: %s", rel, e.text);
+	return j;
+}
+
+/* Parse an annotation that the test knows to be valid. */
+static struct resolved
+spec(const char *json)
+{
+	struct resolved r;
+	char err[128];
+
+	memset(&r, 0, sizeof(r));
+	if (resolved_parse(json, strlen(json), &r, err, sizeof(err)) < 0)
+		test_fail(__FILE__, __LINE__, "%s: %s", json, err);
+	return r;
+}
+
+/* Whether list (an array) holds an element equal to v. */
+static int
+contains(const json_t *list, const json_t *v)
+{
+	const json_t *e;
+	size_t i;
+
+	json_array_foreach(list, i, e)
+		if (json_equal(e, v))
+			return 1;
+	return 0;
+}
+
+/* Whether a container references the GPU claim. */
+static int
+refs_gpu(const json_t *ctr)
+{
+	const json_t *claims = json_object_get(json_object_get(ctr,
+	    "resources"), "claims"), *e;
+	size_t i;
+
+	json_array_foreach(claims, i, e)
+		if (strcmp(json_string_value(json_object_get(e, "name")),
+		    RESOLVED_POD_CLAIM) == 0)
+			return 1;
+	return 0;
+}
+
+/* Delete every nvidia.com/ key of a resource map. */
+static void
+drop_nvidia(json_t *map)
+{
+	const char *key;
+	json_t *v;
+	void *tmp;
+
+	json_object_foreach_safe(map, tmp, key, v)
+		if (strncmp(key, "nvidia.com/", 11) == 0)
+			json_object_del(map, key);
+}
+
+/* The pod without what the patch may touch: claims and legacy requests. */
+static json_t *
+strip(const json_t *pod)
+{
+	static const char *const lists[] = { "containers", "initContainers" };
+	json_t *p = json_deep_copy(pod), *s = json_object_get(p, "spec"), *c;
+	size_t i;
+
+	json_object_del(s, "resourceClaims");
+	for (size_t l = 0; l < 2; l++)
+		json_array_foreach(json_object_get(s, lists[l]), i, c) {
+			json_t *res = json_object_get(c, "resources");
+
+			json_object_del(res, "claims");
+			drop_nvidia(json_object_get(res, "limits"));
+			drop_nvidia(json_object_get(res, "requests"));
+			if (res == NULL || json_is_null(res) ||
+			    json_object_size(res) == 0)
+				json_object_del(c, "resources");
+		}
+	return p;
+}
+
+/* Check that each op is a kind and at a place the patch may use. */
+static void
+check_ops(const json_t *ops)
+{
+	const json_t *op;
+	size_t i;
+
+	json_array_foreach(ops, i, op) {
+		const char *o = json_string_value(json_object_get(op, "op"));
+		const char *p = json_string_value(json_object_get(op, "path"));
+
+		if (o == NULL || p == NULL || (strcmp(o, "add") != 0 &&
+		    strcmp(o, "remove") != 0 && strcmp(o, "replace") != 0))
+			test_fail(__FILE__, __LINE__, "op %zu: bad op", i);
+		else if (strncmp(p, "/spec/resourceClaims", 20) != 0 &&
+		    ((strncmp(p, "/spec/containers/", 17) != 0 &&
+		    strncmp(p, "/spec/initContainers/", 21) != 0) ||
+		    strstr(p, "/resources") == NULL))
+			test_fail(__FILE__, __LINE__, "op %zu: path %s", i, p);
+	}
+}
+
+/* Check the chart's own claims are all still there, pod and container. */
+static void
+check_kept(const json_t *before, const json_t *after)
+{
+	static const char *const lists[] = { "containers", "initContainers" };
+	const json_t *bs = json_object_get(before, "spec");
+	const json_t *as = json_object_get(after, "spec"), *e, *c;
+	size_t i, j;
+
+	json_array_foreach(json_object_get(bs, "resourceClaims"), i, e)
+		if (strcmp(json_string_value(json_object_get(e, "name")),
+		    RESOLVED_POD_CLAIM) != 0)
+			CHECK(json_equal(json_array_get(json_object_get(as,
+			    "resourceClaims"), i), e));
+	for (size_t l = 0; l < 2; l++)
+		json_array_foreach(json_object_get(bs, lists[l]), i, c) {
+			const json_t *ac = json_array_get(json_object_get(as,
+			    lists[l]), i);
+			const json_t *bcl = json_object_get(json_object_get(c,
+			    "resources"), "claims");
+
+			json_array_foreach(bcl, j, e)
+				CHECK(json_equal(json_array_get(json_object_get(
+				    json_object_get(ac, "resources"), "claims"),
+				    j), e));
+		}
+}
+
+/* Whether the init container at index i should reference the claim. */
+static int
+init_wanted(const struct resolved *r, const json_t *ctr)
+{
+	return resolved_init_selected(r, json_string_value(json_object_get(ctr,
+	    "name")));
+}
+
+/*
+ * Patch pod under r, apply the patch independently and check everything
+ * that must hold for any allowed pod. Returns the patched pod (or NULL).
+ */
+static json_t *
+verify(const json_t *pod, const struct resolved *r, struct patch_out **ret)
+{
+	struct patch_out *p = NULL, *again = NULL;
+	json_t *out, *want, *a, *b, *c;
+	char err[256] = "";
+	size_t i;
+
+	if (patch_build(pod, r, &p, err, sizeof(err)) != 0 || p->deny) {
+		test_fail(__FILE__, __LINE__, "patch_build: %s", err);
+		patch_out_free(p);
+		return NULL;
+	}
+	check_ops(p->ops);
+	if ((out = jp_apply(pod, p->ops, err, sizeof(err))) == NULL) {
+		test_fail(__FILE__, __LINE__, "apply: %s", err);
+		patch_out_free(p);
+		return NULL;
+	}
+	if (pc_check(out, err, sizeof(err)) < 0)
+		test_fail(__FILE__, __LINE__, "apiserver would reject: %s", err);
+	want = r->claim_template[0] ? json_pack("{s:s,s:s}", "name",
+	    RESOLVED_POD_CLAIM, "resourceClaimTemplateName", r->claim_template)
+	    : json_pack("{s:s,s:s}", "name", RESOLVED_POD_CLAIM,
+	    "resourceClaimName", r->claim);
+	CHECK(contains(json_object_get(json_object_get(out, "spec"),
+	    "resourceClaims"), want));
+	json_decref(want);
+	json_array_foreach(json_object_get(json_object_get(out, "spec"),
+	    "containers"), i, c)
+		CHECK(refs_gpu(c));
+	json_array_foreach(json_object_get(json_object_get(out, "spec"),
+	    "initContainers"), i, c)
+		if (r->legacy != RESOLVED_LEGACY_TRANSLATE)
+			CHECK_INT(refs_gpu(c), init_wanted(r, c));
+	check_kept(pod, out);
+	a = strip(pod);
+	b = strip(out);
+	CHECK(json_equal(a, b));
+	json_decref(a);
+	json_decref(b);
+	CHECK(patch_build(out, r, &again, err, sizeof(err)) == 0);
+	if (again != NULL)
+		CHECK_INT(json_array_size(again->ops), 0);
+	patch_out_free(again);
+	if (ret != NULL)
+		*ret = p;
+	else
+		patch_out_free(p);
+	return out;
+}
+
+TEST(no_claims)
+{
+	struct resolved r = spec(TMPL);
+	json_t *pod = fixture("plain.json"), *out;
+	struct patch_out *p;
+
+	REQUIRE(pod != NULL);
+	REQUIRE((out = verify(pod, &r, &p)) != NULL);
+	CHECK_INT(json_array_size(p->ops), 2);
+	CHECK_STR(json_string_value(json_object_get(json_array_get(p->ops, 0),
+	    "path")), "/spec/resourceClaims");
+	CHECK_STR(json_string_value(json_object_get(json_array_get(p->ops, 1),
+	    "path")), "/spec/containers/0/resources/claims");
+	CHECK_INT(json_array_size(json_object_get(json_object_get(out, "spec"),
+	    "resourceClaims")), 1);
+	CHECK_INT(p->nwarnings, 0);
+	patch_out_free(p);
+	json_decref(out);
+	json_decref(pod);
+}
+
+TEST(shared_claim_mode)
+{
+	struct resolved r = spec("{\"claimName\":\"team-a-gpu\"}");
+	json_t *pod = fixture("plain.json"), *out;
+	const json_t *pc;
+
+	REQUIRE(pod != NULL);
+	REQUIRE((out = verify(pod, &r, NULL)) != NULL);
+	pc = json_array_get(json_object_get(json_object_get(out, "spec"),
+	    "resourceClaims"), 0);
+	CHECK_STR(json_string_value(json_object_get(pc, "resourceClaimName")),
+	    "team-a-gpu");
+	CHECK(json_object_get(pc, "resourceClaimTemplateName") == NULL);
+	json_decref(out);
+	json_decref(pod);
+}
+
+TEST(container_without_resources)
+{
+	struct resolved r = spec(TMPL);
+	json_t *pod = fixture("no-resources.json"), *out;
+	const json_t *c;
+
+	REQUIRE(pod != NULL);
+	REQUIRE((out = verify(pod, &r, NULL)) != NULL);
+	c = json_array_get(json_object_get(json_object_get(out, "spec"),
+	    "containers"), 2);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(
+	    json_object_get(c, "resources"), "limits"), "cpu")), "1");
+	json_decref(out);
+	json_decref(pod);
+}
+
+TEST(existing_pod_and_container_claims)
+{
+	struct resolved r = spec(TMPL);
+	json_t *pod = fixture("chart-claims.json"), *out;
+	const json_t *spec_, *cl;
+	struct patch_out *p;
+
+	REQUIRE(pod != NULL);
+	REQUIRE((out = verify(pod, &r, &p)) != NULL);
+	spec_ = json_object_get(out, "spec");
+	CHECK_INT(json_array_size(json_object_get(spec_, "resourceClaims")), 3);
+	cl = json_object_get(json_object_get(json_array_get(json_object_get(
+	    spec_, "containers"), 0), "resources"), "claims");
+	CHECK_INT(json_array_size(cl), 3);
+	CHECK_STR(json_string_value(json_object_get(json_array_get(cl, 1),
+	    "request")), "port0");
+	CHECK_STR(json_string_value(json_object_get(json_array_get(p->ops, 0),
+	    "path")), "/spec/resourceClaims/-");
+	patch_out_free(p);
+	json_decref(out);
+	json_decref(pod);
+}
+
+TEST(already_patched_pod_gets_nothing)
+{
+	struct resolved r = spec(TMPL);
+	json_t *pod = fixture("already-patched.json");
+	struct patch_out *p = NULL;
+
+	REQUIRE(pod != NULL);
+	REQUIRE(patch_build(pod, &r, &p, NULL, 0) == 0);
+	CHECK(!p->deny);
+	CHECK_INT(json_array_size(p->ops), 0);
+	patch_out_free(p);
+	json_decref(pod);
+}
+
+TEST(foreign_claim_of_our_name_is_replaced)
+{
+	struct resolved r = spec("{\"claimName\":\"team-a-gpu\"}");
+	json_t *pod = fixture("already-patched.json"), *out;
+	struct patch_out *p;
+
+	REQUIRE(pod != NULL);
+	REQUIRE((out = verify(pod, &r, &p)) != NULL);
+	CHECK_INT(json_array_size(p->ops), 1);
+	CHECK_STR(json_string_value(json_object_get(json_array_get(p->ops, 0),
+	    "op")), "replace");
+	CHECK_INT(p->nwarnings, 1);
+	patch_out_free(p);
+	json_decref(out);
+	json_decref(pod);
+}
+
+TEST(null_claim_lists)
+{
+	struct resolved r = spec(TMPL);
+	json_t *pod = json_pack("{s:{s:n, s:[{s:s, s:{s:n}}]}}", "spec",
+	    "resourceClaims", "containers", "name", "a", "resources",
+	    "claims"), *out;
+
+	REQUIRE(pod != NULL);
+	out = verify(pod, &r, NULL);
+	CHECK(out != NULL);
+	json_decref(out);
+	json_decref(pod);
+}
+
+TEST(hundred_containers)
+{
+	struct resolved r = spec(TMPL);
+	json_t *pod = fixture("chart-claims.json"), *list, *out;
+	struct patch_out *p;
+
+	REQUIRE(pod != NULL);
+	list = json_object_get(json_object_get(pod, "spec"), "containers");
+	for (int i = json_array_size(list); i < 100; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "c%d", i);
+		if (i % 3 == 0)
+			json_array_append_new(list, json_pack("{s:s}", "name",
+			    name));
+		else if (i % 3 == 1)
+			json_array_append_new(list, json_pack("{s:s,s:{}}",
+			    "name", name, "resources"));
+		else
+			json_array_append_new(list, json_pack("{s:s,s:{s:[{s:s}"
+			    "]}}", "name", name, "resources", "claims", "name",
+			    "scratch"));
+	}
+	REQUIRE(json_array_size(list) == 100);
+	REQUIRE((out = verify(pod, &r, &p)) != NULL);
+	CHECK_INT(json_array_size(p->ops), 101);
+	patch_out_free(p);
+	json_decref(out);
+	json_decref(pod);
+}
+
+TEST(init_containers_by_policy)
+{
+	static const char *const specs[] = {
+		TMPL,
+		"{\"claimTemplateName\":\"gpu-1g10gb\",\"initContainers\":\"all\"}",
+		"{\"claimTemplateName\":\"gpu-1g10gb\",\"initContainers\":"
+		    "[\"warmup\",\"absent\"]}",
+	};
+	static const int want[3][3] = { { 0, 0, 0 }, { 1, 1, 1 }, { 0, 1, 0 } };
+	json_t *pod = fixture("init.json"), *out;
+	const json_t *inits, *eph;
+
+	REQUIRE(pod != NULL);
+	for (int s = 0; s < 3; s++) {
+		struct resolved r = spec(specs[s]);
+
+		REQUIRE((out = verify(pod, &r, NULL)) != NULL);
+		inits = json_object_get(json_object_get(out, "spec"),
+		    "initContainers");
+		for (int i = 0; i < 3; i++)
+			CHECK_INT(refs_gpu(json_array_get(inits, i)),
+			    want[s][i]);
+		/* Ephemeral containers never. */
+		eph = json_object_get(json_object_get(out, "spec"),
+		    "ephemeralContainers");
+		CHECK(json_equal(eph, json_object_get(json_object_get(pod,
+		    "spec"), "ephemeralContainers")));
+		json_decref(out);
+	}
+	json_decref(pod);
+}
+
+TEST(legacy_reject_names_the_claim)
+{
+	struct resolved r = spec(TMPL);
+	json_t *pod = fixture("legacy.json");
+	struct patch_out *p = NULL;
+
+	REQUIRE(pod != NULL);
+	REQUIRE(patch_build(pod, &r, &p, NULL, 0) == 0);
+	CHECK(p->deny);
+	CHECK_INT(json_array_size(p->ops), 0);
+	CHECK(strstr(p->message, "nvidia.com/gpu") != NULL);
+	CHECK(strstr(p->message, "\"kubeplus-gpu\"") != NULL);
+	CHECK(strstr(p->message, "\"gpu-1g10gb\"") != NULL);
+	CHECK(strstr(p->message, "\"cuda\"") != NULL);
+	patch_out_free(p);
+	json_decref(pod);
+}
+
+TEST(legacy_translate_drops_request)
+{
+	struct resolved r = spec("{\"claimTemplateName\":\"gpu-1g10gb\","
+	    "\"legacyGPU\":\"translate\"}");
+	json_t *pod = fixture("legacy.json"), *out;
+	const json_t *res;
+	struct patch_out *p;
+
+	REQUIRE(pod != NULL);
+	REQUIRE((out = verify(pod, &r, &p)) != NULL);
+	res = json_object_get(json_array_get(json_object_get(json_object_get(
+	    out, "spec"), "containers"), 0), "resources");
+	CHECK(json_object_get(json_object_get(res, "limits"),
+	    "nvidia.com/gpu") == NULL);
+	CHECK(json_object_get(json_object_get(res, "requests"),
+	    "nvidia.com/gpu") == NULL);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(res,
+	    "limits"), "memory")), "4Gi");
+	CHECK_INT(p->nwarnings, 1);
+	patch_out_free(p);
+	json_decref(out);
+	json_decref(pod);
+}
+
+TEST(legacy_allow_keeps_request)
+{
+	struct resolved r = spec("{\"claimTemplateName\":\"gpu-1g10gb\","
+	    "\"legacyGPU\":\"allow\"}");
+	json_t *pod = fixture("legacy.json"), *out;
+	const json_t *res;
+	struct patch_out *p;
+
+	REQUIRE(pod != NULL);
+	REQUIRE((out = verify(pod, &r, &p)) != NULL);
+	res = json_object_get(json_array_get(json_object_get(json_object_get(
+	    out, "spec"), "containers"), 0), "resources");
+	CHECK_STR(json_string_value(json_object_get(json_object_get(res,
+	    "limits"), "nvidia.com/gpu")), "1");
+	CHECK_INT(p->nwarnings, 1);
+	patch_out_free(p);
+	json_decref(out);
+	json_decref(pod);
+}
+
+TEST(legacy_in_init_container)
+{
+	struct resolved rej = spec(TMPL);
+	struct resolved tr = spec("{\"claimTemplateName\":\"gpu-1g10gb\","
+	    "\"legacyGPU\":\"translate\"}");
+	json_t *pod = fixture("legacy-init.json"), *out;
+	struct patch_out *p = NULL;
+	const json_t *init;
+
+	REQUIRE(pod != NULL);
+	REQUIRE(patch_build(pod, &rej, &p, NULL, 0) == 0);
+	CHECK(p->deny);
+	CHECK(strstr(p->message, "nvidia.com/mig-1g.10gb") != NULL);
+	patch_out_free(p);
+	/* Translated, the init container relies on the claim instead. */
+	REQUIRE((out = verify(pod, &tr, NULL)) != NULL);
+	init = json_array_get(json_object_get(json_object_get(out, "spec"),
+	    "initContainers"), 0);
+	CHECK(refs_gpu(init));
+	CHECK_INT(json_object_size(json_object_get(json_object_get(init,
+	    "resources"), "limits")), 0);
+	json_decref(out);
+	json_decref(pod);
+}
+
+TEST(malformed_pods)
+{
+	static const char *const bad[] = {
+		"{}",
+		"[]",
+		"{\"spec\":[]}",
+		"{\"spec\":{}}",
+		"{\"spec\":{\"containers\":{}}}",
+		"{\"spec\":{\"containers\":[1]}}",
+		"{\"spec\":{\"containers\":[{\"name\":\"a\",\"resources\":\"x\"}]}}",
+		"{\"spec\":{\"containers\":[{\"name\":\"a\",\"resources\":"
+		    "{\"claims\":{}}}]}}",
+		"{\"spec\":{\"resourceClaims\":{},\"containers\":[{}]}}",
+		"{\"spec\":{\"containers\":[{}],\"initContainers\":7}}",
+	};
+	struct resolved r = spec(TMPL);
+	struct patch_out *p;
+	char err[128];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		json_t *pod = json_loads(bad[i], 0, NULL);
+
+		p = NULL;
+		err[0] = '\0';
+		if (patch_build(pod, &r, &p, err, sizeof(err)) != -EINVAL ||
+		    err[0] == '\0')
+			test_fail(__FILE__, __LINE__, "accepted %s", bad[i]);
+		CHECK(p == NULL);
+		json_decref(pod);
+	}
+}
+
+TEST(legacy_names)
+{
+	CHECK(patch_is_legacy_gpu("nvidia.com/gpu"));
+	CHECK(patch_is_legacy_gpu("nvidia.com/gpu.shared"));
+	CHECK(patch_is_legacy_gpu("nvidia.com/mig-1g.10gb"));
+	CHECK(!patch_is_legacy_gpu("nvidia.com/gpux"));
+	CHECK(!patch_is_legacy_gpu("cpu"));
+	CHECK(!patch_is_legacy_gpu("amd.com/gpu"));
+}
+
+TEST(applier_is_strict)
+{
+	/* The checker itself must refuse what the apiserver refuses. */
+	json_t *doc = json_loads("{\"a\":[1],\"b\":{}}", 0, NULL), *out;
+	json_t *bad1 = json_loads("[{\"op\":\"add\",\"path\":\"/x/y\","
+	    "\"value\":1}]", 0, NULL);
+	json_t *bad2 = json_loads("[{\"op\":\"remove\",\"path\":\"/a/01\"}]", 0,
+	    NULL);
+	json_t *good = json_loads("[{\"op\":\"add\",\"path\":\"/b/c~1d\","
+	    "\"value\":1},{\"op\":\"add\",\"path\":\"/a/-\",\"value\":2}]", 0,
+	    NULL);
+	json_t *pod = json_loads("{\"spec\":{\"containers\":[{\"resources\":"
+	    "{\"claims\":[{\"name\":\"gpu\"}]}}]}}", 0, NULL);
+	char err[128];
+
+	CHECK(jp_apply(doc, bad1, err, sizeof(err)) == NULL);
+	CHECK(jp_apply(doc, bad2, err, sizeof(err)) == NULL);
+	REQUIRE((out = jp_apply(doc, good, err, sizeof(err))) != NULL);
+	CHECK(json_integer_value(json_object_get(json_object_get(out, "b"),
+	    "c/d")) == 1);
+	CHECK_INT(json_array_size(json_object_get(out, "a")), 2);
+	CHECK(pc_check(pod, err, sizeof(err)) < 0);
+	CHECK(strstr(err, "Not found") != NULL);
+	json_decref(out);
+	json_decref(doc);
+	json_decref(bad1);
+	json_decref(bad2);
+	json_decref(good);
+	json_decref(pod);
+}

@@ -1,0 +1,176 @@
+/* Unit tests for common/resolved.c: the resolved-isolation annotation. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/resolved.h"
+#include "tests/unit/test.h"
+
+/* Parse s into r; the return value of resolved_parse. */
+static int
+parse(const char *s, struct resolved *r, char *err, size_t errlen)
+{
+	return resolved_parse(s, strlen(s), r, err, errlen);
+}
+
+TEST(template_with_defaults)
+{
+	struct resolved r;
+	char err[128];
+
+	REQUIRE(parse("{\"claimTemplateName\":\"gpu-1g10gb\",\"sharing\":\"mig\","
+	    "\"instance\":\"Agent/team-a\"}", &r, err, sizeof(err)) == 0);
+	CHECK_STR(r.claim_template, "gpu-1g10gb");
+	CHECK_STR(r.claim, "");
+	CHECK_STR(r.sharing, "mig");
+	CHECK_STR(r.instance, "Agent/team-a");
+	CHECK_INT(r.init, RESOLVED_INIT_NONE);
+	CHECK_INT(r.legacy, RESOLVED_LEGACY_REJECT);
+	CHECK_INT(r.ninit_names, 0);
+}
+
+TEST(shared_claim_and_policies)
+{
+	struct resolved r;
+	char err[128];
+
+	REQUIRE(parse("{\"claimName\":\"team-a.gpu\",\"initContainers\":\"all\","
+	    "\"legacyGPU\":\"translate\"}", &r, err, sizeof(err)) == 0);
+	CHECK_STR(r.claim, "team-a.gpu");
+	CHECK_STR(r.claim_template, "");
+	CHECK_INT(r.init, RESOLVED_INIT_ALL);
+	CHECK_INT(r.legacy, RESOLVED_LEGACY_TRANSLATE);
+	REQUIRE(parse("{\"claimName\":\"c\",\"initContainers\":[\"a\",\"b-2\"],"
+	    "\"legacyGPU\":\"allow\"}", &r, err, sizeof(err)) == 0);
+	CHECK_INT(r.init, RESOLVED_INIT_NAMED);
+	CHECK_INT(r.ninit_names, 2);
+	CHECK_STR(r.init_names[1], "b-2");
+	CHECK_INT(r.legacy, RESOLVED_LEGACY_ALLOW);
+	CHECK(resolved_init_selected(&r, "a"));
+	CHECK(!resolved_init_selected(&r, "c"));
+	CHECK(!resolved_init_selected(&r, NULL));
+}
+
+TEST(rejects_bad_values)
+{
+	static const char *const bad[] = {
+		"",
+		"not json",
+		"[]",
+		"{}",
+		"{\"claimTemplateName\":\"a\",\"claimName\":\"b\"}",
+		"{\"claimTemplateName\":\"Upper\"}",
+		"{\"claimTemplateName\":\"-a\"}",
+		"{\"claimTemplateName\":\"a..b\"}",
+		"{\"claimTemplateName\":\"\"}",
+		"{\"claimTemplateName\":7}",
+		"{\"claimTemplateName\":\"a\",\"extra\":1}",
+		"{\"claimTemplateName\":\"a\",\"initContainers\":\"some\"}",
+		"{\"claimTemplateName\":\"a\",\"initContainers\":[\"A\"]}",
+		"{\"claimTemplateName\":\"a\",\"initContainers\":[1]}",
+		"{\"claimTemplateName\":\"a\",\"initContainers\":{}}",
+		"{\"claimTemplateName\":\"a\",\"legacyGPU\":\"drop\"}",
+		"{\"claimTemplateName\":\"a\",\"legacyGPU\":true}",
+		"{\"claimTemplateName\":\"a\",\"sharing\":\"xxxxxxxxxxxxxxxxxxxxxxx"
+		    "xxxxxxxxxxxxxxx\"}",
+		"{\"claimTemplateName\":\"a\",\"sharing\":\"a\\nb\"}",
+		"{\"claimTemplateName\":\"a\",\"claimTemplateName\":\"b\"}",
+		"{\"claimTemplateName\":\"a\\u0000b\"}",
+	};
+	struct resolved r;
+	char err[128];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		if (parse(bad[i], &r, err, sizeof(err)) != -EINVAL)
+			test_fail(__FILE__, __LINE__, "accepted %s", bad[i]);
+		else if (err[0] == '\0')
+			test_fail(__FILE__, __LINE__, "no reason for %s",
+			    bad[i]);
+	}
+}
+
+TEST(too_many_init_names)
+{
+	char buf[2048] = "{\"claimName\":\"c\",\"initContainers\":[";
+	struct resolved r;
+	char err[128];
+
+	for (int i = 0; i <= RESOLVED_MAX_NAMES; i++)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf),
+		    "%s\"n%d\"", i ? "," : "", i);
+	strcat(buf, "]}");
+	CHECK_INT(parse(buf, &r, err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "more than") != NULL);
+}
+
+TEST(untouched_on_failure)
+{
+	struct resolved r, before;
+
+	memset(&r, 0x5a, sizeof(r));
+	before = r;
+	CHECK(parse("{\"claimName\":\"ok\",\"legacyGPU\":\"nope\"}", &r, NULL,
+	    0) == -EINVAL);
+	CHECK(memcmp(&r, &before, sizeof(r)) == 0);
+}
+
+TEST(error_names_the_key)
+{
+	struct resolved r;
+	char err[128];
+
+	CHECK_INT(parse("{\"claimName\":\"x\",\"bogus\":1}", &r, err,
+	    sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "bogus") != NULL);
+	CHECK_INT(parse("{\"claimName\":\"x\",\"legacyGPU\":1}", &r, err,
+	    sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "legacyGPU") != NULL);
+}
+
+TEST(format_sorted_and_round_trips)
+{
+	static const char *const in[] = {
+		"{\"claimTemplateName\":\"gpu-1g10gb\",\"sharing\":\"mig\"}",
+		"{\"claimName\":\"shared\",\"instance\":\"Agent/x\","
+		    "\"initContainers\":[\"a\",\"b\"],\"legacyGPU\":\"allow\"}",
+		"{\"claimName\":\"shared\",\"initContainers\":\"all\","
+		    "\"legacyGPU\":\"translate\"}",
+	};
+	struct resolved a, b;
+	char *s;
+
+	REQUIRE(parse(in[0], &a, NULL, 0) == 0);
+	s = resolved_format(&a);
+	CHECK_STR(s, "{\"claimTemplateName\":\"gpu-1g10gb\",\"initContainers\""
+	    ":\"none\",\"legacyGPU\":\"reject\",\"sharing\":\"mig\"}");
+	free(s);
+	for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+		memset(&a, 0, sizeof(a));
+		memset(&b, 0, sizeof(b));
+		REQUIRE(parse(in[i], &a, NULL, 0) == 0);
+		REQUIRE((s = resolved_format(&a)) != NULL);
+		CHECK(parse(s, &b, NULL, 0) == 0);
+		CHECK(resolved_equal(&a, &b));
+		free(s);
+	}
+	b.legacy = RESOLVED_LEGACY_REJECT;
+	CHECK(!resolved_equal(&a, &b));
+}
+
+TEST(names)
+{
+	CHECK_STR(resolved_legacy_name(RESOLVED_LEGACY_REJECT), "reject");
+	CHECK_STR(resolved_legacy_name(RESOLVED_LEGACY_TRANSLATE), "translate");
+	CHECK_STR(resolved_legacy_name(RESOLVED_LEGACY_ALLOW), "allow");
+	CHECK(resolved_is_dns_label("a-1"));
+	CHECK(!resolved_is_dns_label("a.b"));
+	CHECK(!resolved_is_dns_label("a-"));
+	CHECK(!resolved_is_dns_label(""));
+	CHECK(!resolved_is_dns_label("a234567890123456789012345678901234567890"
+	    "123456789012345678901234"));
+	CHECK(resolved_is_dns_subdomain("a.b-c.d"));
+	CHECK(!resolved_is_dns_subdomain("a.-b"));
+	CHECK(!resolved_is_dns_subdomain("a_b"));
+	CHECK(!resolved_is_dns_subdomain(".a"));
+}

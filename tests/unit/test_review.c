@@ -1,0 +1,434 @@
+/*
+ * Unit tests for kpgpud-admit/review.c: the AdmissionReview envelope the
+ * apiserver checks (uid, apiVersion, kind, patchType with a base64 patch),
+ * pass-through cases, miss policies, denials and malformed requests.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/resolved.h"
+#include "kpgpud-admit/review.h"
+#include "tests/unit/test.h"
+
+#include "tests/unit/jsonpatch_apply.c"
+#include "tests/unit/podcheck.c"
+
+#define TMPL	"{\"claimTemplateName\":\"gpu-1g10gb\"}"
+#define UID	"cb2373d5-7933-43a4-9ca7-0be7db7c6f33"
+
+/* The text of tests/fixtures/pods/name; caller frees. */
+static char *
+fixture_text(const char *name)
+{
+	char rel[256];
+	json_t *j;
+	char *s;
+
+	snprintf(rel, sizeof(rel), "tests/fixtures/pods/%s", name);
+	if ((j = json_load_file(test_srcpath(rel), 0, NULL)) == NULL) {
+		test_fail(__FILE__, __LINE__, "cannot load %s", rel);
+		return NULL;
+	}
+	s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	return s;
+}
+
+/* A Pod CREATE review around the pod fixture; caller frees. */
+static char *
+review_of(const char *pod_fixture)
+{
+	char rel[256];
+	json_t *pod, *rv;
+	char *s;
+
+	snprintf(rel, sizeof(rel), "tests/fixtures/pods/%s", pod_fixture);
+	if ((pod = json_load_file(test_srcpath(rel), 0, NULL)) == NULL)
+		return NULL;
+	rv = json_pack("{s:s, s:s, s:{s:s, s:{s:s,s:s,s:s}, s:s, s:s, s:o}}",
+	    "apiVersion", "admission.k8s.io/v1", "kind", "AdmissionReview",
+	    "request", "uid", UID, "kind", "group", "", "version", "v1", "kind",
+	    "Pod", "namespace", "team-a", "operation", "CREATE", "object", pod);
+	s = json_dumps(rv, JSON_COMPACT);
+	json_decref(rv);
+	return s;
+}
+
+/* Decode standard base64 (written here, apart from review.c). */
+static char *
+unbase64(const char *s)
+{
+	size_t n = strlen(s), o = 0;
+	char *out = malloc(n + 1);
+	unsigned v = 0;
+	int bits = 0;
+
+	if (out == NULL || n % 4 != 0) {
+		free(out);
+		return NULL;
+	}
+	for (size_t i = 0; i < n && s[i] != '='; i++) {
+		const char *tab = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
+		    "qrstuvwxyz0123456789+/";
+		const char *p = strchr(tab, s[i]);
+
+		if (p == NULL) {
+			free(out);
+			return NULL;
+		}
+		v = (v << 6) | (unsigned)(p - tab);
+		if ((bits += 6) >= 8) {
+			bits -= 8;
+			out[o++] = (char)((v >> bits) & 0xff);
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
+/* Parse a review and answer it; the reply or NULL. */
+static struct review_reply *
+run(const char *body, enum review_ns ns, const char *resolved_json)
+{
+	struct resolved r;
+	struct review *rv = NULL;
+	struct review_reply *rep = NULL;
+	char err[256];
+
+	memset(&r, 0, sizeof(r));
+	if (resolved_json != NULL && resolved_parse(resolved_json,
+	    strlen(resolved_json), &r, err, sizeof(err)) < 0)
+		test_fail(__FILE__, __LINE__, "resolved: %s", err);
+	if (review_parse(body, strlen(body), &rv, err, sizeof(err)) < 0)
+		test_fail(__FILE__, __LINE__, "parse: %s", err);
+	else if (review_answer(rv, ns, &r, &rep, err, sizeof(err)) < 0)
+		test_fail(__FILE__, __LINE__, "answer: %s", err);
+	review_free(rv);
+	return rep;
+}
+
+/* The response member of a reply body, checked against the envelope rules. */
+static json_t *
+response_of(const struct review_reply *rep)
+{
+	json_t *root = json_loads(rep->body, 0, NULL), *resp;
+
+	if (root == NULL) {
+		test_fail(__FILE__, __LINE__, "reply is not JSON");
+		return NULL;
+	}
+	CHECK_STR(json_string_value(json_object_get(root, "apiVersion")),
+	    "admission.k8s.io/v1");
+	CHECK_STR(json_string_value(json_object_get(root, "kind")),
+	    "AdmissionReview");
+	resp = json_incref(json_object_get(root, "response"));
+	json_decref(root);
+	CHECK(resp != NULL);
+	CHECK_STR(json_string_value(json_object_get(resp, "uid")), UID);
+	/* patch and patchType come together, and only as JSONPatch. */
+	CHECK((json_object_get(resp, "patch") == NULL) ==
+	    (json_object_get(resp, "patchType") == NULL));
+	if (json_object_get(resp, "patchType") != NULL)
+		CHECK_STR(json_string_value(json_object_get(resp, "patchType")),
+		    "JSONPatch");
+	return resp;
+}
+
+TEST(pod_create_in_isolated_namespace_is_patched)
+{
+	static const char *const pods[][2] = {
+		{ "plain.json", TMPL },
+		{ "plain.json", "{\"claimName\":\"team-a-gpu\"}" },
+		{ "plain.json", "{\"claimName\":\"shared-gpu1\"}" },
+		{ "no-resources.json", TMPL },
+		{ "chart-claims.json", TMPL },
+		{ "init.json", TMPL },
+	};
+	int mods[3] = { 0, 0, 0 };
+
+	for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++) {
+		char *body = review_of(pods[i][0]), *patch, err[256];
+		struct review_reply *rep;
+		json_t *resp, *ops, *req, *out;
+
+		REQUIRE(body != NULL);
+		REQUIRE((rep = run(body, REVIEW_NS_ISOLATED, pods[i][1])) !=
+		    NULL);
+		CHECK(rep->allowed);
+		CHECK_INT(rep->result, REVIEW_PATCHED);
+		REQUIRE((resp = response_of(rep)) != NULL);
+		CHECK(json_is_true(json_object_get(resp, "allowed")));
+		patch = unbase64(json_string_value(json_object_get(resp,
+		    "patch")));
+		REQUIRE(patch != NULL);
+		CHECK_STR(patch, rep->patch);
+		mods[strlen(patch) % 3] = 1;
+		ops = json_loads(patch, 0, NULL);
+		req = json_loads(body, 0, NULL);
+		out = jp_apply(json_object_get(json_object_get(req, "request"),
+		    "object"), ops, err, sizeof(err));
+		CHECK(out != NULL);
+		if (out != NULL && pc_check(out, err, sizeof(err)) < 0)
+			test_fail(__FILE__, __LINE__, "%s: %s", pods[i][0],
+			    err);
+		json_decref(out);
+		json_decref(req);
+		json_decref(ops);
+		json_decref(resp);
+		free(patch);
+		review_reply_free(rep);
+		free(body);
+	}
+	/* Every base64 padding case was exercised. */
+	CHECK(mods[0] && mods[1] && mods[2]);
+}
+
+TEST(captured_request_and_namespace_from_object)
+{
+	char *body = fixture_text("review-pod-create.json");
+	struct review *rv = NULL;
+	json_t *j;
+	char *s;
+
+	REQUIRE(body != NULL);
+	REQUIRE(review_parse(body, strlen(body), &rv, NULL, 0) == 0);
+	CHECK_STR(review_namespace(rv), "team-a");
+	CHECK_STR(review_uid(rv), UID);
+	review_free(rv);
+	/* Without request.namespace the object's metadata decides. */
+	j = json_loads(body, 0, NULL);
+	json_object_del(json_object_get(j, "request"), "namespace");
+	s = json_dumps(j, 0);
+	REQUIRE(review_parse(s, strlen(s), &rv, NULL, 0) == 0);
+	CHECK_STR(review_namespace(rv), "team-a");
+	review_free(rv);
+	free(s);
+	json_decref(j);
+	free(body);
+}
+
+TEST(non_pod_and_non_create_pass)
+{
+	static const char *const edits[][2] = {
+		{ "kind", "{\"group\":\"apps\",\"version\":\"v1\",\"kind\":"
+		    "\"Deployment\"}" },
+		{ "kind", "{\"group\":\"example.com\",\"version\":\"v1\","
+		    "\"kind\":\"Pod\"}" },
+		{ "operation", "\"UPDATE\"" },
+		{ "operation", "\"DELETE\"" },
+		{ "subResource", "\"ephemeralcontainers\"" },
+	};
+	char *body = fixture_text("review-pod-create.json");
+
+	REQUIRE(body != NULL);
+	for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+		json_t *j = json_loads(body, 0, NULL), *resp;
+		struct review_reply *rep;
+		struct review *rv = NULL;
+		char *s;
+
+		json_object_set_new(json_object_get(j, "request"), edits[i][0],
+		    json_loads(edits[i][1], JSON_DECODE_ANY, NULL));
+		s = json_dumps(j, 0);
+		REQUIRE(review_parse(s, strlen(s), &rv, NULL, 0) == 0);
+		CHECK(review_namespace(rv) == NULL);
+		review_free(rv);
+		REQUIRE((rep = run(s, REVIEW_NS_ISOLATED, TMPL)) != NULL);
+		CHECK(rep->allowed);
+		CHECK_INT(rep->result, REVIEW_SKIPPED);
+		CHECK(rep->patch == NULL);
+		resp = response_of(rep);
+		CHECK(json_object_get(resp, "patch") == NULL);
+		json_decref(resp);
+		review_reply_free(rep);
+		free(s);
+		json_decref(j);
+	}
+	free(body);
+}
+
+TEST(open_namespace_and_miss_policies)
+{
+	char *body = fixture_text("review-pod-create.json");
+	struct review_reply *rep;
+	json_t *resp;
+
+	REQUIRE(body != NULL);
+	REQUIRE((rep = run(body, REVIEW_NS_OPEN, NULL)) != NULL);
+	CHECK(rep->allowed);
+	CHECK_INT(rep->result, REVIEW_OPEN);
+	resp = response_of(rep);
+	CHECK(json_object_get(resp, "patch") == NULL);
+	CHECK(json_object_get(resp, "warnings") == NULL);
+	json_decref(resp);
+	review_reply_free(rep);
+
+	REQUIRE((rep = run(body, REVIEW_NS_MISS_ALLOW, NULL)) != NULL);
+	CHECK(rep->allowed);
+	CHECK_INT(rep->result, REVIEW_MISS_ALLOWED);
+	resp = response_of(rep);
+	CHECK(json_object_get(resp, "patch") == NULL);
+	CHECK(strstr(json_string_value(json_array_get(json_object_get(resp,
+	    "warnings"), 0)), "team-a") != NULL);
+	json_decref(resp);
+	review_reply_free(rep);
+
+	REQUIRE((rep = run(body, REVIEW_NS_MISS_DENY, NULL)) != NULL);
+	CHECK(!rep->allowed);
+	CHECK_INT(rep->result, REVIEW_MISS_DENIED);
+	resp = response_of(rep);
+	CHECK(json_is_false(json_object_get(resp, "allowed")));
+	CHECK_INT(json_integer_value(json_object_get(json_object_get(resp,
+	    "status"), "code")), 503);
+	CHECK(strstr(json_string_value(json_object_get(json_object_get(resp,
+	    "status"), "message")), "\"team-a\"") != NULL);
+	json_decref(resp);
+	review_reply_free(rep);
+	free(body);
+}
+
+TEST(legacy_request_is_denied_with_reason)
+{
+	char *body = review_of("legacy.json");
+	struct review_reply *rep;
+	json_t *resp, *st;
+
+	REQUIRE(body != NULL);
+	REQUIRE((rep = run(body, REVIEW_NS_ISOLATED, TMPL)) != NULL);
+	CHECK(!rep->allowed);
+	CHECK_INT(rep->result, REVIEW_DENIED);
+	resp = response_of(rep);
+	st = json_object_get(resp, "status");
+	CHECK_INT(json_integer_value(json_object_get(st, "code")), 403);
+	CHECK(strstr(json_string_value(json_object_get(st, "message")),
+	    "kubeplus-gpu") != NULL);
+	CHECK(json_object_get(resp, "patch") == NULL);
+	json_decref(resp);
+	review_reply_free(rep);
+	free(body);
+}
+
+TEST(translate_warns)
+{
+	char *body = review_of("legacy.json");
+	struct review_reply *rep;
+	json_t *resp;
+
+	REQUIRE(body != NULL);
+	REQUIRE((rep = run(body, REVIEW_NS_ISOLATED, "{\"claimTemplateName\":"
+	    "\"gpu-1g10gb\",\"legacyGPU\":\"translate\"}")) != NULL);
+	CHECK(rep->allowed);
+	resp = response_of(rep);
+	CHECK_INT(json_array_size(json_object_get(resp, "warnings")), 1);
+	CHECK(strlen(json_string_value(json_array_get(json_object_get(resp,
+	    "warnings"), 0))) <= 120);
+	json_decref(resp);
+	review_reply_free(rep);
+	free(body);
+}
+
+TEST(already_patched_is_unchanged)
+{
+	char *body = review_of("already-patched.json");
+	struct review_reply *rep;
+	json_t *resp;
+
+	REQUIRE(body != NULL);
+	REQUIRE((rep = run(body, REVIEW_NS_ISOLATED, TMPL)) != NULL);
+	CHECK(rep->allowed);
+	CHECK_INT(rep->result, REVIEW_UNCHANGED);
+	resp = response_of(rep);
+	CHECK(json_object_get(resp, "patch") == NULL);
+	json_decref(resp);
+	review_reply_free(rep);
+	free(body);
+}
+
+TEST(malformed_requests)
+{
+	static const char *const bad[] = {
+		"",
+		"{",
+		"not json",
+		"[]",
+		"{\"apiVersion\":\"admission.k8s.io/v1beta1\",\"kind\":"
+		    "\"AdmissionReview\",\"request\":{\"uid\":\"u\"}}",
+		"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"Pod\","
+		    "\"request\":{\"uid\":\"u\"}}",
+		"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":"
+		    "\"AdmissionReview\"}",
+		"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":"
+		    "\"AdmissionReview\",\"request\":{}}",
+		"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":"
+		    "\"AdmissionReview\",\"request\":{\"uid\":7}}",
+		"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":"
+		    "\"AdmissionReview\",\"request\":{\"uid\":\"u\",\"kind\":"
+		    "{\"kind\":\"Pod\"},\"operation\":\"CREATE\",\"namespace\":"
+		    "\"a\"}}",
+		"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":"
+		    "\"AdmissionReview\",\"request\":{\"uid\":\"u\",\"kind\":"
+		    "{\"kind\":\"Pod\"},\"operation\":\"CREATE\",\"namespace\":"
+		    "\"Bad_NS\",\"object\":{}}}",
+		"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":"
+		    "\"AdmissionReview\",\"request\":{\"uid\":\"u\",\"kind\":"
+		    "{\"kind\":\"Pod\"},\"operation\":\"CREATE\",\"object\":{}}}",
+	};
+	struct review *rv;
+	char err[256];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		rv = NULL;
+		err[0] = '\0';
+		if (review_parse(bad[i], strlen(bad[i]), &rv, err,
+		    sizeof(err)) != -EINVAL || err[0] == '\0')
+			test_fail(__FILE__, __LINE__, "accepted %s", bad[i]);
+		CHECK(rv == NULL);
+	}
+}
+
+TEST(truncated_request)
+{
+	char *body = fixture_text("review-pod-create.json");
+	struct review *rv = NULL;
+	char err[256];
+
+	REQUIRE(body != NULL);
+	for (size_t n = 0; n < strlen(body); n += 7) {
+		if (review_parse(body, n, &rv, err, sizeof(err)) != -EINVAL)
+			test_fail(__FILE__, __LINE__, "accepted %zu bytes", n);
+		rv = NULL;
+	}
+	free(body);
+}
+
+TEST(malformed_pod_object)
+{
+	const char *body = "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":"
+	    "\"AdmissionReview\",\"request\":{\"uid\":\"u\",\"kind\":{\"kind\":"
+	    "\"Pod\"},\"operation\":\"CREATE\",\"namespace\":\"a\",\"object\":"
+	    "{\"spec\":{\"containers\":{}}}}}";
+	struct review *rv = NULL;
+	struct review_reply *rep = NULL;
+	struct resolved r;
+	char err[256] = "";
+
+	REQUIRE(resolved_parse(TMPL, strlen(TMPL), &r, NULL, 0) == 0);
+	REQUIRE(review_parse(body, strlen(body), &rv, err, sizeof(err)) == 0);
+	CHECK_INT(review_answer(rv, REVIEW_NS_ISOLATED, &r, &rep, err,
+	    sizeof(err)), -EINVAL);
+	CHECK(rep == NULL);
+	CHECK(strstr(err, "containers") != NULL);
+	/* The same pod passes untouched where the namespace is open. */
+	CHECK_INT(review_answer(rv, REVIEW_NS_OPEN, &r, &rep, err,
+	    sizeof(err)), 0);
+	review_reply_free(rep);
+	review_free(rv);
+}
+
+TEST(result_names)
+{
+	CHECK_STR(review_result_name(REVIEW_PATCHED), "patched");
+	CHECK_STR(review_result_name(REVIEW_MISS_DENIED), "miss_denied");
+	CHECK_STR(review_result_name(REVIEW_NRESULTS), "unknown");
+}
