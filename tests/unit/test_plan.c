@@ -1,0 +1,672 @@
+/*
+ * The plan (kpgpud-quota/plan.c): for every sharing mode and optional field
+ * it composes the real resource.k8s.io/v1 shapes with the NVIDIA driver's
+ * attribute names, guarded CEL, deterministic DNS-valid names (hashed when
+ * too long), owner references only where scope allows, kpgpud's quota keys,
+ * the Namespace annotation admit reads, and the Warning events; invalid
+ * annotations yield their precise message and no plan.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "common/resolved.h"
+#include "kpgpud-quota/plan.h"
+#include "tests/unit/test.h"
+
+/* Walk a '>'-separated path of keys and array indexes. */
+static json_t *
+jget(json_t *j, const char *path)
+{
+	char buf[512], *tok, *save;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (tok = strtok_r(buf, ">", &save); tok != NULL && j != NULL;
+	    tok = strtok_r(NULL, ">", &save)) {
+		if (json_is_array(j))
+			j = json_array_get(j, strtoul(tok, NULL, 10));
+		else
+			j = json_object_get(j, tok);
+	}
+	return j;
+}
+
+/* The string at path, or NULL. */
+static const char *
+jstr(json_t *j, const char *path)
+{
+	return json_string_value(jget(j, path));
+}
+
+/* Load a fixture instance. */
+static int
+load(const char *name, struct plan_instance *in)
+{
+	char rel[256], err[256], *buf;
+	FILE *f;
+	long n;
+	int r;
+
+	snprintf(rel, sizeof(rel), "tests/fixtures/instances/%s.json", name);
+	if ((f = fopen(test_srcpath(rel), "r")) == NULL)
+		return -errno;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	if (buf == NULL || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		fclose(f);
+		return -EIO;
+	}
+	fclose(f);
+	r = plan_instance_parse(buf, (size_t)n, in, err, sizeof(err));
+	if (r < 0)
+		test_fail(__FILE__, __LINE__, "%s: %s", name, err);
+	free(buf);
+	return r;
+}
+
+/* Build the plan of a fixture with a configuration. */
+static struct plan *
+build(const char *name, const struct plan_config *cfg)
+{
+	static struct plan_instance in;
+	struct plan *p = NULL;
+	char err[512];
+
+	if (load(name, &in) < 0)
+		return NULL;
+	if (plan_build(&in, cfg, &p, err, sizeof(err)) < 0)
+		test_fail(__FILE__, __LINE__, "%s: %s", name, err);
+	return p;
+}
+
+/* The value of a quota key in the plan, or -1. */
+static int
+key(const struct plan *p, const char *name)
+{
+	for (int i = 0; i < p->nkeys; i++)
+		if (strcmp(p->keys[i].name, name) == 0)
+			return p->keys[i].value;
+	return -1;
+}
+
+/* Parse the plan's Namespace annotation as admit will. */
+static int
+resolved_of(const struct plan *p, struct resolved *r)
+{
+	char err[256];
+
+	return resolved_parse(p->resolved, strlen(p->resolved), r, err,
+	    sizeof(err));
+}
+
+TEST(exclusive_template)
+{
+	struct plan_config cfg = { 0 };
+	struct plan *p = build("exclusive", &cfg);
+	struct resolved *r = calloc(1, sizeof(*r));
+	json_t *c;
+
+	REQUIRE(p != NULL && r != NULL);
+	c = p->claim;
+	CHECK(p->device_class == NULL);
+	CHECK(p->claim_is_template);
+	CHECK_STR(jstr(c, "apiVersion"), "resource.k8s.io/v1");
+	CHECK_STR(jstr(c, "kind"), "ResourceClaimTemplate");
+	CHECK_STR(jstr(c, "metadata>name"), "agent-team-a-gpu");
+	CHECK_STR(jstr(c, "metadata>namespace"), "team-a");
+	CHECK_STR(jstr(c, "metadata>labels>app.kubernetes.io/managed-by"),
+	    "kpgpud");
+	CHECK_STR(jstr(c, "metadata>annotations>" PLAN_INSTANCE_ANNOT),
+	    "Agent/team-a");
+	/* the instance lives in "default": no cross-namespace owner */
+	CHECK(jget(c, "metadata>ownerReferences") == NULL);
+	CHECK_STR(jstr(c, "spec>spec>devices>requests>0>name"), "gpu");
+	CHECK_STR(jstr(c, "spec>spec>devices>requests>0>exactly>"
+	    "deviceClassName"), "gpu.nvidia.com");
+	CHECK_STR(jstr(c, "spec>spec>devices>requests>0>exactly>"
+	    "allocationMode"), "ExactCount");
+	CHECK_INT(json_integer_value(jget(c, "spec>spec>devices>requests>0>"
+	    "exactly>count")), 1);
+	CHECK(jget(c, "spec>spec>devices>requests>0>exactly>selectors") ==
+	    NULL);
+	CHECK(jget(c, "spec>spec>devices>requests>0>deviceClassName") ==
+	    NULL);
+	CHECK(jget(c, "spec>spec>devices>constraints") == NULL);
+	CHECK(jget(c, "spec>spec>devices>config") == NULL);
+	CHECK_STR(jstr(c, "spec>metadata>labels>" PLAN_INSTANCE_LABEL),
+	    "agent-team-a");
+	CHECK_STR(p->quota_name, "agent-team-a");
+	CHECK_INT(p->nkeys, 2);
+	CHECK_INT(key(p, "count/resourceclaims.resource.k8s.io"), 2);
+	CHECK_INT(key(p, "gpu.nvidia.com.deviceclass.resource.k8s.io/"
+	    "devices"), 2);
+	CHECK_INT(p->nevents, 0);
+	REQUIRE(resolved_of(p, r) == 0);
+	CHECK_STR(r->claim_template, "agent-team-a-gpu");
+	CHECK_STR(r->claim, "");
+	CHECK_STR(r->sharing, "exclusive");
+	CHECK_STR(r->instance, "Agent/team-a");
+	CHECK_INT(r->legacy, RESOLVED_LEGACY_REJECT);
+	free(r);
+	plan_free(p);
+}
+
+TEST(exclusive_optional_fields)
+{
+	struct plan_config cfg = { 0 };
+	struct plan *p = build("exclusive-full", &cfg);
+	struct resolved *r = calloc(1, sizeof(*r));
+	json_t *d;
+
+	REQUIRE(p != NULL && r != NULL);
+	d = jget(p->claim, "spec>spec>devices");
+	CHECK_INT(json_integer_value(jget(d, "requests>0>exactly>count")), 2);
+	CHECK_INT(json_array_size(jget(d, "requests>0>exactly>selectors")),
+	    2);
+	CHECK_STR(jstr(d, "requests>0>exactly>selectors>0>cel>expression"),
+	    "'productName' in device.attributes['gpu.nvidia.com'] && "
+	    "device.attributes['gpu.nvidia.com'].productName == "
+	    "'NVIDIA A100 80GB PCIe'");
+	CHECK_STR(jstr(d, "requests>0>exactly>selectors>1>cel>expression"),
+	    "'memory' in device.capacity['gpu.nvidia.com'] && "
+	    "device.capacity['gpu.nvidia.com'].memory.compareTo("
+	    "quantity('40Gi')) >= 0");
+	CHECK_STR(jstr(d, "constraints>0>matchAttribute"),
+	    "resource.kubernetes.io/pcieRoot");
+	CHECK_STR(jstr(d, "constraints>0>requests>0"), "gpu");
+	CHECK_INT(key(p, "count/resourceclaims.resource.k8s.io"), 4);
+	REQUIRE(resolved_of(p, r) == 0);
+	CHECK_INT(r->init, RESOLVED_INIT_NAMED);
+	CHECK_INT(r->ninit_names, 2);
+	CHECK_STR(r->init_names[0], "setup");
+	CHECK_INT(r->legacy, RESOLVED_LEGACY_TRANSLATE);
+	free(r);
+	plan_free(p);
+}
+
+TEST(mig_class_and_template)
+{
+	struct plan_config cfg = { 0 };
+	struct plan *p = build("mig", &cfg);
+	json_t *dc;
+
+	REQUIRE(p != NULL);
+	dc = p->device_class;
+	REQUIRE(dc != NULL);
+	CHECK_STR(jstr(dc, "apiVersion"), "resource.k8s.io/v1");
+	CHECK_STR(jstr(dc, "kind"), "DeviceClass");
+	CHECK_STR(jstr(dc, "metadata>name"), "kpgpud-mig-1g.10gb");
+	CHECK(jget(dc, "metadata>namespace") == NULL);
+	CHECK(jget(dc, "metadata>ownerReferences") == NULL);
+	CHECK_STR(jstr(dc, "metadata>labels>app.kubernetes.io/managed-by"),
+	    "kpgpud");
+	CHECK_STR(jstr(dc, "metadata>labels>" PLAN_PROFILE_LABEL),
+	    "1g.10gb");
+	CHECK_STR(jstr(dc, "spec>selectors>0>cel>expression"),
+	    "device.driver == 'gpu.nvidia.com' && 'type' in "
+	    "device.attributes['gpu.nvidia.com'] && "
+	    "device.attributes['gpu.nvidia.com'].type == 'mig' && 'profile' "
+	    "in device.attributes['gpu.nvidia.com'] && "
+	    "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'");
+	CHECK_STR(jstr(p->claim, "kind"), "ResourceClaimTemplate");
+	CHECK_STR(jstr(p->claim, "spec>spec>devices>requests>0>exactly>"
+	    "deviceClassName"), "kpgpud-mig-1g.10gb");
+	CHECK_STR(p->class_name, "kpgpud-mig-1g.10gb");
+	CHECK_INT(key(p, "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/"
+	    "devices"), 1);
+	CHECK_INT(key(p, "gpu.nvidia.com.deviceclass.resource.k8s.io/"
+	    "devices"), -1);
+	CHECK_INT(p->nevents, 0);
+	plan_free(p);
+}
+
+TEST(mig_suffix_profile_and_parent_uuid)
+{
+	struct plan_config cfg = { .class_prefix = "tenant-gpu-" };
+	struct plan *p = build("mig-topology", &cfg);
+	struct resolved *r = calloc(1, sizeof(*r));
+
+	REQUIRE(p != NULL && r != NULL);
+	CHECK_STR(p->class_name, "tenant-gpu-1g.10gb-me");
+	CHECK_STR(jstr(p->device_class, "metadata>labels>"
+	    PLAN_PROFILE_LABEL), "1g.10gb-me");
+	CHECK(strstr(jstr(p->device_class, "spec>selectors>0>cel>"
+	    "expression"), ".profile == '1g.10gb+me'") != NULL);
+	CHECK_STR(jstr(p->claim, "spec>spec>devices>constraints>0>"
+	    "matchAttribute"), "gpu.nvidia.com/parentUUID");
+	CHECK_INT(json_integer_value(jget(p->claim, "spec>spec>devices>"
+	    "requests>0>exactly>count")), 2);
+	REQUIRE(resolved_of(p, r) == 0);
+	CHECK_INT(r->init, RESOLVED_INIT_ALL);
+	free(r);
+	plan_free(p);
+}
+
+TEST(topology_needs_more_than_one_device)
+{
+	struct plan_instance in;
+	struct plan_config cfg = { 0 };
+	struct plan *p = NULL;
+	char err[256];
+
+	REQUIRE(load("mig", &in) == 0);
+	snprintf(in.annotation, sizeof(in.annotation), "{\"sharing\":\"mig\","
+	    "\"migProfile\":\"1g.10gb\",\"topology\":\"parentUUID\"}");
+	in.annotation_len = strlen(in.annotation);
+	REQUIRE(plan_build(&in, &cfg, &p, err, sizeof(err)) == 0);
+	CHECK(jget(p->claim, "spec>spec>devices>constraints") == NULL);
+	plan_free(p);
+}
+
+TEST(time_slicing_shared_claim)
+{
+	struct plan_config cfg = { 0 };
+	struct plan *p = build("time-slicing", &cfg);
+	struct resolved *r = calloc(1, sizeof(*r));
+	json_t *c;
+
+	REQUIRE(p != NULL && r != NULL);
+	c = p->claim;
+	CHECK(!p->claim_is_template);
+	CHECK(p->device_class == NULL);
+	CHECK_STR(jstr(c, "kind"), "ResourceClaim");
+	CHECK_STR(jstr(c, "metadata>name"), "agent-team-e-gpu");
+	CHECK_STR(jstr(c, "metadata>namespace"), "team-e");
+	CHECK_STR(jstr(c, "spec>devices>requests>0>exactly>deviceClassName"),
+	    "gpu.nvidia.com");
+	CHECK_STR(jstr(c, "spec>devices>config>0>requests>0"), "gpu");
+	CHECK_STR(jstr(c, "spec>devices>config>0>opaque>driver"),
+	    "gpu.nvidia.com");
+	CHECK_STR(jstr(c, "spec>devices>config>0>opaque>parameters>"
+	    "apiVersion"), "resource.nvidia.com/v1beta1");
+	CHECK_STR(jstr(c, "spec>devices>config>0>opaque>parameters>kind"),
+	    "GpuConfig");
+	CHECK_STR(jstr(c, "spec>devices>config>0>opaque>parameters>sharing>"
+	    "strategy"), "TimeSlicing");
+	CHECK_STR(jstr(c, "spec>devices>config>0>opaque>parameters>sharing>"
+	    "timeSlicingConfig>interval"), "Long");
+	REQUIRE(resolved_of(p, r) == 0);
+	CHECK_STR(r->claim, "agent-team-e-gpu");
+	CHECK_STR(r->claim_template, "");
+	REQUIRE(p->nevents == 1);
+	CHECK_STR(p->events[0].reason, "AlphaFeatureGate");
+	CHECK_STR(p->events[0].message, "sharing \"time-slicing\" needs the "
+	    "NVIDIA DRA driver's alpha feature gate TimeSlicingSettings, "
+	    "which is off by default");
+	free(r);
+	plan_free(p);
+}
+
+TEST(mps_shared_claim)
+{
+	struct plan_config cfg = { 0 };
+	struct plan *p = build("mps", &cfg);
+	json_t *sh;
+
+	REQUIRE(p != NULL);
+	CHECK_STR(jstr(p->claim, "kind"), "ResourceClaim");
+	sh = jget(p->claim, "spec>devices>config>0>opaque>parameters>"
+	    "sharing");
+	CHECK_STR(jstr(sh, "strategy"), "MPS");
+	CHECK(jget(sh, "timeSlicingConfig") == NULL);
+	CHECK_INT(json_integer_value(jget(sh, "mpsConfig>"
+	    "defaultActiveThreadPercentage")), 50);
+	CHECK_STR(jstr(sh, "mpsConfig>defaultPinnedDeviceMemoryLimit"),
+	    "10Gi");
+	REQUIRE(p->nevents == 1);
+	CHECK_STR(p->events[0].reason, "AlphaFeatureGate");
+	CHECK(strstr(p->events[0].message, "MPSSupport") != NULL);
+	plan_free(p);
+}
+
+TEST(hybrid_shared_mig_claim)
+{
+	struct plan_config cfg = { 0 };
+	struct plan *p = build("hybrid", &cfg);
+
+	REQUIRE(p != NULL);
+	REQUIRE(p->device_class != NULL);
+	CHECK_STR(jstr(p->device_class, "metadata>name"),
+	    "kpgpud-mig-2g.20gb");
+	CHECK_STR(jstr(p->claim, "kind"), "ResourceClaim");
+	CHECK_STR(jstr(p->claim, "spec>devices>requests>0>exactly>"
+	    "deviceClassName"), "kpgpud-mig-2g.20gb");
+	CHECK(jget(p->claim, "spec>devices>config") == NULL);
+	REQUIRE(p->nevents == 1);
+	CHECK_STR(p->events[0].reason, "ExperimentalHybridSharing");
+	CHECK_STR(p->events[0].message, "sharing \"hybrid\" is experimental: "
+	    "the tenant's pods time-share one ResourceClaim of a MIG device "
+	    "of profile 2g.20gb");
+	plan_free(p);
+}
+
+TEST(name_fit_hashes_long_names)
+{
+	char a[64], b[64], c[64], longa[200], longb[200];
+
+	CHECK(plan_name_fit("short", 63, a, sizeof(a)) == 0);
+	CHECK_STR(a, "short");
+	memset(longa, 'a', 100);
+	longa[100] = '\0';
+	memcpy(longb, longa, 101);
+	longb[99] = 'b';
+	REQUIRE(plan_name_fit(longa, 63, a, sizeof(a)) == 0);
+	REQUIRE(plan_name_fit(longb, 63, b, sizeof(b)) == 0);
+	REQUIRE(plan_name_fit(longa, 63, c, sizeof(c)) == 0);
+	CHECK_INT(strlen(a), 63);
+	CHECK(strncmp(a, longa, 54) == 0);
+	CHECK(a[54] == '-');
+	CHECK(strcmp(a, b) != 0);	/* same prefix, different hash */
+	CHECK_STR(a, c);		/* deterministic */
+	CHECK(plan_dns_label(a));
+	/* a cut that ends in a dash or dot loses it */
+	memset(longa, 'x', 100);
+	longa[53] = '-';
+	longa[52] = '.';
+	REQUIRE(plan_name_fit(longa, 63, a, sizeof(a)) == 0);
+	CHECK_INT(strlen(a), 61);
+	CHECK(a[51] == 'x' && a[52] == '-');
+	CHECK(plan_name_fit(longa, 63, a, 40) == -EINVAL);
+	CHECK(plan_name_fit(longa, 5, a, sizeof(a)) == -EINVAL);
+}
+
+TEST(long_instance_name)
+{
+	struct plan_config cfg = { 0 };
+	struct plan *p = build("long-name", &cfg), *q = build("long-name",
+	    &cfg);
+	const char *name;
+
+	REQUIRE(p != NULL && q != NULL);
+	name = jstr(p->claim, "metadata>name");
+	REQUIRE(name != NULL);
+	CHECK_INT(strlen(name), 63);
+	CHECK(plan_dns_label(name));
+	CHECK(strncmp(name, "wordpressservice-tenant-xxx", 27) == 0);
+	CHECK_STR(name, jstr(q->claim, "metadata>name"));
+	CHECK_STR(p->claim_name, name);
+	CHECK_INT(strlen(jstr(p->claim, "metadata>labels>"
+	    PLAN_INSTANCE_LABEL)), 63);
+	CHECK_STR(p->namespace, "tenant-xxxxxxxxxxxxxxxxxxxxxxxxx"
+	    "xxxxxxxxxxxxxxxxxxxxxxxxx");
+	CHECK_STR(p->quota_name, "wordpressservice-tenant-xxxxxxxxxxxxxxx"
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+	plan_free(p);
+	plan_free(q);
+}
+
+TEST(owner_references_where_scope_allows)
+{
+	struct plan_config cfg = { .owner_refs = true };
+	struct plan_instance in;
+	struct plan *p;
+	char err[256];
+
+	/* cluster-scoped instance: may own namespaced objects */
+	p = build("cluster-scoped", &cfg);
+	REQUIRE(p != NULL);
+	CHECK_STR(jstr(p->claim, "metadata>ownerReferences>0>kind"),
+	    "Tenant");
+	CHECK_STR(jstr(p->claim, "metadata>ownerReferences>0>name"),
+	    "team-h");
+	CHECK_STR(jstr(p->claim, "metadata>ownerReferences>0>apiVersion"),
+	    "platformapi.kubeplus/v1alpha1");
+	CHECK(jstr(p->claim, "metadata>ownerReferences>0>uid") != NULL);
+	CHECK(json_is_true(jget(p->claim, "metadata>ownerReferences>0>"
+	    "controller")));
+	plan_free(p);
+
+	/* instance in another namespace: no owner reference */
+	p = build("exclusive", &cfg);
+	REQUIRE(p != NULL);
+	CHECK(jget(p->claim, "metadata>ownerReferences") == NULL);
+	plan_free(p);
+
+	/* instance in the tenant namespace itself: owner reference */
+	REQUIRE(load("mig", &in) == 0);
+	snprintf(in.namespace, sizeof(in.namespace), "team-c");
+	REQUIRE(plan_build(&in, &cfg, &p, err, sizeof(err)) == 0);
+	CHECK_STR(jstr(p->claim, "metadata>ownerReferences>0>name"),
+	    "team-c");
+	CHECK(jget(p->device_class, "metadata>ownerReferences") == NULL);
+	plan_free(p);
+
+	/* render without --owner-ref: none */
+	cfg.owner_refs = false;
+	p = build("cluster-scoped", &cfg);
+	REQUIRE(p != NULL);
+	CHECK(jget(p->claim, "metadata>ownerReferences") == NULL);
+	plan_free(p);
+}
+
+TEST(strict_zeroes_other_classes)
+{
+	struct plan_config cfg = { .strict = true };
+	struct plan *p;
+
+	p = build("exclusive", &cfg);
+	REQUIRE(p != NULL);
+	CHECK_INT(p->nkeys, 4);
+	CHECK_INT(key(p, "gpu.nvidia.com.deviceclass.resource.k8s.io/"
+	    "devices"), 2);
+	CHECK_INT(key(p, "mig.nvidia.com.deviceclass.resource.k8s.io/"
+	    "devices"), 0);
+	CHECK_INT(key(p, "vfio.gpu.nvidia.com.deviceclass.resource.k8s.io/"
+	    "devices"), 0);
+	plan_free(p);
+
+	p = build("mig", &cfg);
+	REQUIRE(p != NULL);
+	CHECK_INT(p->nkeys, 5);
+	CHECK_INT(key(p, "gpu.nvidia.com.deviceclass.resource.k8s.io/"
+	    "devices"), 0);
+	CHECK_INT(key(p, "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/"
+	    "devices"), 1);
+	plan_free(p);
+
+	cfg.strict_classes = "a.example.com, b.example.com,a.example.com";
+	p = build("exclusive", &cfg);
+	REQUIRE(p != NULL);
+	CHECK_INT(p->nkeys, 4);
+	CHECK_INT(key(p, "b.example.com.deviceclass.resource.k8s.io/"
+	    "devices"), 0);
+	plan_free(p);
+}
+
+TEST(config_errors)
+{
+	struct plan_config cfg = { 0 };
+	struct plan_instance in;
+	struct plan *p = NULL;
+	char err[256];
+
+	REQUIRE(load("exclusive", &in) == 0);
+	cfg.strict = true;
+	cfg.strict_classes = "gpu.nvidia.com,Bad_Class";
+	CHECK(plan_build(&in, &cfg, &p, err, sizeof(err)) == -EINVAL);
+	CHECK_STR(err, "strict class \"Bad_Class\" is not a valid "
+	    "DeviceClass name");
+	cfg.strict = false;
+	cfg.quota_name = "{kind}_{name}";
+	CHECK(plan_build(&in, &cfg, &p, err, sizeof(err)) == -EINVAL);
+	CHECK_STR(err, "quota name template \"{kind}_{name}\" gives an "
+	    "invalid name");
+	cfg.quota_name = "{name}-quota";
+	REQUIRE(plan_build(&in, &cfg, &p, err, sizeof(err)) == 0);
+	CHECK_STR(p->quota_name, "team-a-quota");
+	plan_free(p);
+	p = NULL;
+	cfg.quota_name = NULL;
+	cfg.gpu_class = "-gpu";
+	CHECK(plan_build(&in, &cfg, &p, err, sizeof(err)) == -EINVAL);
+	CHECK_STR(err, "GPU class \"-gpu\" is not a valid DeviceClass name");
+	CHECK(p == NULL);
+}
+
+TEST(tenant_namespace_choice)
+{
+	struct plan_config cfg = { .ns_from_namespace = true };
+	struct plan_instance in;
+	struct plan *p = NULL;
+	char err[256];
+
+	p = build("exclusive", &cfg);
+	REQUIRE(p != NULL);
+	CHECK_STR(p->namespace, "default");
+	CHECK_STR(jstr(p->claim, "metadata>namespace"), "default");
+	plan_free(p);
+	p = NULL;
+
+	REQUIRE(load("long-name", &in) == 0);
+	memset(in.name + strlen(in.name), 'y', 20);	/* 77 characters */
+	cfg.ns_from_namespace = false;
+	CHECK(plan_build(&in, &cfg, &p, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "is not a valid namespace name") != NULL);
+	REQUIRE(load("cluster-scoped", &in) == 0);
+	cfg.ns_from_namespace = true;
+	CHECK(plan_build(&in, &cfg, &p, err, sizeof(err)) == -EINVAL);
+	CHECK_STR(err, "tenant namespace \"\" of Tenant/team-h is not a "
+	    "valid namespace name");
+}
+
+TEST(invalid_annotations_give_no_plan)
+{
+	static const struct {
+		const char *fixture, *msg;
+	} cases[] = {
+		{ "invalid-json", "invalid JSON at line 1 column 17: string "
+		  "or '}' expected near end of file" },
+		{ "invalid-sharing", "unknown sharing \"shared\" (expected "
+		  "exclusive, mig, time-slicing, mps or hybrid)" },
+		{ "invalid-mig-no-profile", "sharing \"mig\" requires field "
+		  "\"migProfile\"" },
+		{ "invalid-profile", "malformed migProfile \"10gb\" (expected "
+		  "<slices>g.<memory>gb with an optional +suffix, e.g. "
+		  "\"1g.10gb\" or \"1g.10gb+me\")" },
+		{ "invalid-max-devices", "maxDevices must be at least 1, got 0" },
+		{ "invalid-unknown-field", "unknown field \"maxDevice\" (known: "
+		  "sharing, migProfile, maxDevices, devicesPerPod, productName, "
+		  "minMemory, topology, timeSlicing, mps, initContainers, "
+		  "legacyGPU)" },
+		{ "no-annotation", "Agent/team-i has no "
+		  "kubeplus.io/gpu-isolation annotation" },
+	};
+	struct plan_config cfg = { 0 };
+	struct plan_instance in;
+	struct plan *p;
+	char err[512];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		p = NULL;
+		REQUIRE(load(cases[i].fixture, &in) == 0);
+		CHECK(plan_build(&in, &cfg, &p, err, sizeof(err)) == -EINVAL);
+		CHECK(p == NULL);
+		CHECK_STR(err, cases[i].msg);
+	}
+}
+
+TEST(oversized_annotation)
+{
+	struct plan_config cfg = { 0 };
+	struct plan_instance *in = calloc(1, sizeof(*in));
+	struct plan *p = NULL;
+	char err[256], *obj;
+	size_t n = 100000;
+
+	REQUIRE(in != NULL && (obj = malloc(n + 512)) != NULL);
+	n = (size_t)sprintf(obj, "{\"apiVersion\":\"a/v1\",\"kind\":\"A\","
+	    "\"metadata\":{\"name\":\"x\",\"annotations\":{"
+	    "\"kubeplus.io/gpu-isolation\":\"");
+	memset(obj + n, ' ', 90000);
+	n += 90000;
+	n += (size_t)sprintf(obj + n, "\"}}}");
+	REQUIRE(plan_instance_parse(obj, n, in, err, sizeof(err)) == 0);
+	CHECK_INT(in->annotation_len, 90000);
+	CHECK(plan_build(in, &cfg, &p, err, sizeof(err)) == -EINVAL);
+	CHECK_STR(err, "annotation is 90000 bytes, more than the limit of "
+	    "4096");
+	free(obj);
+	free(in);
+}
+
+TEST(instance_parse_errors)
+{
+	static const struct {
+		const char *json, *msg;
+	} cases[] = {
+		{ "[]", "instance is not a JSON object" },
+		{ "{\"kind\":\"A\"}", "instance has no metadata" },
+		{ "{\"kind\":\"A\",\"metadata\":{\"name\":\"x\"}}",
+		  "instance has no apiVersion" },
+		{ "{\"apiVersion\":\"v1\",\"kind\":\"A-b\",\"metadata\":"
+		  "{\"name\":\"x\"}}", "instance kind is not an identifier" },
+		{ "{\"apiVersion\":\"v1\",\"kind\":\"A\",\"metadata\":"
+		  "{\"name\":\"X\"}}", "instance name is not a DNS subdomain" },
+		{ "{\"apiVersion\":\"v1\",\"kind\":\"A\",\"metadata\":"
+		  "{\"name\":7}}", "instance name is not a string" },
+		{ "{\"apiVersion\":\"v1\",\"kind\":\"A\",\"metadata\":"
+		  "{\"name\":\"x\",\"annotations\":{"
+		  "\"kubeplus.io/gpu-isolation\":{}}}}",
+		  "annotation kubeplus.io/gpu-isolation is not a string" },
+	};
+	struct plan_instance in;
+	char err[256];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		CHECK(plan_instance_parse(cases[i].json,
+		    strlen(cases[i].json), &in, err, sizeof(err)) == -EINVAL);
+		CHECK_STR(err, cases[i].msg);
+	}
+}
+
+TEST(older_instance_wins)
+{
+	struct plan_instance a = { 0 }, b = { 0 };
+
+	snprintf(a.kind, sizeof(a.kind), "Agent");
+	snprintf(b.kind, sizeof(b.kind), "Agent");
+	snprintf(a.name, sizeof(a.name), "zeta");
+	snprintf(b.name, sizeof(b.name), "alpha");
+	snprintf(a.created, sizeof(a.created), "2026-01-01T00:00:00Z");
+	snprintf(b.created, sizeof(b.created), "2026-02-01T00:00:00Z");
+	CHECK(plan_instance_cmp(&a, &b) < 0);
+	CHECK(plan_instance_cmp(&b, &a) > 0);
+	snprintf(b.created, sizeof(b.created), "2026-01-01T00:00:00Z");
+	CHECK(plan_instance_cmp(&b, &a) < 0);	/* tie: by name */
+	b.created[0] = '\0';
+	CHECK(plan_instance_cmp(&a, &b) < 0);	/* unknown age loses */
+}
+
+TEST(plan_document)
+{
+	struct plan_config cfg = { .strict = true };
+	struct plan *p = build("mig", &cfg);
+	json_t *j;
+
+	REQUIRE(p != NULL);
+	j = plan_to_json(p);
+	REQUIRE(j != NULL);
+	CHECK_STR(jstr(j, "instance"), "Agent/team-c");
+	CHECK_STR(jstr(j, "sharing"), "mig");
+	CHECK_INT(json_array_size(jget(j, "objects")), 2);
+	CHECK_STR(jstr(j, "objects>0>kind"), "DeviceClass");
+	CHECK_STR(jstr(j, "objects>1>kind"), "ResourceClaimTemplate");
+	CHECK_STR(jstr(j, "quota>name"), "agent-team-c");
+	CHECK_STR(jstr(j, "quota>namespace"), "team-c");
+	CHECK_STR(jstr(j, "quota>hard>count/resourceclaims.resource.k8s.io"),
+	    "1");
+	CHECK_STR(jstr(j, "quota>hard>mig.nvidia.com.deviceclass.resource."
+	    "k8s.io/devices"), "0");
+	CHECK_STR(jstr(j, "namespace>labels>" RESOLVED_LABEL), "true");
+	CHECK_STR(jstr(j, "namespace>annotations>" RESOLVED_ANNOTATION),
+	    p->resolved);
+	CHECK_INT(json_array_size(jget(j, "events")), 0);
+	json_decref(j);
+	plan_free(p);
+}
