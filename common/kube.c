@@ -717,7 +717,7 @@ watch_finish(struct kube_req *x, long status)
 	watch_dispatch(x);
 	if (x->state != KX_DONE)
 		return;		/* ended or stopped while dispatching */
-	if (x->stream) {
+	if (x->stream || (status == 200 && e == 0)) {
 		if ((w = watchstream_end(x->ws)) < 0 ||
 		    (e != 0 && x->result == CURLE_WRITE_ERROR))
 			watch_end(x, KUBE_WATCH_PARSE_ERROR, status,

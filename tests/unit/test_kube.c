@@ -1,0 +1,825 @@
+/*
+ * Unit tests for common/kube.c against a real HTTPS server
+ * (tests/tools/kube_testserver.py, TLS verified with its own CA): retries
+ * with Retry-After and backoff, no retry of 4xx, the rate limiter, token
+ * file re-reads, response caps, pagination and watches (events split across
+ * chunks, long lines, 410 ERROR events, parse errors, stall detection).
+ * Time is only ever checked as a lower bound (a wait that must have
+ * happened), never as a deadline.
+ */
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <event2/event.h>
+
+#include "common/kube.h"
+#include "tests/unit/test.h"
+
+static char	 srv_dir[256];
+static int	 srv_port;
+static pid_t	 srv_pid;
+
+/* Kill the test server and remove its directory. */
+static void
+srv_stop(void)
+{
+	char cmd[300];
+
+	if (srv_pid > 0) {
+		kill(srv_pid, SIGTERM);
+		waitpid(srv_pid, NULL, 0);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", srv_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", srv_dir);
+}
+
+/* Start the server once; poll (bounded) for its port file. */
+static bool
+srv_start(void)
+{
+	char path[300];
+	FILE *f;
+
+	if (srv_port > 0)
+		return true;
+	snprintf(srv_dir, sizeof(srv_dir), "%s/kpgpud-kube.XXXXXX",
+	    getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (mkdtemp(srv_dir) == NULL)
+		return false;
+	if ((srv_pid = fork()) == 0) {
+		execlp("python3", "python3",
+		    test_srcpath("tests/tools/kube_testserver.py"), srv_dir,
+		    (char *)NULL);
+		_exit(127);
+	}
+	atexit(srv_stop);
+	snprintf(path, sizeof(path), "%s/port", srv_dir);
+	for (int i = 0; i < 1500 && (f = fopen(path, "r")) == NULL; i++)
+		usleep(20000);
+	if (f == NULL)
+		return false;
+	if (fscanf(f, "%d", &srv_port) != 1)
+		srv_port = 0;
+	fclose(f);
+	return srv_port > 0;
+}
+
+/* Write a file under the server directory; returns its path. */
+static const char *
+srv_file(const char *name, const char *text)
+{
+	static char path[4][300];
+	static int n;
+	char *p = path[n++ % 4];
+	FILE *f;
+
+	snprintf(p, 300, "%s/%s", srv_dir, name);
+	if ((f = fopen(p, "w")) == NULL)
+		return p;
+	fputs(text, f);
+	fclose(f);
+	return p;
+}
+
+/* A config for the server, trusting ca (a file in srv_dir). */
+static struct kube_config *
+srv_config(const char *ca, const char *user_yaml)
+{
+	struct kube_config *cfg = NULL;
+	char text[2048], err[256];
+
+	snprintf(text, sizeof(text),
+	    "apiVersion: v1\nkind: Config\n"
+	    "clusters:\n- name: c\n  cluster:\n"
+	    "    server: https://127.0.0.1:%d/\n"
+	    "    certificate-authority: %s\n"
+	    "users:\n- name: u\n  user:\n%s"
+	    "contexts:\n- name: x\n  context: {cluster: c, user: u}\n"
+	    "current-context: x\n", srv_port, ca, user_yaml);
+	if (kube_config_parse(text, strlen(text), srv_dir, NULL, 0, &cfg,
+	    err, sizeof(err)) < 0)
+		fprintf(stderr, "config: %s\n", err);
+	return cfg;
+}
+
+/* One client on a private loop, with a safety bound on every wait. */
+struct fx {
+	struct event_base	*base;
+	struct kube_config	*cfg;
+	struct kube_client	*c;
+	struct event		*guard;
+	bool			 guard_hit;
+};
+
+/* The safety bound fired: stop the loop so the test fails, not hangs. */
+static void
+guard_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct fx *f = arg;
+
+	(void)fd;
+	(void)what;
+	f->guard_hit = true;
+	event_base_loopbreak(f->base);
+}
+
+/* Set up a fixture; false if the server or client cannot start. */
+static bool
+fx_init(struct fx *f, const struct kube_client_opts *o, const char *user)
+{
+	memset(f, 0, sizeof(*f));
+	if (!srv_start())
+		return false;
+	f->base = event_base_new();
+	f->cfg = srv_config("ca.crt", user ? user : "    token: t0ken-1\n");
+	if (f->base == NULL || f->cfg == NULL)
+		return false;
+	f->c = kube_client_new(f->base, f->cfg, o);
+	f->guard = evtimer_new(f->base, guard_cb, f);
+	return f->c != NULL && f->guard != NULL;
+}
+
+/* Run the loop until *flag is set (bounded by the guard). */
+static void
+fx_run(struct fx *f, const bool *flag)
+{
+	struct timeval tv = { 30, 0 };
+
+	evtimer_add(f->guard, &tv);
+	while (!*flag && !f->guard_hit &&
+	    event_base_loop(f->base, EVLOOP_ONCE) == 0)
+		;
+	evtimer_del(f->guard);
+}
+
+/* Tear a fixture down. */
+static void
+fx_done(struct fx *f)
+{
+	kube_client_free(f->c);
+	kube_config_free(f->cfg);
+	if (f->guard != NULL)
+		event_free(f->guard);
+	if (f->base != NULL)
+		event_base_free(f->base);
+}
+
+/* What a request callback saw. */
+struct res {
+	bool		 done;
+	long		 status;
+	int		 error;
+	int		 attempts;
+	json_t		*json;
+	char		 message[256];
+	char		 reason[64];
+};
+
+/* Record a response. */
+static void
+res_cb(const struct kube_response *r, void *arg)
+{
+	struct res *s = arg;
+
+	s->done = true;
+	s->status = r->status;
+	s->error = r->error;
+	s->attempts = r->attempts;
+	s->json = json_incref(r->json);
+	snprintf(s->message, sizeof(s->message), "%s", r->message);
+	snprintf(s->reason, sizeof(s->reason), "%s", r->reason);
+}
+
+/* Issue one GET and wait for it. */
+static void
+get(struct fx *f, const char *path, struct res *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (kube_request(f->c, "GET", path, NULL, NULL, 0, res_cb, s,
+	    NULL) < 0)
+		return;
+	fx_run(f, &s->done);
+}
+
+/* Server-side arrival times (seconds) of requests for key. */
+static int
+hits(struct fx *f, const char *key, double *t, int max)
+{
+	char path[128];
+	struct res s;
+	json_t *a;
+	size_t i;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/hits/%s", key);
+	get(f, path, &s);
+	a = json_object_get(s.json, "t");
+	for (i = 0; i < json_array_size(a) && n < max; i++)
+		t[n++] = json_real_value(json_array_get(a, i));
+	json_decref(s.json);
+	return n;
+}
+
+TEST(kube_get_ok_tls_verified)
+{
+	struct fx f;
+	struct res s;
+
+	REQUIRE(fx_init(&f, NULL, NULL));
+	get(&f, "/ok", &s);
+	CHECK(s.done);
+	CHECK_INT(s.status, 200);
+	CHECK_INT(s.error, 0);
+	CHECK_INT(s.attempts, 1);
+	CHECK(json_is_true(json_object_get(s.json, "ok")));
+	CHECK_INT(kube_client_metrics(f.c)->status[200], 1);
+	CHECK_INT(kube_client_metrics(f.c)->requests, 1);
+	json_decref(s.json);
+	fx_done(&f);
+}
+
+TEST(kube_wrong_ca_refused_not_retried)
+{
+	struct fx f;
+	struct res s;
+
+	REQUIRE(fx_init(&f, NULL, NULL));
+	kube_client_free(f.c);
+	kube_config_free(f.cfg);
+	f.cfg = srv_config("otherca.crt", "    token: t0ken-1\n");
+	REQUIRE(f.cfg != NULL);
+	f.c = kube_client_new(f.base, f.cfg, NULL);
+	get(&f, "/ok", &s);
+	CHECK(s.done);
+	CHECK_INT(s.status, 0);
+	CHECK_INT(s.error, -EPROTO);
+	CHECK_INT(s.attempts, 1);
+	CHECK(s.message[0] != '\0');
+	fx_done(&f);
+}
+
+TEST(kube_429_retry_after_honoured)
+{
+	struct kube_client_opts o = { .backoff_base_ms = 10 };
+	struct fx f;
+	struct res s;
+	double t[4];
+
+	REQUIRE(fx_init(&f, &o, NULL));
+	get(&f, "/flaky/ra?code=429&n=1&ra=1", &s);
+	CHECK_INT(s.status, 200);
+	CHECK_INT(s.attempts, 2);
+	CHECK_INT(kube_client_metrics(f.c)->status[429], 1);
+	CHECK_INT(kube_client_metrics(f.c)->retries, 1);
+	REQUIRE(hits(&f, "ra", t, 4) == 2);
+	/* Retry-After: 1 means a second, far above the 10 ms backoff */
+	CHECK(t[1] - t[0] >= 0.95);
+	json_decref(s.json);
+	fx_done(&f);
+}
+
+TEST(kube_500_retried_with_backoff)
+{
+	struct kube_client_opts o = { .backoff_base_ms = 200 };
+	struct fx f;
+	struct res s;
+	double t[4];
+
+	REQUIRE(fx_init(&f, &o, NULL));
+	get(&f, "/flaky/b500?code=500&n=2", &s);
+	CHECK_INT(s.status, 200);
+	CHECK_INT(s.attempts, 3);
+	CHECK_INT(json_integer_value(json_object_get(s.json, "attempt")), 3);
+	REQUIRE(hits(&f, "b500", t, 4) == 3);
+	/* equal jitter: at least half of 200 ms, then half of 400 ms */
+	CHECK(t[1] - t[0] >= 0.095);
+	CHECK(t[2] - t[1] >= 0.195);
+	json_decref(s.json);
+	fx_done(&f);
+}
+
+TEST(kube_retries_exhausted)
+{
+	struct kube_client_opts o = { .backoff_base_ms = 5,
+	    .max_retries = 2 };
+	struct fx f;
+	struct res s;
+
+	REQUIRE(fx_init(&f, &o, NULL));
+	get(&f, "/flaky/ex?code=503&n=100", &s);
+	CHECK_INT(s.status, 503);
+	CHECK_INT(s.attempts, 3);
+	CHECK_STR(s.message, "flaky");
+	CHECK_STR(s.reason, "InternalError");
+	json_decref(s.json);
+	fx_done(&f);
+}
+
+TEST(kube_4xx_not_retried)
+{
+	struct fx f;
+	struct res s;
+
+	REQUIRE(fx_init(&f, NULL, NULL));
+	get(&f, "/status/404", &s);
+	CHECK_INT(s.status, 404);
+	CHECK_INT(s.attempts, 1);
+	CHECK_STR(s.message, "status 404");
+	CHECK_STR(s.reason, "Test");
+	json_decref(s.json);
+	get(&f, "/status/409", &s);
+	CHECK_INT(s.status, 409);
+	CHECK_INT(s.attempts, 1);
+	json_decref(s.json);
+	get(&f, "/plain404", &s);
+	CHECK_INT(s.status, 404);
+	CHECK(s.json == NULL);
+	CHECK_STR(s.message, "404 page not found");
+	CHECK_INT(kube_client_metrics(f.c)->retries, 0);
+	fx_done(&f);
+}
+
+TEST(kube_qps_limit)
+{
+	struct kube_client_opts o = { .qps = 20, .burst = 1 };
+	struct res s[5];
+	struct fx f;
+	double t[8];
+	bool all = false;
+
+	REQUIRE(fx_init(&f, &o, NULL));
+	memset(s, 0, sizeof(s));
+	for (int i = 0; i < 5; i++)
+		REQUIRE(kube_request(f.c, "GET", "/ok/qps", NULL, NULL, 0,
+		    res_cb, &s[i], NULL) == 0);
+	fx_run(&f, &s[4].done);
+	for (int i = 0; i < 5; i++) {
+		CHECK_INT(s[i].status, 200);
+		json_decref(s[i].json);
+	}
+	all = true;
+	CHECK(all);
+	CHECK(kube_client_metrics(f.c)->throttled >= 4);
+	CHECK(kube_client_metrics(f.c)->throttled_ms >= 150);
+	REQUIRE(hits(&f, "qps", t, 8) == 5);
+	/* 4 tokens at 20/s take at least 200 ms to refill */
+	CHECK(t[4] - t[0] >= 0.19);
+	fx_done(&f);
+}
+
+TEST(kube_post_body_headers_token)
+{
+	struct kube_client_opts o = { .user_agent = "kpgpud-test/1" };
+	const char *b = "{\"metadata\":{\"labels\":{\"a\":\"b\"}}}";
+	struct fx f;
+	struct res s = { 0 };
+
+	REQUIRE(fx_init(&f, &o, NULL));
+	REQUIRE(kube_request(f.c, "PATCH", "/echo",
+	    "application/merge-patch+json", b, strlen(b), res_cb, &s,
+	    NULL) == 0);
+	fx_run(&f, &s.done);
+	CHECK_INT(s.status, 200);
+	CHECK_STR(json_string_value(json_object_get(s.json, "method")),
+	    "PATCH");
+	CHECK_STR(json_string_value(json_object_get(s.json, "body")), b);
+	CHECK_STR(json_string_value(json_object_get(s.json, "ctype")),
+	    "application/merge-patch+json");
+	CHECK_STR(json_string_value(json_object_get(s.json, "auth")),
+	    "Bearer t0ken-1");
+	CHECK_STR(json_string_value(json_object_get(s.json, "ua")),
+	    "kpgpud-test/1");
+	json_decref(s.json);
+	fx_done(&f);
+}
+
+/* The Authorization header the server saw for one request. */
+static void
+auth_seen(struct fx *f, char *buf, size_t len)
+{
+	struct res s;
+
+	get(f, "/echo", &s);
+	snprintf(buf, len, "%s",
+	    json_string_value(json_object_get(s.json, "auth")) ?
+	    json_string_value(json_object_get(s.json, "auth")) : "");
+	json_decref(s.json);
+}
+
+TEST(kube_token_file_reread_on_change)
+{
+	struct timespec ts[2] = { { 1000000, 0 }, { 1000000, 0 } };
+	const char *tf;
+	char user[400], a[128];
+	struct fx f;
+
+	tf = srv_file("token", "first-token\n");
+	utimensat(AT_FDCWD, tf, ts, 0);
+	snprintf(user, sizeof(user), "    tokenFile: %s\n", tf);
+	REQUIRE(fx_init(&f, NULL, user));
+	auth_seen(&f, a, sizeof(a));
+	CHECK_STR(a, "Bearer first-token");
+	/* same size, new mtime: still noticed */
+	srv_file("token", "other-token\n");
+	auth_seen(&f, a, sizeof(a));
+	CHECK_STR(a, "Bearer other-token");
+	CHECK_INT(kube_client_metrics(f.c)->token_reloads, 1);
+	auth_seen(&f, a, sizeof(a));
+	CHECK_STR(a, "Bearer other-token");
+	CHECK_INT(kube_client_metrics(f.c)->token_reloads, 1);
+	fx_done(&f);
+}
+
+TEST(kube_response_cap)
+{
+	struct kube_client_opts o = { .max_response = 1000 };
+	struct fx f;
+	struct res s;
+
+	REQUIRE(fx_init(&f, &o, NULL));
+	get(&f, "/big?n=5000", &s);
+	CHECK_INT(s.error, -EMSGSIZE);
+	CHECK_INT(s.attempts, 1);
+	CHECK(s.json == NULL);
+	get(&f, "/big?n=500", &s);
+	CHECK_INT(s.status, 200);
+	CHECK_INT(s.error, 0);
+	json_decref(s.json);
+	fx_done(&f);
+}
+
+TEST(kube_connection_refused_retried)
+{
+	struct kube_client_opts o = { .backoff_base_ms = 5,
+	    .max_retries = 1 };
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+	struct fx f;
+	struct res s;
+	int fd;
+
+	REQUIRE(fx_init(&f, &o, NULL));
+	/* a port that was free a moment ago and has no listener */
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	REQUIRE(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	REQUIRE(getsockname(fd, (struct sockaddr *)&sa, &sl) == 0);
+	close(fd);
+	free(f.cfg->server);
+	REQUIRE(asprintf(&f.cfg->server, "https://127.0.0.1:%d",
+	    ntohs(sa.sin_port)) > 0);
+	get(&f, "/ok", &s);
+	CHECK_INT(s.status, 0);
+	CHECK_INT(s.error, -ECONNREFUSED);
+	CHECK_INT(s.attempts, 2);
+	CHECK_INT(kube_client_metrics(f.c)->status[0], 2);
+	fx_done(&f);
+}
+
+TEST(kube_cancel_no_callback)
+{
+	struct fx f;
+	struct res s1 = { 0 }, s2 = { 0 }, s3;
+	struct kube_req *r1, *r3;
+
+	REQUIRE(fx_init(&f, NULL, NULL));
+	REQUIRE(kube_request(f.c, "GET", "/ok", NULL, NULL, 0, res_cb, &s1,
+	    &r1) == 0);
+	kube_request_cancel(r1);
+	/* cancelled while waiting for a retry */
+	memset(&s3, 0, sizeof(s3));
+	REQUIRE(kube_request(f.c, "GET", "/flaky/cx?code=500&n=100", NULL,
+	    NULL, 0, res_cb, &s3, &r3) == 0);
+	REQUIRE(kube_request(f.c, "GET", "/ok", NULL, NULL, 0, res_cb, &s2,
+	    NULL) == 0);
+	fx_run(&f, &s2.done);
+	kube_request_cancel(r3);
+	CHECK(!s1.done);
+	CHECK(!s3.done);
+	CHECK_INT(s2.status, 200);
+	json_decref(s2.json);
+	fx_done(&f);
+}
+
+TEST(kube_request_bad_args)
+{
+	struct fx f;
+	struct res s;
+
+	REQUIRE(fx_init(&f, NULL, NULL));
+	CHECK_INT(kube_request(f.c, "GET", "no-slash", NULL, NULL, 0, res_cb,
+	    &s, NULL), -EINVAL);
+	CHECK_INT(kube_request(f.c, "GET", "/a b", NULL, NULL, 0, res_cb,
+	    &s, NULL), -EINVAL);
+	CHECK_INT(kube_request(f.c, "GET\r\nX: y", "/a", NULL, NULL, 0,
+	    res_cb, &s, NULL), -EINVAL);
+	CHECK_INT(kube_request(f.c, "POST", "/a", "x\r\ny", "{}", 2, res_cb,
+	    &s, NULL), -EINVAL);
+	fx_done(&f);
+}
+
+TEST(kube_sync_helper)
+{
+	struct kube_config *cfg;
+	json_t *j = NULL;
+	char err[256];
+	long st = 0;
+
+	REQUIRE(srv_start());
+	REQUIRE((cfg = srv_config("ca.crt", "    token: t\n")) != NULL);
+	CHECK_INT(kube_request_sync(cfg, NULL, "GET", "/ok", NULL, NULL, 0,
+	    &st, &j, err, sizeof(err)), 0);
+	CHECK_INT(st, 200);
+	CHECK(json_is_true(json_object_get(j, "ok")));
+	json_decref(j);
+	kube_config_free(cfg);
+}
+
+TEST(kube_path_builder)
+{
+	char *p = NULL;
+
+	REQUIRE(kube_path(&p, "/api/v1/namespaces", "watch", "true",
+	    "resourceVersion", "", "labelSelector", "a=b,c in (d)",
+	    "timeoutSeconds", "300", (char *)NULL) == 0);
+	CHECK_STR(p, "/api/v1/namespaces?watch=true&labelSelector="
+	    "a%3Db%2Cc%20in%20%28d%29&timeoutSeconds=300");
+	free(p);
+	REQUIRE(kube_path(&p, "/x?a=1", "b", "2", (char *)NULL) == 0);
+	CHECK_STR(p, "/x?a=1&b=2");
+	free(p);
+}
+
+/* What a list saw. */
+struct lres {
+	bool	 done;
+	int	 pages;
+	int	 items;
+	long	 status;
+	char	 rv[32];
+	bool	 rv_null;
+};
+
+/* Count a page. */
+static void
+lpage_cb(json_t *items, void *arg)
+{
+	struct lres *l = arg;
+
+	l->pages++;
+	l->items += (int)json_array_size(items);
+}
+
+/* Record the end of a list. */
+static void
+lend_cb(const struct kube_response *r, const char *rv, void *arg)
+{
+	struct lres *l = arg;
+
+	l->done = true;
+	l->status = r->status;
+	l->rv_null = rv == NULL;
+	snprintf(l->rv, sizeof(l->rv), "%s", rv ? rv : "");
+}
+
+TEST(kube_list_paginated)
+{
+	struct fx f;
+	struct lres l = { 0 };
+
+	REQUIRE(fx_init(&f, NULL, NULL));
+	REQUIRE(kube_list_start(f.c, "/list", NULL, 3, "0", lpage_cb,
+	    lend_cb, &l, NULL) == 0);
+	fx_run(&f, &l.done);
+	CHECK_INT(l.status, 200);
+	CHECK_INT(l.pages, 3);
+	CHECK_INT(l.items, 7);
+	CHECK_STR(l.rv, "42");
+	fx_done(&f);
+}
+
+TEST(kube_list_continue_expired)
+{
+	struct fx f;
+	struct lres l = { 0 };
+
+	REQUIRE(fx_init(&f, NULL, NULL));
+	REQUIRE(kube_list_start(f.c, "/list", "expire=1", 3, NULL, lpage_cb,
+	    lend_cb, &l, NULL) == 0);
+	fx_run(&f, &l.done);
+	CHECK_INT(l.status, 410);
+	CHECK_INT(l.pages, 1);
+	CHECK(l.rv_null);
+	fx_done(&f);
+}
+
+/* What a watch saw. */
+struct wres {
+	bool			 ended;
+	int			 n;
+	enum watch_type		 types[8];
+	char			 names[8][16];
+	char			 rvs[8][16];
+	size_t			 datalen[8];
+	bool			 iee;
+	enum kube_watch_reason	 reason;
+	long			 status;
+	int			 error;
+	char			 message[256];
+	struct kube_watch	*w;
+	bool			 stop_after_first;
+};
+
+/* Record one event. */
+static void
+wev_cb(const struct watch_event *ev, void *arg)
+{
+	struct wres *w = arg;
+	json_t *md = json_object_get(ev->object, "metadata");
+	const char *nm = json_string_value(json_object_get(md, "name"));
+
+	if (w->n < 8) {
+		w->types[w->n] = ev->type;
+		snprintf(w->names[w->n], 16, "%s", nm ? nm : "");
+		snprintf(w->rvs[w->n], 16, "%s",
+		    ev->resource_version ? ev->resource_version : "");
+		w->datalen[w->n] = json_string_length(json_object_get(
+		    ev->object, "data"));
+	}
+	if (ev->type == WATCH_BOOKMARK)
+		w->iee = ev->initial_events_end;
+	w->n++;
+	if (w->stop_after_first) {
+		kube_watch_stop(w->w);
+		w->ended = true;
+	}
+}
+
+/* Record the end of a watch. */
+static void
+wend_cb(const struct kube_watch_end *e, void *arg)
+{
+	struct wres *w = arg;
+
+	w->ended = true;
+	w->reason = e->reason;
+	w->status = e->status;
+	w->error = e->error;
+	snprintf(w->message, sizeof(w->message), "%s", e->message);
+}
+
+/* Run one watch script to its end. */
+static void
+watch_run(struct fx *f, const char *path, struct wres *w)
+{
+	bool stop = w->stop_after_first;
+
+	memset(w, 0, sizeof(*w));
+	w->stop_after_first = stop;
+	if (kube_watch_start(f->c, path, wev_cb, wend_cb, w, &w->w) < 0)
+		return;
+	fx_run(f, &w->ended);
+}
+
+TEST(kube_watch_split_chunks)
+{
+	struct fx f;
+	struct wres w = { 0 };
+
+	REQUIRE(fx_init(&f, NULL, NULL));
+	watch_run(&f, "/watch/split", &w);
+	CHECK_INT(w.reason, KUBE_WATCH_CLOSED);
+	CHECK_INT(w.n, 3);
+	CHECK_INT(w.types[0], WATCH_ADDED);
+	CHECK_INT(w.types[1], WATCH_MODIFIED);
+	CHECK_INT(w.types[2], WATCH_DELETED);
+	CHECK_STR(w.names[1], "b");
+	CHECK_STR(w.rvs[2], "12");
+	CHECK_INT(kube_client_metrics(f.c)->watch_events, 3);
+	fx_done(&f);
+}
+
+TEST(kube_watch_long_line_and_cap)
+{
+	struct kube_client_opts o = { .max_line = 100000 };
+	struct fx f;
+	struct wres w = { 0 };
+
+	REQUIRE(fx_init(&f, NULL, NULL));
+	watch_run(&f, "/watch/big", &w);
+	CHECK_INT(w.reason, KUBE_WATCH_CLOSED);
+	CHECK_INT(w.n, 2);
+	CHECK_INT(w.datalen[0], 300000);
+	CHECK_STR(w.names[1], "after");
+	fx_done(&f);
+	REQUIRE(fx_init(&f, &o, NULL));
+	watch_run(&f, "/watch/big", &w);
+	CHECK_INT(w.reason, KUBE_WATCH_PARSE_ERROR);
+	CHECK_INT(w.error, -EMSGSIZE);
+	CHECK_INT(w.n, 0);
+	fx_done(&f);
+}
+
+TEST(kube_watch_expired_410)
+{
+	struct fx f;
+	struct wres w = { 0 };
+
+	REQUIRE(fx_init(&f, NULL, NULL));
+	watch_run(&f, "/watch/expired", &w);
+	CHECK_INT(w.n, 1);
+	CHECK_INT(w.reason, KUBE_WATCH_EXPIRED);
+	CHECK_INT(w.status, 410);
+	CHECK_STR(w.message, "too old resource version: 5 (120)");
+	fx_done(&f);
+}
+
+TEST(kube_watch_bookmark)
+{
+	struct fx f;
+	struct wres w = { 0 };
+
+	REQUIRE(fx_init(&f, NULL, NULL));
+	watch_run(&f, "/watch/bookmark", &w);
+	CHECK_INT(w.n, 2);
+	CHECK_INT(w.types[1], WATCH_BOOKMARK);
+	CHECK_STR(w.rvs[1], "99");
+	CHECK(w.iee);
+	CHECK_INT(w.reason, KUBE_WATCH_CLOSED);
+	fx_done(&f);
+}
+
+TEST(kube_watch_parse_errors)
+{
+	struct fx f;
+	struct wres w = { 0 };
+
+	REQUIRE(fx_init(&f, NULL, NULL));
+	watch_run(&f, "/watch/garbage", &w);
+	CHECK_INT(w.n, 1);
+	CHECK_INT(w.reason, KUBE_WATCH_PARSE_ERROR);
+	CHECK_INT(w.error, -EBADMSG);
+	watch_run(&f, "/watch/truncated", &w);
+	CHECK_INT(w.n, 1);
+	CHECK_INT(w.reason, KUBE_WATCH_PARSE_ERROR);
+	CHECK_INT(w.error, -EPROTO);
+	watch_run(&f, "/watch/empty", &w);
+	CHECK_INT(w.n, 0);
+	CHECK_INT(w.reason, KUBE_WATCH_CLOSED);
+	fx_done(&f);
+}
+
+TEST(kube_watch_http_error)
+{
+	struct fx f;
+	struct wres w = { 0 };
+
+	REQUIRE(fx_init(&f, NULL, NULL));
+	watch_run(&f, "/status/403", &w);
+	CHECK_INT(w.reason, KUBE_WATCH_HTTP_ERROR);
+	CHECK_INT(w.status, 403);
+	CHECK_STR(w.message, "status 403");
+	fx_done(&f);
+}
+
+TEST(kube_watch_stall_detected)
+{
+	struct kube_client_opts o = { .watch_stall_ms = 300 };
+	struct fx f;
+	struct wres w = { 0 };
+
+	REQUIRE(fx_init(&f, &o, NULL));
+	watch_run(&f, "/watch/stall", &w);
+	CHECK_INT(w.n, 1);
+	CHECK_INT(w.reason, KUBE_WATCH_STALLED);
+	CHECK_INT(kube_client_metrics(f.c)->watch_stalls, 1);
+	fx_done(&f);
+}
+
+TEST(kube_watch_stop_from_callback)
+{
+	struct fx f;
+	struct wres w = { .stop_after_first = true };
+	struct res s;
+
+	REQUIRE(fx_init(&f, NULL, NULL));
+	watch_run(&f, "/watch/split", &w);
+	CHECK_INT(w.n, 1);
+	CHECK_INT(w.reason, 0);	/* on_end not called */
+	/* the client still works afterwards */
+	get(&f, "/ok", &s);
+	CHECK_INT(s.status, 200);
+	json_decref(s.json);
+	CHECK_INT(w.n, 1);
+	fx_done(&f);
+}
