@@ -1,0 +1,444 @@
+/*
+ * ipc server + client on a real Unix socket in one event loop: replies,
+ * pushes, local deadlines, answers that arrive after the peer left, the
+ * slow-subscriber cap, reconnection, and the client's server-uid check.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "ipc/ipc.h"
+#include "tests/unit/test.h"
+
+struct world {
+	struct event_base	*base;
+	struct event		*tick;
+	struct ipc_server	*srv;
+	struct ipc_client	*cli;
+	char			 path[108];
+	/* client side */
+	int			 connected, disconnected, pushes, replies;
+	int			 last_err;
+	enum ipc_type		 last_type;
+	enum ipc_type		 push_types[8];
+	/* server side */
+	struct ipc_req		*held;
+	int			 nheld, nsubs;
+	uint32_t		 held_remaining;
+	int			 cancelled, closed;
+	struct ipc_conn		*sub;
+};
+
+static struct world w;
+
+/* Wake the loop regularly so run_until can look at its condition. */
+static void
+tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+}
+
+/* Run the loop until *flag >= want, for at most 5 seconds. */
+static bool
+run_until(const int *flag, int want)
+{
+	uint64_t end = ipc_now_ms() + 5000;
+
+	while (*flag < want && ipc_now_ms() < end)
+		event_base_loop(w.base, EVLOOP_ONCE);
+	return *flag >= want;
+}
+
+static void
+on_connected(struct ipc_client *c, void *arg)
+{
+	(void)c;
+	(void)arg;
+	w.connected++;
+}
+
+static void
+on_disconnected(struct ipc_client *c, int err, void *arg)
+{
+	(void)c;
+	(void)arg;
+	(void)err;
+	w.disconnected++;
+}
+
+static void
+on_push(struct ipc_client *c, const struct ipc_msg *m, void *arg)
+{
+	(void)c;
+	(void)arg;
+	if (w.pushes < 8)
+		w.push_types[w.pushes] = m->type;
+	w.pushes++;
+}
+
+static void
+on_reply(struct ipc_client *c, int err, const struct ipc_msg *reply,
+    void *arg)
+{
+	(void)c;
+	(void)arg;
+	w.last_err = err;
+	w.last_type = reply != NULL ? reply->type : IPC_NONE;
+	w.replies++;
+}
+
+/* NS_LOOKUP: "now" answers at once; anything else is held for later. */
+static void
+h_lookup(struct ipc_req *req, const struct ipc_msg *m, void *arg)
+{
+	struct ipc_msg r;
+
+	(void)arg;
+	if (strcmp(m->u.ns_lookup.ns, "now") == 0) {
+		memset(&r, 0, sizeof(r));
+		r.type = IPC_NS_RESULT;
+		r.u.ns_result.found = true;
+		r.u.ns_result.resolved = "{\"claimName\":\"c\"}";
+		(void)ipc_req_reply(req, &r);
+		return;
+	}
+	w.held = req;
+	w.nheld++;
+	w.held_remaining = ipc_req_remaining_ms(req);
+}
+
+/* SUBSCRIBE: snapshot begin, one change, snapshot end. */
+static void
+h_subscribe(struct ipc_req *req, const struct ipc_msg *m, void *arg)
+{
+	struct ipc_conn *conn = ipc_req_conn(req);
+	struct ipc_msg r;
+
+	(void)arg;
+	(void)m;
+	memset(&r, 0, sizeof(r));
+	r.type = IPC_SNAPSHOT_BEGIN;
+	r.u.snapshot.full = true;
+	(void)ipc_req_reply(req, &r);
+	memset(&r, 0, sizeof(r));
+	r.type = IPC_CHANGE;
+	r.u.change.topic = IPC_TOPIC_NAMESPACES;
+	strcpy(r.u.change.kind, "Namespace");
+	strcpy(r.u.change.ns, "a");
+	strcpy(r.u.change.name, "a");
+	(void)ipc_conn_send(conn, &r);
+	memset(&r, 0, sizeof(r));
+	r.type = IPC_SNAPSHOT_END;
+	(void)ipc_conn_send(conn, &r);
+	w.sub = conn;
+	w.nsubs++;
+}
+
+static void
+on_cancel(struct ipc_req *req, void *arg)
+{
+	(void)req;
+	(void)arg;
+	w.cancelled++;
+}
+
+static void
+on_close(struct ipc_conn *conn, void *arg)
+{
+	(void)arg;
+	if (conn == w.sub)
+		w.sub = NULL;
+	w.closed++;
+}
+
+/* Start a server (outbuf cap) and a started client. */
+static void
+setup(size_t max_outbuf)
+{
+	struct ipc_server_config sc;
+	struct ipc_client_config cc;
+	struct timeval tv = { 0, 20000 };
+
+	memset(&w, 0, sizeof(w));
+	snprintf(w.path, sizeof(w.path), "%s/ipc-live-%d.sock",
+	    getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+	w.base = event_base_new();
+	w.tick = event_new(w.base, -1, EV_PERSIST, tick_cb, NULL);
+	event_add(w.tick, &tv);
+	memset(&sc, 0, sizeof(sc));
+	sc.path = w.path;
+	sc.listen_fd = -1;
+	sc.role = IPC_ROLE_SYNC;
+	sc.allowed_types = IPC_BIT(IPC_PING) | IPC_BIT(IPC_NS_LOOKUP) |
+	    IPC_BIT(IPC_SUBSCRIBE);
+	sc.max_outbuf = max_outbuf;
+	sc.on_close = on_close;
+	if (ipc_server_new(w.base, &sc, &w.srv) < 0)
+		return;
+	ipc_server_handle(w.srv, IPC_NS_LOOKUP, h_lookup, NULL);
+	ipc_server_handle(w.srv, IPC_SUBSCRIBE, h_subscribe, NULL);
+	memset(&cc, 0, sizeof(cc));
+	cc.path = w.path;
+	cc.role = IPC_ROLE_ADMIT;
+	cc.server_uids[0] = geteuid();
+	cc.nserver_uids = 1;
+	cc.backoff_min_ms = 10;
+	cc.backoff_max_ms = 40;
+	cc.on_connected = on_connected;
+	cc.on_disconnected = on_disconnected;
+	cc.on_push = on_push;
+	if (ipc_client_new(w.base, &cc, &w.cli) == 0)
+		ipc_client_start(w.cli);
+}
+
+static void
+teardown(void)
+{
+	ipc_client_free(w.cli);
+	ipc_server_free(w.srv);
+	event_free(w.tick);
+	event_base_free(w.base);
+}
+
+/* Send a request of type t (NS_LOOKUP of ns when given). */
+static int
+send_req(enum ipc_type t, const char *ns, unsigned timeout_ms)
+{
+	struct ipc_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = t;
+	if (ns != NULL)
+		snprintf(m.u.ns_lookup.ns, sizeof(m.u.ns_lookup.ns), "%s", ns);
+	if (t == IPC_SUBSCRIBE)
+		m.u.subscribe.topics = IPC_TOPIC_NAMESPACES;
+	return ipc_client_request(w.cli, &m, timeout_ms, on_reply, NULL, NULL);
+}
+
+TEST(reply_and_push)
+{
+	setup(0);
+	REQUIRE(w.srv != NULL && w.cli != NULL);
+	REQUIRE(run_until(&w.connected, 1));
+	CHECK(ipc_client_connected(w.cli));
+	CHECK_INT(send_req(IPC_NS_LOOKUP, "now", 2000), 0);
+	REQUIRE(run_until(&w.replies, 1));
+	CHECK_INT(w.last_err, 0);
+	CHECK_INT(w.last_type, IPC_NS_RESULT);
+	CHECK_INT(send_req(IPC_SUBSCRIBE, NULL, 2000), 0);
+	REQUIRE(run_until(&w.pushes, 2));
+	CHECK_INT(w.last_type, IPC_SNAPSHOT_BEGIN);
+	CHECK_INT(w.push_types[0], IPC_CHANGE);
+	CHECK_INT(w.push_types[1], IPC_SNAPSHOT_END);
+	CHECK_INT(send_req(IPC_PING, NULL, 2000), 0);
+	REQUIRE(run_until(&w.replies, 3));
+	CHECK_INT(w.last_type, IPC_PONG);
+	CHECK_INT(ipc_client_npending(w.cli), 0);
+	teardown();
+}
+
+TEST(deadline_expires_locally_and_late_reply_is_dropped)
+{
+	struct ipc_msg r;
+
+	setup(0);
+	REQUIRE(run_until(&w.connected, 1));
+	CHECK_INT(send_req(IPC_NS_LOOKUP, "later", 50), 0);
+	REQUIRE(run_until(&w.replies, 1));
+	CHECK_INT(w.last_err, -ETIMEDOUT);
+	CHECK_INT(w.last_type, IPC_NONE);
+	REQUIRE(w.held != NULL);
+	/* the server was told the deadline */
+	CHECK(ipc_req_deadline(w.held) != 0);
+	CHECK(w.held_remaining <= 50);
+	/* the late answer reaches the client, which ignores it */
+	memset(&r, 0, sizeof(r));
+	r.type = IPC_NS_RESULT;
+	CHECK_INT(ipc_req_reply(w.held, &r), 0);
+	w.held = NULL;
+	CHECK_INT(send_req(IPC_PING, NULL, 2000), 0);
+	REQUIRE(run_until(&w.replies, 2));
+	CHECK_INT(w.last_type, IPC_PONG);
+	CHECK_INT(w.replies, 2);
+	CHECK_INT(w.disconnected, 0);
+	teardown();
+}
+
+TEST(answer_after_peer_left)
+{
+	struct ipc_msg r;
+
+	setup(0);
+	REQUIRE(run_until(&w.connected, 1));
+	CHECK_INT(send_req(IPC_NS_LOOKUP, "later", 5000), 0);
+	REQUIRE(run_until(&w.nheld, 1));
+	ipc_req_on_cancel(w.held, on_cancel, NULL);
+	CHECK(ipc_req_alive(w.held));
+	ipc_client_free(w.cli);		/* pending request gets -ECANCELED */
+	w.cli = NULL;
+	CHECK_INT(w.replies, 1);
+	CHECK_INT(w.last_err, -ECANCELED);
+	REQUIRE(run_until(&w.cancelled, 1));
+	CHECK(!ipc_req_alive(w.held));
+	CHECK(ipc_req_conn(w.held) == NULL);
+	memset(&r, 0, sizeof(r));
+	r.type = IPC_NS_RESULT;
+	CHECK_INT(ipc_req_reply(w.held, &r), -ENOTCONN);
+	CHECK_INT(w.closed, 1);
+	CHECK_INT(ipc_server_nconns(w.srv), 0);
+	teardown();
+}
+
+TEST(reconnects_after_server_restart)
+{
+	struct ipc_server_config sc;
+
+	setup(0);
+	REQUIRE(run_until(&w.connected, 1));
+	CHECK_INT(send_req(IPC_NS_LOOKUP, "later", 5000), 0);
+	REQUIRE(run_until(&w.nheld, 1));
+	ipc_req_on_cancel(w.held, on_cancel, NULL);
+	ipc_server_free(w.srv);		/* the held request is cancelled */
+	CHECK_INT(w.cancelled, 1);
+	CHECK_INT(ipc_req_error(w.held, EIO, "gone"), -ENOTCONN);
+	REQUIRE(run_until(&w.disconnected, 1));
+	CHECK_INT(w.last_err, -ECONNRESET);	/* pending failed */
+	CHECK(!ipc_client_connected(w.cli));
+	CHECK_INT(send_req(IPC_PING, NULL, 100), -ENOTCONN);
+	memset(&sc, 0, sizeof(sc));
+	sc.path = w.path;
+	sc.listen_fd = -1;
+	sc.role = IPC_ROLE_SYNC;
+	sc.allowed_types = IPC_BIT(IPC_PING);
+	REQUIRE(ipc_server_new(w.base, &sc, &w.srv) == 0);
+	REQUIRE(run_until(&w.connected, 2));
+	CHECK_INT(send_req(IPC_PING, NULL, 2000), 0);
+	REQUIRE(run_until(&w.replies, 2));
+	CHECK_INT(w.last_type, IPC_PONG);
+	teardown();
+}
+
+/* Connect a raw socket that says HELLO and SUBSCRIBE, then never reads. */
+static int
+raw_subscriber(void)
+{
+	struct sockaddr_un sun;
+	struct ipc_msg m;
+	uint8_t *buf;
+	size_t len;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	strcpy(sun.sun_path, w.path);
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0)
+		return -1;
+	memset(&m, 0, sizeof(m));
+	m.type = IPC_HELLO;
+	m.u.hello.version = IPC_PROTO_VERSION;
+	m.u.hello.role = IPC_ROLE_QUOTA;
+	ipc_msg_encode(&m, 0, &buf, &len);
+	(void)!write(fd, buf, len);
+	free(buf);
+	memset(&m, 0, sizeof(m));
+	m.type = IPC_SUBSCRIBE;
+	m.id = 1;
+	m.u.subscribe.topics = IPC_TOPIC_ALL;
+	ipc_msg_encode(&m, 0, &buf, &len);
+	(void)!write(fd, buf, len);
+	free(buf);
+	return fd;
+}
+
+TEST(slow_subscriber_is_dropped)
+{
+	static char big[4000];
+	struct ipc_msg ch;
+	int fd, sent = 0, rc = 0;
+
+	setup(64 * 1024);
+	REQUIRE(run_until(&w.connected, 1));
+	fd = raw_subscriber();
+	REQUIRE(fd >= 0);
+	REQUIRE(run_until(&w.nsubs, 1));
+	memset(big, 'x', sizeof(big) - 1);
+	memset(&ch, 0, sizeof(ch));
+	ch.type = IPC_CHANGE;
+	ch.u.change.topic = IPC_TOPIC_NAMESPACES;
+	strcpy(ch.u.change.kind, "Namespace");
+	ch.u.change.resolved = big;
+	/* push across loop turns so the socket buffer fills first */
+	while (sent < 100000 && w.sub != NULL &&
+	    (rc = ipc_conn_send(w.sub, &ch)) == 0) {
+		sent++;
+		if (sent % 4 == 0)
+			event_base_loop(w.base, EVLOOP_NONBLOCK);
+	}
+	CHECK_INT(rc, -ENOBUFS);
+	CHECK(sent > 20);	/* the kernel took some before the cap hit */
+	REQUIRE(run_until(&w.closed, 1));
+	CHECK(w.sub == NULL);
+	/* the well-behaved client is still answered */
+	CHECK_INT(send_req(IPC_PING, NULL, 2000), 0);
+	REQUIRE(run_until(&w.replies, 1));
+	CHECK_INT(w.last_type, IPC_PONG);
+	close(fd);
+	teardown();
+}
+
+TEST(client_checks_server_uid)
+{
+	struct ipc_sync *s = NULL;
+	uid_t other = geteuid() + 1;
+	uid_t me = geteuid();
+
+	setup(0);
+	REQUIRE(w.srv != NULL);
+	CHECK_INT(ipc_sync_connect(w.path, IPC_ROLE_CTL, &other, 1, 1000, &s),
+	    -EPERM);
+	CHECK(s == NULL);
+	/* the blocking client with the right uid needs the loop to answer */
+	CHECK_INT(ipc_sync_connect(w.path, IPC_ROLE_CTL, &me, 1, 100, &s),
+	    -ETIMEDOUT);
+	teardown();
+}
+
+TEST(stale_socket_is_replaced_live_one_is_not)
+{
+	struct ipc_server_config sc;
+	struct ipc_server *second = NULL;
+
+	setup(0);
+	REQUIRE(w.srv != NULL);
+	memset(&sc, 0, sizeof(sc));
+	sc.path = w.path;
+	sc.listen_fd = -1;
+	sc.role = IPC_ROLE_SYNC;
+	CHECK_INT(ipc_server_new(w.base, &sc, &second), -EADDRINUSE);
+	teardown();
+	/* a leftover socket file nobody listens on */
+	{
+		struct sockaddr_un sun;
+		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+		memset(&sun, 0, sizeof(sun));
+		sun.sun_family = AF_UNIX;
+		strcpy(sun.sun_path, w.path);
+		REQUIRE(bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0);
+		close(fd);
+	}
+	w.base = event_base_new();
+	REQUIRE(ipc_server_new(w.base, &sc, &second) == 0);
+	CHECK(access(w.path, F_OK) == 0);
+	ipc_server_free(second);
+	CHECK(access(w.path, F_OK) != 0);
+	event_base_free(w.base);
+}
