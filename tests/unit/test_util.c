@@ -1,0 +1,327 @@
+/* Unit tests for common/util.c: buffers, parsing, files, time, names. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "tests/unit/test.h"
+
+TEST(buf_append_printf_reset)
+{
+	struct buf b = BUF_INIT(0);
+
+	CHECK_STR(buf_str(&b), "");
+	CHECK_INT(buf_puts(&b, "ab"), 0);
+	CHECK_INT(buf_putc(&b, 'c'), 0);
+	CHECK_INT(buf_printf(&b, "-%d-%s", 42, "x"), 0);
+	CHECK_STR(buf_str(&b), "abc-42-x");
+	CHECK_INT(b.len, 8);
+	buf_reset(&b);
+	CHECK_INT(b.len, 0);
+	CHECK_STR(buf_str(&b), "");
+	for (int i = 0; i < 1000; i++)
+		CHECK_INT(buf_printf(&b, "%04d", i), 0);
+	CHECK_INT(b.len, 4000);
+	CHECK(memcmp(b.data + 3996, "0999", 4) == 0);
+	CHECK_INT(b.data[b.len], '\0');
+	buf_free(&b);
+	CHECK(b.data == NULL);
+	buf_free(NULL);
+}
+
+TEST(buf_cap_is_hard)
+{
+	struct buf b;
+
+	buf_init(&b, 8);
+	CHECK_INT(buf_puts(&b, "12345678"), 0);
+	CHECK_INT(buf_putc(&b, '9'), -E2BIG);
+	CHECK_INT(buf_printf(&b, "%s", "x"), -E2BIG);
+	CHECK_STR(buf_str(&b), "12345678");	/* unchanged on failure */
+	buf_reset(&b);
+	CHECK_INT(buf_printf(&b, "%s", "123456789"), -E2BIG);
+	CHECK_INT(b.len, 0);
+	CHECK_INT(buf_append(&b, "1234", 4), 0);
+	CHECK_INT(buf_append(&b, "12345", 5), -E2BIG);
+	CHECK_INT(b.len, 4);
+	buf_free(&b);
+}
+
+TEST(buf_steal)
+{
+	struct buf b = BUF_INIT(0);
+	size_t n = 99;
+	char *p;
+
+	p = buf_steal(&b, &n);
+	REQUIRE(p != NULL);
+	CHECK_STR(p, "");
+	CHECK_INT(n, 0);
+	free(p);
+	buf_puts(&b, "secret");
+	p = buf_steal(&b, &n);
+	CHECK_STR(p, "secret");
+	CHECK_INT(n, 6);
+	CHECK(b.data == NULL && b.len == 0);
+	free(p);
+	buf_puts(&b, "token");
+	buf_free_secret(&b);
+	CHECK(b.data == NULL);
+}
+
+TEST(parse_int64_edges)
+{
+	int64_t v = 7;
+
+	CHECK_INT(parse_int64("0", -10, 10, &v), 0);
+	CHECK_INT(v, 0);
+	CHECK_INT(parse_int64("-10", -10, 10, &v), 0);
+	CHECK_INT(v, -10);
+	CHECK_INT(parse_int64("+10", -10, 10, &v), 0);
+	CHECK_INT(v, 10);
+	CHECK_INT(parse_int64("0x1f", 0, 100, &v), 0);
+	CHECK_INT(v, 31);
+	CHECK_INT(parse_int64("9223372036854775807", INT64_MIN, INT64_MAX, &v),
+	    0);
+	CHECK(v == INT64_MAX);
+	v = 7;
+	CHECK_INT(parse_int64("11", -10, 10, &v), -ERANGE);
+	CHECK_INT(parse_int64("-11", -10, 10, &v), -ERANGE);
+	CHECK_INT(parse_int64("9223372036854775808", INT64_MIN, INT64_MAX,
+	    &v), -ERANGE);
+	CHECK_INT(parse_int64("", 0, 10, &v), -EINVAL);
+	CHECK_INT(parse_int64(NULL, 0, 10, &v), -EINVAL);
+	CHECK_INT(parse_int64(" 1", 0, 10, &v), -EINVAL);
+	CHECK_INT(parse_int64("1 ", 0, 10, &v), -EINVAL);
+	CHECK_INT(parse_int64("1x", 0, 10, &v), -EINVAL);
+	CHECK_INT(parse_int64("010", 0, 10, &v), -EINVAL);	/* no octal */
+	CHECK_INT(parse_int64("-", 0, 10, &v), -EINVAL);
+	CHECK_INT(parse_int64("0x", 0, 10, &v), -EINVAL);
+	CHECK_INT(v, 7);	/* untouched on failure */
+}
+
+TEST(parse_uint64_and_int)
+{
+	uint64_t u = 5;
+	int i = 5;
+
+	CHECK_INT(parse_uint64("18446744073709551615", UINT64_MAX, &u), 0);
+	CHECK(u == UINT64_MAX);
+	CHECK_INT(parse_uint64("18446744073709551616", UINT64_MAX, &u),
+	    -ERANGE);
+	CHECK_INT(parse_uint64("-1", UINT64_MAX, &u), -EINVAL);
+	CHECK_INT(parse_uint64("+1", UINT64_MAX, &u), -EINVAL);
+	CHECK_INT(parse_uint64("5", 4, &u), -ERANGE);
+	CHECK_INT(parse_int("2147483648", 0, 2147483647, &i), -ERANGE);
+	CHECK_INT(parse_int("-3", -5, 5, &i), 0);
+	CHECK_INT(i, -3);
+}
+
+TEST(durations)
+{
+	struct buf b = BUF_INIT(0);
+	int64_t ms = -1;
+
+	CHECK_INT(parse_duration_ms("250ms", &ms), 0);
+	CHECK_INT(ms, 250);
+	CHECK_INT(parse_duration_ms("5s", &ms), 0);
+	CHECK_INT(ms, 5000);
+	CHECK_INT(parse_duration_ms("2m", &ms), 0);
+	CHECK_INT(ms, 120000);
+	CHECK_INT(parse_duration_ms("1h", &ms), 0);
+	CHECK_INT(ms, 3600000);
+	CHECK_INT(parse_duration_ms("1m30s", &ms), 0);
+	CHECK_INT(ms, 90000);
+	CHECK_INT(parse_duration_ms("1.5s", &ms), 0);
+	CHECK_INT(ms, 1500);
+	CHECK_INT(parse_duration_ms("100", &ms), 0);
+	CHECK_INT(ms, 100);
+	ms = -1;
+	CHECK_INT(parse_duration_ms("5x", &ms), -EINVAL);
+	CHECK_INT(parse_duration_ms("-1s", &ms), -EINVAL);
+	CHECK_INT(parse_duration_ms("", &ms), -EINVAL);
+	CHECK_INT(parse_duration_ms("s", &ms), -EINVAL);
+	CHECK_INT(parse_duration_ms("5s10", &ms), -EINVAL);
+	CHECK_INT(parse_duration_ms("1 s", &ms), -EINVAL);
+	CHECK_INT(parse_duration_ms("99999999999999h", &ms), -ERANGE);
+	CHECK_INT(ms, -1);
+	format_duration_ms(250, &b);
+	buf_putc(&b, ' ');
+	format_duration_ms(5000, &b);
+	buf_putc(&b, ' ');
+	format_duration_ms(120000, &b);
+	buf_putc(&b, ' ');
+	format_duration_ms(7200000, &b);
+	buf_putc(&b, ' ');
+	format_duration_ms(0, &b);
+	CHECK_STR(buf_str(&b), "250ms 5s 2m 2h 0ms");
+	buf_free(&b);
+}
+
+TEST(bools)
+{
+	bool v = false;
+
+	CHECK_INT(parse_bool("YES", &v), 0);
+	CHECK(v);
+	CHECK_INT(parse_bool("off", &v), 0);
+	CHECK(!v);
+	CHECK_INT(parse_bool("1", &v), 0);
+	CHECK(v);
+	CHECK_INT(parse_bool("maybe", &v), -EINVAL);
+	CHECK_INT(parse_bool("", &v), -EINVAL);
+}
+
+TEST(fd_flags)
+{
+	int sp[2];
+
+	REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0);
+	CHECK((fcntl(sp[0], F_GETFD) & FD_CLOEXEC) == 0);
+	CHECK_INT(fd_cloexec(sp[0]), 0);
+	CHECK((fcntl(sp[0], F_GETFD) & FD_CLOEXEC) != 0);
+	CHECK((fcntl(sp[0], F_GETFL) & O_NONBLOCK) == 0);
+	CHECK_INT(fd_nonblock(sp[0]), 0);
+	CHECK((fcntl(sp[0], F_GETFL) & O_NONBLOCK) != 0);
+	close(sp[0]);
+	close(sp[1]);
+	CHECK_INT(fd_cloexec(sp[0]), -EBADF);
+	CHECK_INT(fd_nonblock(sp[0]), -EBADF);
+}
+
+/* Write len bytes of 'a' to a fresh temp file; returns its path. */
+static char *
+tmpfile_of(size_t len)
+{
+	static char path[64];
+	char chunk[1000];
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/kpgpud-util-XXXXXX");
+	if ((fd = mkstemp(path)) < 0)
+		return NULL;
+	memset(chunk, 'a', sizeof(chunk));
+	while (len > 0) {
+		size_t n = len < sizeof(chunk) ? len : sizeof(chunk);
+
+		if (write(fd, chunk, n) != (ssize_t)n)
+			break;
+		len -= n;
+	}
+	close(fd);
+	return path;
+}
+
+TEST(read_file_capped)
+{
+	char *path = tmpfile_of(20000), *data = NULL;
+	size_t len = 0;
+
+	REQUIRE(path != NULL);
+	CHECK_INT(read_file_capped(path, 20000, &data, &len), 0);
+	CHECK_INT(len, 20000);
+	REQUIRE(data != NULL);
+	CHECK_INT(data[len], '\0');
+	CHECK(data[0] == 'a' && data[19999] == 'a');
+	free(data);
+	data = NULL;
+	CHECK_INT(read_file_capped(path, 19999, &data, &len), -EFBIG);
+	CHECK(data == NULL);
+	unlink(path);
+	CHECK_INT(read_file_capped(path, 100, &data, &len), -ENOENT);
+	path = tmpfile_of(0);
+	CHECK_INT(read_file_capped(path, 100, &data, &len), 0);
+	CHECK_INT(len, 0);
+	CHECK_STR(data, "");
+	free(data);
+	unlink(path);
+}
+
+TEST(wipe_clears)
+{
+	char s[] = "hunter2";
+
+	wipe(s, sizeof(s));
+	for (size_t i = 0; i < sizeof(s); i++)
+		CHECK_INT(s[i], 0);
+	wipe(NULL, 5);
+	wipe_free_str(NULL);
+	wipe_free_str(strdup("token"));
+}
+
+TEST(time_format)
+{
+	char out[TIME_RFC3339_MS_LEN];
+
+	CHECK_INT(time_rfc3339(0, out, sizeof(out)), 0);
+	CHECK_STR(out, "1970-01-01T00:00:00Z");
+	CHECK_INT(time_rfc3339(1700000000, out, sizeof(out)), 0);
+	CHECK_STR(out, "2023-11-14T22:13:20Z");
+	CHECK_INT(time_rfc3339(1700000000, out, 5), -ENOSPC);
+	CHECK_INT(time_rfc3339_ms(1700000000042ull, out, sizeof(out)), 0);
+	CHECK_STR(out, "2023-11-14T22:13:20.042Z");
+	CHECK_INT(time_rfc3339_ms(1, out, sizeof(out) - 1), -ENOSPC);
+	CHECK_INT(time_rfc3339((time_t)400000000000LL, out, sizeof(out)),
+	    -EOVERFLOW);
+}
+
+TEST(clocks_advance)
+{
+	uint64_t a = monotonic_usec(), b;
+
+	CHECK(a > 0);
+	b = monotonic_usec();
+	CHECK(b >= a);
+	CHECK(monotonic_ms() >= a / 1000);
+	/* after 2020-01-01 */
+	CHECK(realtime_ms() > 1577836800000ull);
+}
+
+TEST(dns1123_label)
+{
+	char long63[64], long64[65];
+
+	memset(long63, 'a', 63);
+	long63[63] = '\0';
+	memset(long64, 'a', 64);
+	long64[64] = '\0';
+	CHECK(dns1123_label_valid("team-a"));
+	CHECK(dns1123_label_valid("a"));
+	CHECK(dns1123_label_valid("0abc9"));
+	CHECK(dns1123_label_valid(long63));
+	CHECK(!dns1123_label_valid(long64));
+	CHECK(!dns1123_label_valid(""));
+	CHECK(!dns1123_label_valid(NULL));
+	CHECK(!dns1123_label_valid("-a"));
+	CHECK(!dns1123_label_valid("a-"));
+	CHECK(!dns1123_label_valid("Team"));
+	CHECK(!dns1123_label_valid("a.b"));
+	CHECK(!dns1123_label_valid("a_b"));
+	CHECK(!dns1123_label_valid("_overflow"));
+}
+
+TEST(dns1123_subdomain)
+{
+	char big[300];
+
+	CHECK(dns1123_subdomain_valid("gpu.nvidia.com"));
+	CHECK(dns1123_subdomain_valid("gpu-1g10gb"));
+	CHECK(!dns1123_subdomain_valid("gpu..com"));
+	CHECK(!dns1123_subdomain_valid(".gpu"));
+	CHECK(!dns1123_subdomain_valid("gpu."));
+	CHECK(!dns1123_subdomain_valid("gpu.-a"));
+	CHECK(!dns1123_subdomain_valid("GPU.com"));
+	CHECK(!dns1123_subdomain_valid(""));
+	memset(big, 'a', sizeof(big));
+	for (int i = 50; i < 253; i += 51)
+		big[i] = '.';
+	big[253] = '\0';
+	CHECK(dns1123_subdomain_valid(big));
+	big[253] = 'a';
+	big[254] = '\0';
+	CHECK(!dns1123_subdomain_valid(big));
+}
