@@ -1,0 +1,247 @@
+/*
+ * The pure parts of kpgpud-sync's reflector: the key set used to find
+ * deletions after a relist, what follows each way a watch can end, the
+ * backoff, the collections and the reduction of objects to cache rows.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kpgpud-sync/objects.h"
+#include "kpgpud-sync/reflector.h"
+#include "tests/unit/test.h"
+
+TEST(strset_add_has_grow)
+{
+	struct strset *s = strset_new();
+	char key[64];
+	int i, fresh = 0;
+
+	REQUIRE(s != NULL);
+	for (i = 0; i < 5000; i++) {
+		snprintf(key, sizeof(key), "ns-%d/obj", i);
+		fresh += strset_add(s, key);
+	}
+	CHECK_INT(fresh, 5000);
+	CHECK_INT(strset_add(s, "ns-17/obj"), 0);
+	CHECK_INT(strset_count(s), 5000);
+	CHECK(strset_has(s, "ns-4999/obj"));
+	CHECK(strset_has(s, "ns-0/obj"));
+	CHECK(!strset_has(s, "ns-5000/obj"));
+	CHECK(!strset_has(s, "ns-1/ob"));
+	strset_free(s);
+	strset_free(NULL);
+}
+
+TEST(strset_key_format)
+{
+	char buf[8];
+
+	CHECK(strset_key(buf, sizeof(buf), "", "dc") == 0);
+	CHECK_STR(buf, "/dc");
+	CHECK(strset_key(buf, sizeof(buf), "a", "b") == 0);
+	CHECK_STR(buf, "a/b");
+	CHECK(strset_key(buf, sizeof(buf), "abcd", "efgh") == -ENAMETOOLONG);
+}
+
+/* A watch end of the given reason, status and event count. */
+static struct kube_watch_end
+end_of(enum kube_watch_reason reason, long status, unsigned long events)
+{
+	struct kube_watch_end e = { reason, status, 0, "", "", events };
+
+	return e;
+}
+
+TEST(after_watch_decisions)
+{
+	struct kube_watch_end e;
+
+	e = end_of(KUBE_WATCH_EXPIRED, 410, 3);
+	CHECK_INT(reflector_after_watch(&e, 5000), REFL_NEXT_RELIST);
+	e = end_of(KUBE_WATCH_HTTP_ERROR, 410, 0);
+	CHECK_INT(reflector_after_watch(&e, 5), REFL_NEXT_RELIST);
+	e = end_of(KUBE_WATCH_HTTP_ERROR, 500, 0);
+	CHECK_INT(reflector_after_watch(&e, 5), REFL_NEXT_WATCH_LATER);
+	e = end_of(KUBE_WATCH_HTTP_ERROR, 429, 0);
+	CHECK_INT(reflector_after_watch(&e, 5), REFL_NEXT_WATCH_LATER);
+	/* a normal timeout: renew at once */
+	e = end_of(KUBE_WATCH_CLOSED, 200, 0);
+	CHECK_INT(reflector_after_watch(&e, 300000), REFL_NEXT_WATCH);
+	e = end_of(KUBE_WATCH_CLOSED, 200, 4);
+	CHECK_INT(reflector_after_watch(&e, 10), REFL_NEXT_WATCH);
+	/* a very short empty watch is an error: back off */
+	e = end_of(KUBE_WATCH_CLOSED, 200, 0);
+	CHECK_INT(reflector_after_watch(&e, 10), REFL_NEXT_WATCH_LATER);
+	e = end_of(KUBE_WATCH_STALLED, 200, 0);
+	CHECK_INT(reflector_after_watch(&e, 10), REFL_NEXT_WATCH);
+	e = end_of(KUBE_WATCH_PARSE_ERROR, 200, 1);
+	CHECK_INT(reflector_after_watch(&e, 10), REFL_NEXT_WATCH_LATER);
+	e = end_of(KUBE_WATCH_TRANSPORT, 0, 0);
+	CHECK_INT(reflector_after_watch(&e, 10), REFL_NEXT_WATCH_LATER);
+	e = end_of(KUBE_WATCH_ERROR_EVENT, 500, 0);
+	CHECK_INT(reflector_after_watch(&e, 10), REFL_NEXT_WATCH_LATER);
+}
+
+TEST(backoff_doubles_caps_and_jitters)
+{
+	CHECK_INT(reflector_backoff_ms(1, 500, 30000, 1.0), 500);
+	CHECK_INT(reflector_backoff_ms(2, 500, 30000, 1.0), 1000);
+	CHECK_INT(reflector_backoff_ms(4, 500, 30000, 1.0), 4000);
+	CHECK_INT(reflector_backoff_ms(7, 500, 30000, 1.0), 30000);
+	CHECK_INT(reflector_backoff_ms(1000, 500, 30000, 1.0), 30000);
+	CHECK_INT(reflector_backoff_ms(2, 500, 30000, 0.5), 500);
+	/* jitter outside [0.5, 1] is clamped */
+	CHECK_INT(reflector_backoff_ms(2, 500, 30000, 0.0), 500);
+	CHECK_INT(reflector_backoff_ms(2, 500, 30000, 7.0), 1000);
+}
+
+TEST(collections)
+{
+	struct sync_res r;
+
+	sync_res_namespaces(&r);
+	CHECK_STR(r.path, "/api/v1/namespaces");
+	CHECK(r.selector == NULL);
+	CHECK(sync_res_instance("kubeplus.io/v1alpha1/agents", &r) == 0);
+	CHECK_STR(r.path, "/apis/kubeplus.io/v1alpha1/agents");
+	CHECK_STR(r.key, "kubeplus.io/v1alpha1/agents");
+	CHECK_INT(r.table, CACHE_T_INSTANCE);
+	CHECK(sync_res_instance("v1/pods", &r) == -EINVAL);
+	CHECK(sync_res_instance("nodots/v1/x", &r) == -EINVAL);
+	CHECK(sync_res_instance("a.b/v1/x/y", &r) == -EINVAL);
+	CHECK(sync_res_instance("a.b/v1/X", &r) == -EINVAL);
+	CHECK(sync_res_instance("a.b//x", &r) == -EINVAL);
+	CHECK(sync_res_instance("a.b/v1/x?watch=1", &r) == -EINVAL);
+	CHECK(sync_res_owned(CACHE_KIND_QUOTA, &r) == 0);
+	CHECK_STR(r.path, "/api/v1/resourcequotas");
+	CHECK_STR(r.selector, SYNC_MANAGED_SELECTOR);
+	CHECK(sync_res_owned(CACHE_KIND_CLAIMTEMPLATE, &r) == 0);
+	CHECK_STR(r.path, "/apis/resource.k8s.io/v1/resourceclaimtemplates");
+	CHECK(sync_res_owned("Pod", &r) == -EINVAL);
+}
+
+/* Parse JSON text or fail the test. */
+static json_t *
+J(const char *s)
+{
+	json_error_t e;
+	json_t *j = json_loads(s, 0, &e);
+
+	if (j == NULL)
+		test_fail(__FILE__, __LINE__, "bad JSON %s", e.text);
+	return j;
+}
+
+TEST(row_namespace)
+{
+	struct sync_res res;
+	struct sync_row row;
+	const char *why = NULL;
+	json_t *o = J("{\"metadata\":{\"name\":\"team-a\",\"uid\":\"u1\","
+	    "\"resourceVersion\":\"42\",\"labels\":{\"z\":\"1\","
+	    "\"kubeplus.io/gpu-isolation-enabled\":\"true\"},"
+	    "\"annotations\":{\"kubeplus.io/gpu-isolation-resolved\":"
+	    "\"{\\\"claimTemplateName\\\":\\\"gpu\\\"}\",\"other\":\"x\","
+	    "\"kubectl.kubernetes.io/last-applied-configuration\":\"big\"}},"
+	    "\"status\":{\"phase\":\"Active\"}}");
+
+	REQUIRE(o != NULL);
+	sync_res_namespaces(&res);
+	REQUIRE(sync_row_from_json(&res, o, &row, &why) == 0);
+	CHECK_STR(row.u.ns.name, "team-a");
+	CHECK_STR(row.u.ns.uid, "u1");
+	CHECK_STR(row.u.ns.rv, "42");
+	CHECK_STR(row.u.ns.phase, "Active");
+	CHECK(row.u.ns.isolated);
+	CHECK_STR(row.u.ns.resolved, "{\"claimTemplateName\":\"gpu\"}");
+	CHECK_STR(row.u.ns.labels,
+	    "{\"kubeplus.io/gpu-isolation-enabled\":\"true\",\"z\":\"1\"}");
+	CHECK_STR(row.u.ns.annotations, "{\"kubeplus.io/gpu-isolation-resolved"
+	    "\":\"{\\\"claimTemplateName\\\":\\\"gpu\\\"}\"}");
+	sync_row_clear(&row);
+	/* label "false" or absent: not isolated */
+	json_object_set_new(json_object_get(json_object_get(o, "metadata"),
+	    "labels"), "kubeplus.io/gpu-isolation-enabled", json_string("no"));
+	REQUIRE(sync_row_from_json(&res, o, &row, &why) == 0);
+	CHECK(!row.u.ns.isolated);
+	sync_row_clear(&row);
+	json_decref(o);
+}
+
+TEST(row_rejects_bad_objects)
+{
+	struct sync_res res;
+	struct sync_row row;
+	const char *why = NULL;
+	const char *bad[] = {
+		"{}",
+		"{\"metadata\":[]}",
+		"{\"metadata\":{\"resourceVersion\":\"1\"}}",
+		"{\"metadata\":{\"name\":\"\",\"resourceVersion\":\"1\"}}",
+		"{\"metadata\":{\"name\":7,\"resourceVersion\":\"1\"}}",
+		"{\"metadata\":{\"name\":\"a\"}}",
+		"{\"metadata\":{\"name\":\"a\",\"resourceVersion\":1}}",
+		"{\"metadata\":{\"name\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		    "aaaaaaaaaaaaaaaaaaaaaaaaa\",\"resourceVersion\":\"1\"}}",
+	};
+	size_t i;
+
+	sync_res_namespaces(&res);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		json_t *o = J(bad[i]);
+
+		why = NULL;
+		CHECK(sync_row_from_json(&res, o, &row, &why) == -EINVAL);
+		CHECK(why != NULL);
+		json_decref(o);
+	}
+}
+
+TEST(row_instance_and_owned)
+{
+	struct sync_res res;
+	struct sync_row row;
+	const char *why;
+	json_t *o = J("{\"kind\":\"Agent\",\"metadata\":{\"name\":\"a1\","
+	    "\"namespace\":\"t\",\"uid\":\"u\",\"resourceVersion\":\"9\","
+	    "\"generation\":4,\"creationTimestamp\":\"2025-01-01T00:00:00Z\","
+	    "\"deletionTimestamp\":\"2025-01-02T00:00:00Z\","
+	    "\"annotations\":{\"kubeplus.io/gpu-isolation\":"
+	    "\"{\\\"sharing\\\":\\\"mig\\\"}\"}},\"spec\":{\"x\":1}}");
+	json_t *q = J("{\"metadata\":{\"name\":\"q\",\"namespace\":\"t\","
+	    "\"resourceVersion\":\"3\",\"labels\":{\"app.kubernetes.io/"
+	    "managed-by\":\"kpgpud\"}},\"spec\":{\"hard\":{\"count/"
+	    "resourceclaims.resource.k8s.io\":\"1\"},\"scopes\":[\"x\"]},"
+	    "\"status\":{\"hard\":{\"a\":\"1\"},\"used\":{\"a\":\"0\"}}}");
+
+	REQUIRE(sync_res_instance("kubeplus.io/v1/agents", &res) == 0);
+	REQUIRE(sync_row_from_json(&res, o, &row, &why) == 0);
+	CHECK_STR(row.u.in.gvr, "kubeplus.io/v1/agents");
+	CHECK_STR(row.u.in.kind, "Agent");
+	CHECK_STR(row.u.in.ns, "t");
+	CHECK_INT(row.u.in.generation, 4);
+	CHECK_STR(row.u.in.isolation, "{\"sharing\":\"mig\"}");
+	CHECK_STR(row.u.in.deleted, "2025-01-02T00:00:00Z");
+	CHECK_STR(row.u.in.created, "2025-01-01T00:00:00Z");
+	sync_row_clear(&row);
+
+	REQUIRE(sync_res_owned(CACHE_KIND_QUOTA, &res) == 0);
+	REQUIRE(sync_row_from_json(&res, q, &row, &why) == 0);
+	CHECK_STR(row.u.ow.kind, "ResourceQuota");
+	CHECK_STR(row.u.ow.data, "{\"labels\":{\"app.kubernetes.io/managed-by"
+	    "\":\"kpgpud\"},\"spec\":{\"hard\":{\"count/resourceclaims."
+	    "resource.k8s.io\":\"1\"}},\"status\":{\"hard\":{\"a\":\"1\"},"
+	    "\"used\":{\"a\":\"0\"}}}");
+	sync_row_clear(&row);
+	/* other owned kinds keep the whole spec */
+	REQUIRE(sync_res_owned(CACHE_KIND_DEVICECLASS, &res) == 0);
+	REQUIRE(sync_row_from_json(&res, o, &row, &why) == 0);
+	CHECK_STR(row.u.ow.data, "{\"annotations\":{\"kubeplus.io/gpu-"
+	    "isolation\":\"{\\\"sharing\\\":\\\"mig\\\"}\"},\"spec\":"
+	    "{\"x\":1}}");
+	sync_row_clear(&row);
+	json_decref(o);
+	json_decref(q);
+}
