@@ -238,7 +238,8 @@ watchstream_next(struct watchstream *ws, struct watch_event *ret)
 	for (;;) {
 		if (ws->err)
 			return ws->err;
-		nl = memchr(ws->buf + ws->scan, '\n', ws->len - ws->scan);
+		nl = ws->scan < ws->len ? memchr(ws->buf + ws->scan, '\n',
+		    ws->len - ws->scan) : NULL;
 		if (nl == NULL) {
 			ws->scan = ws->len;
 			if (ws->len - ws->start > ws->max_line)
