@@ -1,0 +1,507 @@
+"""kube-controller-manager for the simulator: the resourceclaim
+controller, the namespace controller and the garbage collector, plus the
+helpers (event loop, Events, timestamps) the other part-2 modules share.
+
+Every controller is level-triggered: a pass looks at the whole current
+state and converges it, and runs again after any relevant change (and
+every RESYNC seconds, so a dropped watch only delays it).
+"""
+
+import datetime
+import os
+import threading
+import time
+
+from .hooks import ApiError
+
+RESYNC = 2.0
+DEBOUNCE = 0.02
+RS = "resource.k8s.io"
+CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+CLAIM_BASE_MAX = 57
+BACKOFF_BASE = 0.005
+BACKOFF_MAX = 1000.0
+MAX_ORPHANED = 10000
+MAX_DRAIN = 1000
+KCM = "system:kube-controller-manager"
+CLAIM_USER = "system:serviceaccount:kube-system:resource-claim-controller"
+
+
+def now():
+    """RFC 3339 UTC timestamp to the second, as the API server writes."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+
+
+def _watch_closed(w):
+    """True when a watch can no longer deliver events."""
+    for attr in ("closed", "_closed"):
+        if getattr(w, attr, False):
+            return True
+    inner = getattr(w, "watcher", None) or getattr(w, "w", None)
+    return bool(inner is not None and getattr(inner, "closed", False))
+
+
+def event_loop(api, stop, keys, fn, due=None):
+    """Call fn() at start, after changes of KEYS (None = any) and on resync.
+
+    DUE, if given, returns the seconds until fn must run again (or None),
+    for retry backoff. Errors from fn are retried on the next turn; the
+    loop ends when STOP is set.
+    """
+    w = None
+    last = 0.0
+    dirty = True
+    wake = None
+    while not stop.is_set():
+        if w is None or _watch_closed(w):
+            if w is not None:
+                w.close()
+            try:
+                w = api.watch(None)
+            except ApiError:
+                w = None
+            dirty = True
+        t = time.monotonic()
+        if dirty or t - last >= RESYNC or (wake is not None and t >= wake):
+            dirty = False
+            last = t
+            try:
+                fn()
+            except ApiError:
+                dirty = True
+                stop.wait(0.05)
+            d = due() if due else None
+            wake = time.monotonic() + d if d is not None else None
+        wait = 0.25
+        if wake is not None:
+            wait = max(0.0, min(wait, wake - time.monotonic()))
+        if w is None:
+            stop.wait(wait)
+            continue
+        ev = w.next(wait)
+        n = 0
+        while ev is not None and n < MAX_DRAIN and not stop.is_set():
+            n += 1
+            if keys is None or ev.resource.key in keys:
+                dirty = True
+            ev = w.next(DEBOUNCE if dirty else 0.0)
+    if w is not None:
+        w.close()
+
+
+class EventRecorder:
+    """Writes core/v1 Events, aggregating repeats into a count."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.seen = {}
+
+    def emit(self, api, obj, etype, reason, message, component):
+        """Record one Event about OBJ; failures are ignored (best effort)."""
+        md = obj.get("metadata") or {}
+        ns = md.get("namespace") or "default"
+        key = (md.get("uid"), etype, reason, message, component)
+        ts = now()
+        with self.lock:
+            name = self.seen.get(key)
+        if name:
+            try:
+                ev = api.get("events", ns, name)
+                ev["count"] = int(ev.get("count") or 1) + 1
+                ev["lastTimestamp"] = ts
+                api.update("events", ns, ev, user=KCM)
+                return
+            except ApiError:
+                pass
+        ev = {"apiVersion": "v1", "kind": "Event",
+              "metadata": {"name": "%s.%x" % (md.get("name", "unknown"),
+                                              time.time_ns() +
+                                              int.from_bytes(os.urandom(2),
+                                                             "big")),
+                           "namespace": ns},
+              "involvedObject": {
+                  "kind": obj.get("kind"), "namespace": md.get("namespace"),
+                  "name": md.get("name"), "uid": md.get("uid"),
+                  "apiVersion": obj.get("apiVersion"),
+                  "resourceVersion": md.get("resourceVersion")},
+              "reason": reason, "message": message,
+              "source": {"component": component},
+              "firstTimestamp": ts, "lastTimestamp": ts, "count": 1,
+              "type": etype, "eventTime": None,
+              "reportingComponent": component, "reportingInstance": ""}
+        if not md.get("namespace"):
+            del ev["involvedObject"]["namespace"]
+        try:
+            made = api.create("events", ns, ev, user=KCM)
+        except ApiError:
+            return
+        with self.lock:
+            if len(self.seen) > 10000:
+                self.seen.clear()
+            self.seen[key] = made["metadata"]["name"]
+
+
+_RECORDER = EventRecorder()
+
+
+def emit_event(api, obj, etype, reason, message, component):
+    """Record an Event through the shared recorder."""
+    _RECORDER.emit(api, obj, etype, reason, message, component)
+
+
+# ------------------------------------------------------ resourceclaim ctrl
+
+class ClaimController:
+    """Creates claims from ResourceClaimTemplates for Pods."""
+
+    def __init__(self, api):
+        self.api = api
+        self.failures = {}
+        self.not_before = {}
+
+    def pass_once(self):
+        """Handle every Pod that still lacks a generated claim."""
+        pods, _ = self.api.list("pods")
+        t = time.monotonic()
+        alive = set()
+        for pod in pods:
+            uid = pod["metadata"]["uid"]
+            alive.add(uid)
+            if pod["metadata"].get("deletionTimestamp"):
+                continue
+            if self.not_before.get(uid, 0) > t:
+                continue
+            self.sync_pod(pod)
+        for uid in list(self.failures):
+            if uid not in alive:
+                self.failures.pop(uid, None)
+                self.not_before.pop(uid, None)
+
+    def next_deadline(self):
+        """Seconds until the earliest retry, or None."""
+        if not self.not_before:
+            return None
+        return max(0.0, min(self.not_before.values()) - time.monotonic())
+
+    def sync_pod(self, pod):
+        """Create missing claims of POD and record them in its status."""
+        md = pod["metadata"]
+        spec_claims = (pod.get("spec") or {}).get("resourceClaims") or []
+        st = pod.get("status") or {}
+        have = {s.get("name"): s for s in st.get("resourceClaimStatuses")
+                or []}
+        new = []
+        for pc in spec_claims:
+            if not pc.get("resourceClaimTemplateName") or \
+                    pc.get("name") in have:
+                continue
+            try:
+                new.append({"name": pc["name"],
+                            "resourceClaimName": self._claim_for(pod, pc)})
+            except ApiError as e:
+                self._failed(pod, pc, e.message)
+                break
+        if not new:
+            return
+        st["resourceClaimStatuses"] = list(have.values()) + new
+        pod["status"] = st
+        try:
+            self.api.update("pods", md["namespace"], pod,
+                            subresource="status", user=KCM)
+        except ApiError:
+            return
+        self.failures.pop(md["uid"], None)
+        self.not_before.pop(md["uid"], None)
+
+    def _claim_for(self, pod, pc):
+        """The existing generated claim for PC, or a newly created one."""
+        md = pod["metadata"]
+        ns = md["namespace"]
+        claims, _ = self.api.list("resourceclaims." + RS, namespace=ns)
+        for c in claims:
+            cm = c["metadata"]
+            owned = any(r.get("uid") == md["uid"] and r.get("controller")
+                        for r in cm.get("ownerReferences") or [])
+            if owned and (cm.get("annotations") or {}).get(
+                    CLAIM_ANNOTATION) == pc["name"]:
+                return cm["name"]
+        tname = pc["resourceClaimTemplateName"]
+        try:
+            tmpl = self.api.get("resourceclaimtemplates." + RS, ns, tname)
+        except ApiError as e:
+            raise ApiError(e.code, e.reason, "resource claim template "
+                           "%r: %s" % (tname, e.message))
+        tspec = tmpl.get("spec") or {}
+        tmeta = tspec.get("metadata") or {}
+        base = ("%s-%s-" % (md["name"], pc["name"]))[:CLAIM_BASE_MAX]
+        ann = dict(tmeta.get("annotations") or {})
+        ann[CLAIM_ANNOTATION] = pc["name"]
+        meta = {"generateName": base, "namespace": ns, "annotations": ann,
+                "ownerReferences": [{
+                    "apiVersion": "v1", "kind": "Pod", "name": md["name"],
+                    "uid": md["uid"], "controller": True,
+                    "blockOwnerDeletion": True}]}
+        if tmeta.get("labels"):
+            meta["labels"] = dict(tmeta["labels"])
+        claim = {"apiVersion": RS + "/v1", "kind": "ResourceClaim",
+                 "metadata": meta, "spec": tspec.get("spec") or {}}
+        try:
+            made = self.api.create("resourceclaims." + RS, ns, claim,
+                                   user=CLAIM_USER)
+        except ApiError as e:
+            # The name is generated by the server, so the real controller
+            # prints an empty one here.
+            raise ApiError(e.code, e.reason, "create ResourceClaim : %s"
+                           % e.message)
+        return made["metadata"]["name"]
+
+    def _failed(self, pod, pc, message):
+        """Warning event on the Pod and exponential retry backoff."""
+        uid = pod["metadata"]["uid"]
+        n = self.failures.get(uid, 0)
+        self.failures[uid] = n + 1
+        delay = min(BACKOFF_BASE * (2 ** min(n, 40)), BACKOFF_MAX)
+        self.not_before[uid] = time.monotonic() + delay
+        emit_event(self.api, pod, "Warning", "FailedResourceClaimCreation",
+                   "PodResourceClaim %s: %s" % (pc["name"], message),
+                   "resource_claim")
+
+
+def run_claims(api, stop):
+    """Controller thread of the resourceclaim controller."""
+    ctl = ClaimController(api)
+    keys = ("pods", "resourceclaims." + RS, "resourceclaimtemplates." + RS)
+    event_loop(api, stop, keys, ctl.pass_once, due=ctl.next_deadline)
+
+
+# ------------------------------------------------------- namespace ctrl
+
+_NS_OK = [
+    ("NamespaceDeletionDiscoveryFailure", "ResourcesDiscovered",
+     "All resources successfully discovered"),
+    ("NamespaceDeletionGroupVersionParsingFailure", "ParsedGroupVersions",
+     "All legacy kube types successfully parsed"),
+    ("NamespaceDeletionContentFailure", "ContentDeleted",
+     "All content successfully deleted, may be waiting on finalization"),
+    ("NamespaceContentRemaining", "ContentRemoved",
+     "All content successfully removed"),
+    ("NamespaceFinalizersRemaining", "ContentRemoved",
+     "All content successfully removed"),
+]
+
+
+class NamespaceController:
+    """Empties Terminating namespaces, then removes the kubernetes
+    finalizer so the namespace goes away."""
+
+    def __init__(self, api):
+        self.api = api
+
+    def pass_once(self):
+        """Work on every namespace that is being deleted."""
+        nss, _ = self.api.list("namespaces")
+        for ns in nss:
+            if ns["metadata"].get("deletionTimestamp") and \
+                    "kubernetes" in ((ns.get("spec") or {}).get(
+                        "finalizers") or []):
+                self.sync(ns)
+
+    def _delete_content(self, name):
+        """Delete every namespaced object in NAME; return what remains."""
+        remaining = {}
+        finalizers = {}
+        for res in self.api.resources():
+            if not res.namespaced:
+                continue
+            try:
+                items, _ = self.api.list(res.key, namespace=name)
+            except ApiError:
+                continue
+            for obj in items:
+                md = obj["metadata"]
+                if not md.get("deletionTimestamp"):
+                    try:
+                        self.api.delete(res.key, name, md["name"], user=KCM)
+                    except ApiError:
+                        pass
+                    try:
+                        obj = self.api.get(res.key, name, md["name"])
+                    except ApiError:
+                        continue
+                rkey = res.resource + "." + res.group
+                remaining[rkey] = remaining.get(rkey, 0) + 1
+                for f in obj["metadata"].get("finalizers") or []:
+                    finalizers[f] = finalizers.get(f, 0) + 1
+        return remaining, finalizers
+
+    def sync(self, ns):
+        """One step of namespace deletion."""
+        name = ns["metadata"]["name"]
+        remaining, finalizers = self._delete_content(name)
+        conds = []
+        ts = now()
+        for ctype, reason, msg in _NS_OK:
+            status = "False"
+            if ctype == "NamespaceContentRemaining" and remaining:
+                status, reason = "True", "SomeResourcesRemain"
+                msg = "Some resources are remaining: " + ", ".join(
+                    "%s has %d resource instances" % (k, v)
+                    for k, v in sorted(remaining.items()))
+            if ctype == "NamespaceFinalizersRemaining" and finalizers:
+                status, reason = "True", "SomeFinalizersRemain"
+                msg = "Some content in the namespace has finalizers " \
+                    "remaining: " + ", ".join(
+                        "%s in %d resource instances" % (k, v)
+                        for k, v in sorted(finalizers.items()))
+            conds.append({"type": ctype, "status": status,
+                          "lastTransitionTime": ts, "reason": reason,
+                          "message": msg})
+        try:
+            cur = self.api.get("namespaces", "", name)
+        except ApiError:
+            return
+        old = {c.get("type"): c for c in
+               (cur.get("status") or {}).get("conditions") or []}
+        for c in conds:
+            o = old.get(c["type"])
+            if o and all(o.get(k) == c[k] for k in ("status", "reason",
+                                                     "message")):
+                c["lastTransitionTime"] = o.get("lastTransitionTime", ts)
+        if [old.get(c["type"]) for c in conds] != conds:
+            cur.setdefault("status", {})["conditions"] = conds
+            try:
+                cur = self.api.update("namespaces", "", cur,
+                                      subresource="status", user=KCM)
+            except ApiError:
+                return
+        if remaining:
+            return
+        cur.setdefault("spec", {})["finalizers"] = [
+            f for f in cur["spec"].get("finalizers") or []
+            if f != "kubernetes"]
+        try:
+            self.api.update("namespaces", "", cur, subresource="finalize",
+                            user=KCM)
+        except ApiError:
+            pass
+
+
+def run_namespaces(api, stop):
+    """Controller thread of the namespace controller."""
+    ctl = NamespaceController(api)
+    event_loop(api, stop, None, ctl.pass_once)
+
+
+# ------------------------------------------------------- garbage collector
+
+class GarbageCollector:
+    """Deletes objects whose owners are all gone (background policy) and
+    strips owner references of owners deleted with the Orphan policy."""
+
+    def __init__(self, api):
+        self.api = api
+        self.lock = threading.Lock()
+        self.orphaned = {}
+
+    def note_delete(self, ctx):
+        """Validating DELETE hook: remember owners deleted as Orphan."""
+        if ctx.operation != "DELETE" or ctx.dry_run or not ctx.old_object:
+            return
+        pol = (ctx.options or {}).get("propagationPolicy")
+        if pol is None and (ctx.options or {}).get("orphanDependents"):
+            pol = "Orphan"
+        if pol != "Orphan":
+            return
+        uid = ctx.old_object["metadata"].get("uid")
+        with self.lock:
+            if len(self.orphaned) >= MAX_ORPHANED:
+                self.orphaned.pop(next(iter(self.orphaned)))
+            self.orphaned[uid] = True
+
+    def _owner_state(self, ref, dep_res, dep_ns, live):
+        """'present', 'absent' or 'unresolvable' for one ownerReference."""
+        try:
+            ores = self.api.resource_for_kind(ref.get("apiVersion", ""),
+                                              ref.get("kind", ""))
+        except ApiError:
+            ores = None
+        if ores is None:
+            return "unresolvable"
+        if ores.namespaced and not dep_res.namespaced:
+            return "unresolvable"
+        ons = dep_ns if ores.namespaced else ""
+        if live is not None:
+            return "present" if (ores.key, ons, ref.get("uid")) in live \
+                else "absent"
+        try:
+            o = self.api.get(ores.key, ons, ref.get("name", ""))
+        except ApiError as e:
+            return "absent" if e.code == 404 else "present"
+        return "present" if o["metadata"].get("uid") == ref.get("uid") \
+            else "absent"
+
+    def pass_once(self):
+        """One sweep over every object that has owner references."""
+        live = set()
+        deps = []
+        for res in self.api.resources():
+            try:
+                items, _ = self.api.list(res.key)
+            except ApiError:
+                continue
+            for o in items:
+                md = o["metadata"]
+                live.add((res.key, md.get("namespace", ""), md.get("uid")))
+                if md.get("ownerReferences"):
+                    deps.append((res, o))
+        for res, o in deps:
+            self._collect(res, o, live)
+
+    def _collect(self, res, obj, live):
+        """Delete OBJ, or drop orphaned refs, as its owners dictate."""
+        md = obj["metadata"]
+        ns = md.get("namespace", "")
+        refs = md["ownerReferences"]
+        with self.lock:
+            orphan = [r for r in refs if r.get("uid") in self.orphaned]
+        if orphan:
+            keep = [r for r in refs if r not in orphan]
+            patch = {"metadata": {"ownerReferences": keep or None}}
+            try:
+                self.api.patch(res.key, ns, md["name"], patch, user=KCM)
+            except ApiError:
+                pass
+            return
+        if md.get("deletionTimestamp"):
+            return
+        for r in refs:
+            if self._owner_state(r, res, ns, live) != "absent":
+                return
+        # Verify against the live store before deleting: the sweep's view
+        # of the owners may predate their creation.
+        for r in refs:
+            if self._owner_state(r, res, ns, None) != "absent":
+                return
+        try:
+            self.api.delete(res.key, ns, md["name"],
+                            preconditions={"uid": md["uid"]}, user=KCM)
+        except ApiError:
+            pass
+
+
+def run_gc(gc):
+    """Controller thread function of the garbage collector."""
+    def run(api, stop):
+        gc.api = api
+        event_loop(api, stop, None, gc.pass_once)
+    return run
+
+
+def register(reg):
+    """Plug the controllers into the simulator."""
+    reg.add_controller("resourceclaim-controller", run_claims)
+    reg.add_controller("namespace-controller", run_namespaces)
+    gc = GarbageCollector(None)
+    reg.add_validating("garbage-collector-orphan", gc.note_delete)
+    reg.add_controller("garbage-collector", run_gc(gc))
