@@ -21,7 +21,6 @@ CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 CLAIM_BASE_MAX = 57
 BACKOFF_BASE = 0.005
 BACKOFF_MAX = 1000.0
-MAX_ORPHANED = 10000
 MAX_DRAIN = 1000
 KCM = "system:kube-controller-manager"
 CLAIM_USER = "system:serviceaccount:kube-system:resource-claim-controller"
@@ -396,55 +395,22 @@ def run_namespaces(api, stop):
 # ------------------------------------------------------- garbage collector
 
 class GarbageCollector:
-    """Deletes objects whose owners are all gone (background policy) and
-    strips owner references of owners deleted with the Orphan policy."""
+    """ownerReferences-based garbage collection.
+
+    Deletes an object once every owner is absent (Background; Foreground
+    when an owner is itself waiting for its dependents), drops references
+    to absent owners while others remain, and handles the owners' policy
+    finalizers: "orphan" (strip the references, then release the owner)
+    and "foregroundDeletion" (delete the dependents, release the owner
+    when no blocking dependent is left).
+    """
 
     def __init__(self, api):
         self.api = api
-        self.lock = threading.Lock()
-        self.orphaned = {}
 
-    def note_delete(self, ctx):
-        """Validating DELETE hook: remember owners deleted as Orphan."""
-        if ctx.operation != "DELETE" or ctx.dry_run or not ctx.old_object:
-            return
-        pol = (ctx.options or {}).get("propagationPolicy")
-        if pol is None and (ctx.options or {}).get("orphanDependents"):
-            pol = "Orphan"
-        if pol != "Orphan":
-            return
-        uid = ctx.old_object["metadata"].get("uid")
-        with self.lock:
-            if len(self.orphaned) >= MAX_ORPHANED:
-                self.orphaned.pop(next(iter(self.orphaned)))
-            self.orphaned[uid] = True
-
-    def _owner_state(self, ref, dep_res, dep_ns, live):
-        """'present', 'absent' or 'unresolvable' for one ownerReference."""
-        try:
-            ores = self.api.resource_for_kind(ref.get("apiVersion", ""),
-                                              ref.get("kind", ""))
-        except ApiError:
-            ores = None
-        if ores is None:
-            return "unresolvable"
-        if ores.namespaced and not dep_res.namespaced:
-            return "unresolvable"
-        ons = dep_ns if ores.namespaced else ""
-        if live is not None:
-            return "present" if (ores.key, ons, ref.get("uid")) in live \
-                else "absent"
-        try:
-            o = self.api.get(ores.key, ons, ref.get("name", ""))
-        except ApiError as e:
-            return "absent" if e.code == 404 else "present"
-        return "present" if o["metadata"].get("uid") == ref.get("uid") \
-            else "absent"
-
-    def pass_once(self):
-        """One sweep over every object that has owner references."""
-        live = set()
-        deps = []
+    def _index(self):
+        """(objects by uid, dependents by owner uid)."""
+        by_uid, deps = {}, {}
         for res in self.api.resources():
             try:
                 items, _ = self.api.list(res.key)
@@ -452,56 +418,148 @@ class GarbageCollector:
                 continue
             for o in items:
                 md = o["metadata"]
-                live.add((res.key, md.get("namespace", ""), md.get("uid")))
-                if md.get("ownerReferences"):
-                    deps.append((res, o))
-        for res, o in deps:
-            self._collect(res, o, live)
+                by_uid[md.get("uid")] = (res, o)
+                for r in md.get("ownerReferences") or []:
+                    deps.setdefault(r.get("uid"), []).append((res, o))
+        return by_uid, deps
 
-    def _collect(self, res, obj, live):
-        """Delete OBJ, or drop orphaned refs, as its owners dictate."""
-        md = obj["metadata"]
-        ns = md.get("namespace", "")
-        refs = md["ownerReferences"]
-        with self.lock:
-            orphan = [r for r in refs if r.get("uid") in self.orphaned]
-        if orphan:
-            keep = [r for r in refs if r not in orphan]
-            patch = {"metadata": {"ownerReferences": keep or None}}
+    def _owner_state(self, ref, dep_res, dep_ns, by_uid):
+        """'present', 'waiting', 'absent' or 'unresolvable'.
+
+        BY_UID None means ask the store (the final check before a
+        delete, since the sweep's view may predate the owner).
+        """
+        try:
+            ores = self.api.resource_for_kind(ref.get("apiVersion", ""),
+                                              ref.get("kind", ""))
+        except ApiError:
+            return "unresolvable"
+        if ores.namespaced and not dep_res.namespaced:
+            return "unresolvable"
+        ons = dep_ns if ores.namespaced else ""
+        if by_uid is not None:
+            hit = by_uid.get(ref.get("uid"))
+            o = hit[1] if hit and hit[0].key == ores.key and \
+                hit[1]["metadata"].get("namespace", "") == ons else None
+        else:
             try:
-                self.api.patch(res.key, ns, md["name"], patch, user=KCM)
-            except ApiError:
-                pass
-            return
+                o = self.api.get(ores.key, ons, ref.get("name", ""))
+            except ApiError as e:
+                if e.code != 404:
+                    return "present"
+                o = None
+            if o is not None and o["metadata"].get("uid") != ref.get("uid"):
+                o = None
+        if o is None:
+            return "absent"
+        md = o["metadata"]
+        if md.get("deletionTimestamp") and "foregroundDeletion" in (
+                md.get("finalizers") or []):
+            return "waiting"
+        return "present"
+
+    def pass_once(self):
+        """One sweep: owners' policy finalizers, then dependents."""
+        by_uid, deps = self._index()
+        for uid, (res, o) in list(by_uid.items()):
+            md = o["metadata"]
+            fins = md.get("finalizers") or []
+            if not md.get("deletionTimestamp"):
+                continue
+            if "orphan" in fins:
+                self._orphan(res, o, deps.get(uid, []))
+            elif "foregroundDeletion" in fins:
+                self._foreground(res, o, deps.get(uid, []))
+        for uid, (res, o) in by_uid.items():
+            if o["metadata"].get("ownerReferences"):
+                self._collect(res, o, by_uid)
+
+    def _release(self, res, owner, fin):
+        """Remove finalizer FIN from a deleting owner."""
+        md = owner["metadata"]
+        md["finalizers"] = [f for f in md.get("finalizers") or []
+                            if f != fin]
+        try:
+            self.api.update(res.key, md.get("namespace", ""), owner,
+                            user=KCM)
+        except ApiError:
+            pass
+
+    def _strip(self, res, obj, uids):
+        """Remove owner references to UIDS from OBJ."""
+        md = obj["metadata"]
+        keep = [r for r in md.get("ownerReferences") or []
+                if r.get("uid") not in uids]
+        try:
+            self.api.patch(res.key, md.get("namespace", ""), md["name"],
+                           {"metadata": {"ownerReferences": keep or None}},
+                           user=KCM)
+            return True
+        except ApiError as e:
+            return e.code == 404
+
+    def _orphan(self, res, owner, deps):
+        """Orphan policy: strip references to OWNER, then release it."""
+        uid = owner["metadata"]["uid"]
+        if all(self._strip(dres, d, {uid}) for dres, d in deps):
+            self._release(res, owner, "orphan")
+
+    def _foreground(self, res, owner, deps):
+        """Foreground policy: delete dependents, release when none block."""
+        blocking = 0
+        uid = owner["metadata"]["uid"]
+        for dres, d in deps:
+            md = d["metadata"]
+            ref = [r for r in md.get("ownerReferences") or []
+                   if r.get("uid") == uid]
+            if ref and ref[0].get("blockOwnerDeletion"):
+                blocking += 1
+            if not md.get("deletionTimestamp"):
+                try:
+                    self.api.delete(dres.key, md.get("namespace", ""),
+                                    md["name"], propagation="Foreground",
+                                    preconditions={"uid": md["uid"]},
+                                    user=KCM)
+                except ApiError:
+                    pass
+        if blocking == 0:
+            self._release(res, owner, "foregroundDeletion")
+
+    def _collect(self, res, obj, by_uid):
+        """Delete OBJ or drop dangling references, as its owners say."""
+        md = obj["metadata"]
         if md.get("deletionTimestamp"):
             return
-        for r in refs:
-            if self._owner_state(r, res, ns, live) != "absent":
-                return
-        # Verify against the live store before deleting: the sweep's view
-        # of the owners may predate their creation.
-        for r in refs:
-            if self._owner_state(r, res, ns, None) != "absent":
-                return
+        ns = md.get("namespace", "")
+        refs = md["ownerReferences"]
+        states = [self._owner_state(r, res, ns, by_uid) for r in refs]
+        if "absent" not in states:
+            return
+        # Verify with live reads: the sweep's view may predate the owners.
+        states = [self._owner_state(r, res, ns, None) for r in refs]
+        absent = {r.get("uid") for r, st in zip(refs, states)
+                  if st == "absent"}
+        if any(st in ("present", "unresolvable") for st in states):
+            if absent:
+                self._strip(res, obj, absent)
+            return
+        if not absent and "waiting" not in states:
+            return
+        pol = "Foreground" if "waiting" in states else "Background"
         try:
-            self.api.delete(res.key, ns, md["name"],
+            self.api.delete(res.key, ns, md["name"], propagation=pol,
                             preconditions={"uid": md["uid"]}, user=KCM)
         except ApiError:
             pass
 
 
-def run_gc(gc):
-    """Controller thread function of the garbage collector."""
-    def run(api, stop):
-        gc.api = api
-        event_loop(api, stop, None, gc.pass_once)
-    return run
+def run_gc(api, stop):
+    """Controller thread of the garbage collector."""
+    event_loop(api, stop, None, GarbageCollector(api).pass_once)
 
 
 def register(reg):
     """Plug the controllers into the simulator."""
     reg.add_controller("resourceclaim-controller", run_claims)
     reg.add_controller("namespace-controller", run_namespaces)
-    gc = GarbageCollector(None)
-    reg.add_validating("garbage-collector-orphan", gc.note_delete)
-    reg.add_controller("garbage-collector", run_gc(gc))
+    reg.add_controller("garbage-collector", run_gc)
