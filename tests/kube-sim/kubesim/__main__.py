@@ -1,0 +1,5 @@
+"""python3 -m kubesim DIR [options]: run the simulator in the foreground."""
+
+from .main import main
+
+main()

@@ -1,0 +1,481 @@
+"""Kind-specific validation: Pods (resource claims), resource.k8s.io/v1,
+CRDs, webhook configurations and Events."""
+
+from .validation import (FieldError, GoValue, dns_label, dns_subdomain,
+                         validate_meta)
+
+MAX_REQUESTS = 32
+MAX_SELECTORS = 32
+MAX_CONSTRAINTS = 32
+MAX_CONFIG = 32
+MAX_SUBREQUESTS = 8
+MAX_DEVICES = 128
+MAX_ATTRS = 32
+MAX_CEL = 10 * 1024
+
+
+def _claim_value(c):
+    """Go's %#v of a core.PodResourceClaim."""
+    def ptr(v, n):
+        return "(*string)(nil)" if v is None else "(*string)(0xc00001%04x)" % n
+    return GoValue('core.PodResourceClaim{Name:%s, ResourceClaimName:%s, '
+                   'ResourceClaimTemplateName:%s}' % (
+                       '"%s"' % (c.get("name") or ""),
+                       ptr(c.get("resourceClaimName"), 0x10),
+                       ptr(c.get("resourceClaimTemplateName"), 0x20)))
+
+
+def _pod_claims(spec, errs):
+    """validatePodResourceClaim for each spec.resourceClaims entry."""
+    names = set()
+    for i, c in enumerate(spec.get("resourceClaims") or []):
+        p = "spec.resourceClaims[%d]" % i
+        if not isinstance(c, dict):
+            errs.append(FieldError("Invalid", p, str(c), "must be an object"))
+            continue
+        n = c.get("name") or ""
+        if not n:
+            errs.append(FieldError("Required", p + ".name"))
+        elif n in names:
+            errs.append(FieldError("Duplicate", p + ".name", n))
+        else:
+            dns_label(n, p + ".name", errs)
+            names.add(n)
+        rcn, rctn = c.get("resourceClaimName"), c.get(
+            "resourceClaimTemplateName")
+        if rcn is not None and rctn is not None:
+            errs.append(FieldError("Invalid", p, _claim_value(c),
+                                   "at most one of `resourceClaimName` or "
+                                   "`resourceClaimTemplateName` may be "
+                                   "specified"))
+        if rcn is None and rctn is None:
+            errs.append(FieldError("Invalid", p, _claim_value(c),
+                                   "must specify one of: `resourceClaimName`"
+                                   ", `resourceClaimTemplateName`"))
+        if rcn is not None:
+            dns_subdomain(rcn, p + ".resourceClaimName", errs)
+        if rctn is not None:
+            dns_subdomain(rctn, p + ".resourceClaimTemplateName", errs)
+    return names
+
+
+def _container_claims(claims, pod_names, path, errs):
+    """validateResourceClaimNames for one container."""
+    seen = set()
+    for j, cl in enumerate(claims or []):
+        p = "%s[%d]" % (path, j)
+        name = (cl or {}).get("name") or ""
+        if not name:
+            errs.append(FieldError("Required", p))
+            continue
+        key = name
+        if cl.get("request"):
+            dns_label(cl["request"], p + ".request", errs)
+            key += "/" + cl["request"]
+        if key in seen:
+            errs.append(FieldError("Duplicate", p, name))
+        seen.add(key)
+        if name not in pod_names:
+            d = "must be one of the names in pod.spec.resourceClaims"
+            if pod_names:
+                d += ": " + ", ".join(sorted(pod_names))
+            else:
+                d += " which is empty"
+            errs.append(FieldError("NotFound", p, name, d))
+
+
+def _containers(spec, field, pod_names, errs, all_names):
+    """Names, images and claim references of one container list."""
+    for i, c in enumerate(spec.get(field) or []):
+        p = "spec.%s[%d]" % (field, i)
+        if not isinstance(c, dict):
+            errs.append(FieldError("Invalid", p, str(c), "must be an object"))
+            continue
+        n = c.get("name") or ""
+        if not n:
+            errs.append(FieldError("Required", p + ".name"))
+        else:
+            dns_label(n, p + ".name", errs)
+            if n in all_names:
+                errs.append(FieldError("Duplicate", p + ".name", n))
+            all_names.add(n)
+        if not c.get("image") and field != "ephemeralContainers":
+            errs.append(FieldError("Required", p + ".image"))
+        res = c.get("resources") or {}
+        if field == "ephemeralContainers":
+            if res:
+                errs.append(FieldError("Forbidden", p + ".resources", None,
+                                       "cannot be set for an Ephemeral "
+                                       "Container"))
+            continue
+        _container_claims(res.get("claims"), pod_names,
+                          p + ".resources.claims", errs)
+
+
+def validate_pod(obj, old, errs):
+    """Pod spec validation (the parts kpgpud depends on)."""
+    spec = obj.get("spec") or {}
+    names = _pod_claims(spec, errs)
+    if not spec.get("containers"):
+        errs.append(FieldError("Required", "spec.containers"))
+    all_names = set()
+    for f in ("initContainers", "containers", "ephemeralContainers"):
+        _containers(spec, f, names, errs, all_names)
+    if old is None and spec.get("ephemeralContainers"):
+        errs.append(FieldError("Forbidden", "spec.ephemeralContainers", None,
+                               "cannot be set on create"))
+    if old is not None:
+        _pod_update(obj, old, errs)
+
+
+def _strip_images(spec):
+    """A pod spec with the mutable fields blanked, for comparison."""
+    s = dict(spec)
+    for f in ("containers", "initContainers"):
+        s[f] = [dict(c, image=None) for c in s.get(f) or []
+                if isinstance(c, dict)]
+    for f in ("activeDeadlineSeconds", "tolerations",
+              "terminationGracePeriodSeconds", "ephemeralContainers",
+              "schedulingGates", "nodeName"):
+        s.pop(f, None)
+    return s
+
+
+def _pod_update(obj, old, errs):
+    """ValidatePodUpdate: the spec is immutable except a few fields."""
+    if _strip_images(obj.get("spec") or {}) != _strip_images(
+            old.get("spec") or {}):
+        errs.append(FieldError(
+            "Forbidden", "spec", None, "pod updates may not change fields "
+            "other than `spec.containers[*].image`,"
+            "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+            "`spec.tolerations` (only additions to existing tolerations),"
+            "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 "
+            "if it was previously negative)"))
+
+
+def _selectors(sels, path, errs):
+    """DeviceSelector list checks."""
+    if len(sels or []) > MAX_SELECTORS:
+        errs.append(FieldError("TooMany", path, len(sels),
+                               "must have at most %d items" % MAX_SELECTORS))
+    for i, s in enumerate(sels or []):
+        p = "%s[%d]" % (path, i)
+        cel = (s or {}).get("cel")
+        if not isinstance(cel, dict):
+            errs.append(FieldError("Required", p + ".cel"))
+            continue
+        e = cel.get("expression") or ""
+        if not e:
+            errs.append(FieldError("Required", p + ".cel.expression"))
+        elif len(e) > MAX_CEL:
+            errs.append(FieldError("TooLong", p + ".cel.expression", None,
+                                   "may not be more than %d bytes" % MAX_CEL))
+
+
+def _exact(r, path, errs, sub=False):
+    """ExactDeviceRequest / DeviceSubRequest checks."""
+    dc = r.get("deviceClassName") or ""
+    if not dc:
+        errs.append(FieldError("Required", path + ".deviceClassName"))
+    else:
+        dns_subdomain(dc, path + ".deviceClassName", errs)
+    _selectors(r.get("selectors"), path + ".selectors", errs)
+    mode = r.get("allocationMode")
+    cnt = r.get("count")
+    if mode == "ExactCount":
+        if cnt is None or not isinstance(cnt, int) or cnt <= 0:
+            errs.append(FieldError("Invalid", path + ".count", cnt or 0,
+                                   "must be greater than zero"))
+    elif mode == "All":
+        if cnt:
+            errs.append(FieldError("Invalid", path + ".count", cnt,
+                                   "must not be specified when "
+                                   "allocationMode is 'All'"))
+    else:
+        errs.append(FieldError("NotSupported", path + ".allocationMode",
+                               mode or "", 'supported values: "All", '
+                               '"ExactCount"'))
+
+
+def _request(r, path, names, errs):
+    """validateDeviceRequest."""
+    n = r.get("name") or ""
+    if not n:
+        errs.append(FieldError("Required", path + ".name"))
+    else:
+        dns_label(n, path + ".name", errs)
+        if n in names:
+            errs.append(FieldError("Duplicate", path + ".name", n))
+        names.add(n)
+    fa, ex = r.get("firstAvailable"), r.get("exactly")
+    if fa and ex is not None:
+        errs.append(FieldError("Invalid", path, GoValue("null"),
+                               "exactly one of `exactly` or `firstAvailable`"
+                               " is required, but multiple fields are set"))
+    elif not fa and ex is None:
+        errs.append(FieldError("Required", path, None, "exactly one of "
+                               "`exactly` or `firstAvailable` is required"))
+    if isinstance(ex, dict):
+        _exact(ex, path + ".exactly", errs)
+    if fa:
+        if len(fa) > MAX_SUBREQUESTS:
+            errs.append(FieldError("TooMany", path + ".firstAvailable",
+                                   len(fa), "must have at most %d items" %
+                                   MAX_SUBREQUESTS))
+        subs = set()
+        for i, s in enumerate(fa):
+            sp = "%s.firstAvailable[%d]" % (path, i)
+            sn = (s or {}).get("name") or ""
+            if not sn:
+                errs.append(FieldError("Required", sp + ".name"))
+            else:
+                dns_label(sn, sp + ".name", errs)
+                if sn in subs:
+                    errs.append(FieldError("Duplicate", sp + ".name", sn))
+                subs.add(sn)
+                names.add(n + "/" + sn)
+            _exact(s or {}, sp, errs, sub=True)
+
+
+def _request_refs(refs, path, names, errs):
+    """Constraint/config request references must name a request."""
+    for i, ref in enumerate(refs or []):
+        if ref not in names:
+            errs.append(FieldError("Invalid", "%s[%d]" % (path, i), ref,
+                                   "must be the name of a request in the "
+                                   "claim or the name of a request and a "
+                                   "subrequest separated by '/'"))
+
+
+def _opaque(o, path, errs):
+    """OpaqueDeviceConfiguration checks."""
+    if not isinstance(o, dict):
+        errs.append(FieldError("Required", path))
+        return
+    if not o.get("driver"):
+        errs.append(FieldError("Required", path + ".driver"))
+    else:
+        dns_subdomain(o["driver"], path + ".driver", errs)
+    if o.get("parameters") is None:
+        errs.append(FieldError("Required", path + ".parameters"))
+
+
+def validate_claim_spec(spec, path, errs):
+    """ResourceClaimSpec (v1) checks."""
+    dev = (spec or {}).get("devices") or {}
+    reqs = dev.get("requests") or []
+    if len(reqs) > MAX_REQUESTS:
+        errs.append(FieldError("TooMany", path + ".devices.requests",
+                               len(reqs), "must have at most %d items" %
+                               MAX_REQUESTS))
+    names = set()
+    for i, r in enumerate(reqs):
+        _request(r or {}, "%s.devices.requests[%d]" % (path, i), names,
+                 errs)
+    for i, c in enumerate(dev.get("constraints") or []):
+        p = "%s.devices.constraints[%d]" % (path, i)
+        _request_refs(c.get("requests"), p + ".requests", names, errs)
+        ma = c.get("matchAttribute")
+        if ma is None and c.get("distinctAttribute") is None:
+            errs.append(FieldError("Required", p, None, "exactly one of "
+                                   "`matchAttribute` or `distinctAttribute` "
+                                   "is required"))
+        elif ma is not None and "/" not in ma:
+            errs.append(FieldError("Invalid", p + ".matchAttribute", ma,
+                                   "a fully qualified attribute name must "
+                                   "be a domain and a name separated by a "
+                                   "slash"))
+    for i, c in enumerate(dev.get("config") or []):
+        p = "%s.devices.config[%d]" % (path, i)
+        _request_refs(c.get("requests"), p + ".requests", names, errs)
+        _opaque(c.get("opaque"), p + ".opaque", errs)
+    for what, cap in (("constraints", MAX_CONSTRAINTS),
+                      ("config", MAX_CONFIG)):
+        n = len(dev.get(what) or [])
+        if n > cap:
+            errs.append(FieldError("TooMany", "%s.devices.%s" % (path, what),
+                                   n, "must have at most %d items" % cap))
+
+
+def validate_device_class(obj, errs):
+    """DeviceClass checks."""
+    spec = obj.get("spec") or {}
+    _selectors(spec.get("selectors"), "spec.selectors", errs)
+    for i, c in enumerate(spec.get("config") or []):
+        _opaque(c.get("opaque"), "spec.config[%d].opaque" % i, errs)
+
+
+def _device(d, path, errs):
+    """One ResourceSlice device."""
+    if not d.get("name"):
+        errs.append(FieldError("Required", path + ".name"))
+    else:
+        dns_label(d["name"], path + ".name", errs)
+    attrs = d.get("attributes") or {}
+    for k, v in attrs.items():
+        kinds = [t for t in ("int", "bool", "string", "version")
+                 if isinstance(v, dict) and t in v]
+        if len(kinds) != 1:
+            errs.append(FieldError("Required" if not kinds else "Invalid",
+                                   "%s.attributes[%s]" % (path, k),
+                                   None if not kinds else GoValue("{}"),
+                                   "exactly one value must be specified"))
+        elif kinds[0] in ("string", "version") and len(
+                str(v[kinds[0]])) > 64:
+            errs.append(FieldError("TooLong", "%s.attributes[%s].%s" % (
+                path, k, kinds[0]), None, "may not be more than 64 bytes"))
+    if len(attrs) + len(d.get("capacity") or {}) > MAX_ATTRS:
+        errs.append(FieldError("Invalid", path, GoValue("{}"),
+                               "the total number of attributes and "
+                               "capacities must not exceed %d" % MAX_ATTRS))
+
+
+def validate_slice(obj, errs):
+    """ResourceSlice checks."""
+    spec = obj.get("spec") or {}
+    if not spec.get("driver"):
+        errs.append(FieldError("Required", "spec.driver"))
+    else:
+        dns_subdomain(spec["driver"], "spec.driver", errs)
+    pool = spec.get("pool") or {}
+    if not pool.get("name"):
+        errs.append(FieldError("Required", "spec.pool.name"))
+    if (pool.get("resourceSliceCount") or 0) <= 0:
+        errs.append(FieldError("Invalid", "spec.pool.resourceSliceCount",
+                               pool.get("resourceSliceCount") or 0,
+                               "must be greater than zero"))
+    sel = [f for f in ("nodeName", "nodeSelector", "allNodes",
+                       "perDeviceNodeSelection") if spec.get(f)]
+    msg = ("exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
+           "`perDeviceNodeSelection` is required")
+    if not sel:
+        errs.append(FieldError("Required", "spec", None, msg))
+    elif len(sel) > 1:
+        errs.append(FieldError("Invalid", "spec", GoValue(
+            "{" + ", ".join('"%s"' % s for s in sel) + "}"),
+            msg + ", but multiple fields are set"))
+    devs = spec.get("devices") or []
+    if len(devs) > MAX_DEVICES:
+        errs.append(FieldError("TooMany", "spec.devices", len(devs),
+                               "must have at most %d items" % MAX_DEVICES))
+    seen = set()
+    for i, d in enumerate(devs):
+        _device(d or {}, "spec.devices[%d]" % i, errs)
+        n = (d or {}).get("name")
+        if n in seen:
+            errs.append(FieldError("Duplicate", "spec.devices[%d].name" % i,
+                                   n))
+        seen.add(n)
+
+
+def validate_crd(obj, errs):
+    """CustomResourceDefinition checks (names, versions, scope)."""
+    spec = obj.get("spec") or {}
+    names = spec.get("names") or {}
+    group = spec.get("group") or ""
+    if not group:
+        errs.append(FieldError("Required", "spec.group"))
+    elif "." not in group:
+        errs.append(FieldError("Invalid", "spec.group", group,
+                               "should be a domain with at least one dot"))
+    if not names.get("plural"):
+        errs.append(FieldError("Required", "spec.names.plural"))
+    if not names.get("kind"):
+        errs.append(FieldError("Required", "spec.names.kind"))
+    want = "%s.%s" % (names.get("plural"), group)
+    if obj["metadata"].get("name") != want:
+        errs.append(FieldError("Invalid", "metadata.name",
+                               obj["metadata"].get("name"),
+                               'must be spec.names.plural+"."+spec.group'))
+    if spec.get("scope") not in ("Namespaced", "Cluster"):
+        errs.append(FieldError("NotSupported", "spec.scope",
+                               spec.get("scope") or "",
+                               'supported values: "Cluster", "Namespaced"'))
+    vers = spec.get("versions") or []
+    if not vers:
+        errs.append(FieldError("Invalid", "spec.versions", GoValue("null"),
+                               "must have exactly one version marked as "
+                               "storage version"))
+    elif len([v for v in vers if v.get("storage")]) != 1:
+        errs.append(FieldError("Invalid", "spec.versions", GoValue("[]"),
+                               "must have exactly one version marked as "
+                               "storage version"))
+    elif not any(v.get("served") for v in vers):
+        errs.append(FieldError("Invalid", "spec.versions", GoValue("[]"),
+                               "must have at least one version marked as "
+                               "served"))
+
+
+def validate_webhooks(obj, errs):
+    """MutatingWebhookConfiguration checks."""
+    seen = set()
+    for i, w in enumerate(obj.get("webhooks") or []):
+        p = "webhooks[%d]" % i
+        n = w.get("name") or ""
+        if not n:
+            errs.append(FieldError("Required", p + ".name"))
+        elif n in seen:
+            errs.append(FieldError("Duplicate", p + ".name", n))
+        seen.add(n)
+        if w.get("sideEffects") not in ("None", "NoneOnDryRun"):
+            errs.append(FieldError("NotSupported", p + ".sideEffects",
+                                   w.get("sideEffects") or "",
+                                   'supported values: "None", '
+                                   '"NoneOnDryRun"'))
+        if not w.get("admissionReviewVersions"):
+            errs.append(FieldError("Required", p + ".admissionReviewVersions",
+                                   None, "must specify one of v1, v1beta1"))
+        cc = w.get("clientConfig") or {}
+        if bool(cc.get("url")) == bool(cc.get("service")):
+            errs.append(FieldError("Required", p + ".clientConfig", None,
+                                   "exactly one of url or service is "
+                                   "required"))
+        t = w.get("timeoutSeconds")
+        if not isinstance(t, int) or t < 1 or t > 30:
+            errs.append(FieldError("Invalid", p + ".timeoutSeconds", t,
+                                   "the timeout value must be between 1 and "
+                                   "30 seconds"))
+        if w.get("failurePolicy") not in ("Fail", "Ignore"):
+            errs.append(FieldError("NotSupported", p + ".failurePolicy",
+                                   w.get("failurePolicy") or "",
+                                   'supported values: "Fail", "Ignore"'))
+
+
+def validate_event(obj, errs):
+    """Event checks: the involved object's namespace must match."""
+    io = obj.get("involvedObject") or {}
+    ns = obj["metadata"].get("namespace", "")
+    if io.get("namespace") and io["namespace"] != ns:
+        errs.append(FieldError("Invalid", "involvedObject.namespace",
+                               io["namespace"], "does not match "
+                               "event.namespace"))
+
+
+def validate(res, obj, old):
+    """All validation errors of an object (a list of FieldError)."""
+    errs = []
+    validate_meta(obj, res, errs, label_name=(res.key == "namespaces"))
+    k = res.key
+    if k == "pods":
+        validate_pod(obj, old, errs)
+    elif k == "resourceclaims.resource.k8s.io":
+        validate_claim_spec(obj.get("spec"), "spec", errs)
+        if old is not None and obj.get("spec") != old.get("spec"):
+            errs.append(FieldError("Invalid", "spec", GoValue(
+                "resource.ResourceClaimSpec{...}"), "field is immutable"))
+    elif k == "resourceclaimtemplates.resource.k8s.io":
+        validate_claim_spec((obj.get("spec") or {}).get("spec"), "spec.spec",
+                            errs)
+    elif k == "deviceclasses.resource.k8s.io":
+        validate_device_class(obj, errs)
+    elif k == "resourceslices.resource.k8s.io":
+        validate_slice(obj, errs)
+    elif k == "customresourcedefinitions.apiextensions.k8s.io":
+        validate_crd(obj, errs)
+    elif k == ("mutatingwebhookconfigurations."
+               "admissionregistration.k8s.io"):
+        validate_webhooks(obj, errs)
+    elif k == "events":
+        validate_event(obj, errs)
+    return errs
