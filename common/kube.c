@@ -619,7 +619,9 @@ status_text(struct kube_response *r, char *buf, size_t buflen,
 	}
 	if (*r->message != '\0')
 		return;
-	if (r->error != 0) {
+	if (r->error == -EMSGSIZE) {
+		snprintf(buf, buflen, "response body over the size cap");
+	} else if (r->error != 0) {
 		snprintf(buf, buflen, "%s", *errbuf ? errbuf :
 		    strerror(-r->error));
 	} else if (r->status >= 300 && r->body_len > 0 && r->json == NULL) {

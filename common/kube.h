@@ -9,6 +9,9 @@
  * - A token bucket limits requests (qps/burst); waits are counted.
  * - 429, 5xx and transport errors are retried with jittered exponential
  *   backoff honouring Retry-After, up to max_retries; other 4xx are not.
+ *   Every method is retried, so a POST whose first attempt did reach the
+ *   server may come back 409 AlreadyExists (resp->attempts > 1 tells).
+ *   TLS verification failures and over-size responses are never retried.
  * - Watches are chunked streams decoded by common/watchstream.h; a stall
  *   detector ends a watch that receives no bytes for watch_stall_ms.
  * - The bearer token is re-read from its file (if any) before each request

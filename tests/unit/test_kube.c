@@ -449,6 +449,7 @@ TEST(kube_response_cap)
 	REQUIRE(fx_init(&f, &o, NULL));
 	get(&f, "/big?n=5000", &s);
 	CHECK_INT(s.error, -EMSGSIZE);
+	CHECK_STR(s.message, "response body over the size cap");
 	CHECK_INT(s.attempts, 1);
 	CHECK(s.json == NULL);
 	get(&f, "/big?n=500", &s);
