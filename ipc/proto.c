@@ -813,8 +813,8 @@ ipc_msg_decode(const uint8_t *body, size_t len, struct ipc_msg *ret,
 	int rc;
 
 	memset(&tmp, 0, sizeof(tmp));
-	if (mp_scan(body, len, &off, 0) < 0 || off != len) {
-		why = off != len ? "bytes after the value" : "not msgpack";
+	if ((rc = mp_scan(body, len, &off, 0)) < 0 || off != len) {
+		why = rc < 0 ? "not msgpack" : "bytes after the value";
 		if (ret_why != NULL)
 			*ret_why = why;
 		return -EBADMSG;

@@ -98,13 +98,30 @@ conn_drop(struct ipc_conn *c, enum log_level lvl, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	log_msg(lvl, "ipc peer dropped socket=%s pid=%ld uid=%lu role=%s "
+	if (lvl < LOG_LVL_DEBUG || log_debug_enabled())
+		log_msg(lvl, "ipc peer dropped socket=%s pid=%ld uid=%lu role=%s "
 	    "reason=%s", log_q(srv_name(c->srv)), (long)c->cred.pid,
 	    (unsigned long)c->cred.uid,
 	    c->hello_done ? ipc_role_name(c->role) : "-", log_q(why));
 	c->dead = true;
 	bufferevent_disable(c->bev, EV_READ);
 	event_active(c->srv->reaper, EV_TIMEOUT, 0);
+}
+
+/* Best effort: put what is queued (e.g. a final ERROR) on the wire. */
+static void
+conn_flush(struct ipc_conn *c)
+{
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+	size_t len = evbuffer_get_length(out);
+	const uint8_t *p;
+
+	if (len > 65536)
+		len = 65536;
+	if (len == 0 || (p = evbuffer_pullup(out, (ev_ssize_t)len)) == NULL)
+		return;
+	(void)!send(bufferevent_getfd(c->bev), p, len,
+	    MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 /* Free one dead peer: flush what fits, cancel its requests, tell the daemon. */
@@ -114,8 +131,7 @@ conn_free(struct ipc_conn *c)
 	struct ipc_server *srv = c->srv;
 	struct ipc_req *r;
 
-	(void)evbuffer_write(bufferevent_get_output(c->bev),
-	    bufferevent_getfd(c->bev));
+	conn_flush(c);
 	while ((r = LIST_FIRST(&c->reqs)) != NULL) {
 		LIST_REMOVE(r, link);
 		r->conn = NULL;
