@@ -7,11 +7,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
+
+#include "common/fault.h"
 
 #include "ipc/ipc.h"
 #include "tests/unit/test.h"
@@ -441,4 +447,195 @@ TEST(stale_socket_is_replaced_live_one_is_not)
 	ipc_server_free(second);
 	CHECK(access(w.path, F_OK) != 0);
 	event_base_free(w.base);
+}
+
+/* Connect a raw socket to the test path; -1 on failure. */
+static int
+raw_connect(void)
+{
+	struct sockaddr_un sun;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	strcpy(sun.sun_path, w.path);
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Make fd non-blocking. */
+static void
+fcntl_nonblock(int fd)
+{
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+/* Read one frame from a raw socket while running the loop (bounded). */
+static int
+raw_read_frame(int fd, struct ipc_msg *ret)
+{
+	struct evbuffer *in = evbuffer_new();
+	uint64_t end = ipc_now_ms() + 5000;
+	int rc = 0;
+
+	while (rc == 0 && ipc_now_ms() < end) {
+		event_base_loop(w.base, EVLOOP_NONBLOCK);
+		if (evbuffer_read(in, fd, 4096) == 0)
+			break;
+		rc = ipc_frame_read(in, 0, ret, NULL);
+		if (rc == 0)
+			event_base_loop(w.base, EVLOOP_ONCE);
+	}
+	evbuffer_free(in);
+	return rc;
+}
+
+TEST(max_connections)
+{
+	struct ipc_server_config sc;
+	struct ipc_msg m;
+	int fd;
+
+	memset(&w, 0, sizeof(w));
+	snprintf(w.path, sizeof(w.path), "/tmp/ipc-max-%d.sock",
+	    (int)getpid());
+	w.base = event_base_new();
+	memset(&sc, 0, sizeof(sc));
+	sc.path = w.path;
+	sc.listen_fd = -1;
+	sc.role = IPC_ROLE_SYNC;
+	sc.max_conns = 1;
+	REQUIRE(ipc_server_new(w.base, &sc, &w.srv) == 0);
+	fd = raw_connect();
+	REQUIRE(fd >= 0);
+	while (ipc_server_nconns(w.srv) < 1 &&
+	    event_base_loop(w.base, EVLOOP_ONCE) == 0)
+		;
+	{
+		int fd2 = raw_connect();
+
+		REQUIRE(fd2 >= 0);
+		fcntl_nonblock(fd2);
+		REQUIRE(raw_read_frame(fd2, &m) == 1);
+		CHECK_INT(m.type, IPC_ERROR);
+		CHECK_INT(m.u.error.code, EBUSY);
+		ipc_msg_clear(&m);
+		close(fd2);
+	}
+	CHECK_INT(ipc_server_nconns(w.srv), 1);
+	close(fd);
+	ipc_server_free(w.srv);
+	event_base_free(w.base);
+}
+
+TEST(passed_listen_fd_and_fault_arm)
+{
+	struct ipc_server_config sc;
+	struct sockaddr_un sun;
+	struct ipc_client_config cc;
+	int lfd;
+
+	memset(&w, 0, sizeof(w));
+	snprintf(w.path, sizeof(w.path), "/tmp/ipc-fd-%d.sock", (int)getpid());
+	unlink(w.path);
+	w.base = event_base_new();
+	w.tick = event_new(w.base, -1, EV_PERSIST, tick_cb, NULL);
+	{
+		struct timeval tv = { 0, 20000 };
+
+		event_add(w.tick, &tv);
+	}
+	/* what systemd would pass: a bound, listening socket */
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	strcpy(sun.sun_path, w.path);
+	REQUIRE(bind(lfd, (struct sockaddr *)&sun, sizeof(sun)) == 0);
+	REQUIRE(listen(lfd, 8) == 0);
+	memset(&sc, 0, sizeof(sc));
+	sc.listen_fd = lfd;
+	sc.role = IPC_ROLE_QUOTA;
+	sc.allowed_types = IPC_BIT(IPC_FAULT_ARM);
+	REQUIRE(ipc_server_new(w.base, &sc, &w.srv) == 0);
+	memset(&cc, 0, sizeof(cc));
+	cc.path = w.path;
+	cc.role = IPC_ROLE_CTL;
+	cc.on_connected = on_connected;
+	REQUIRE(ipc_client_new(w.base, &cc, &w.cli) == 0);
+	ipc_client_start(w.cli);
+	REQUIRE(run_until(&w.connected, 1));
+	{
+		struct ipc_msg m;
+
+		memset(&m, 0, sizeof(m));
+		m.type = IPC_FAULT_ARM;
+		strcpy(m.u.fault_arm.spec, "ipc.test.point=error:ENOENT");
+		CHECK_INT(ipc_client_request(w.cli, &m, 2000, on_reply, NULL,
+		    NULL), 0);
+		REQUIRE(run_until(&w.replies, 1));
+		CHECK_INT(w.last_err, 0);
+		CHECK_INT(w.last_type, IPC_OK);
+		CHECK_INT(fault_hit("ipc.test.point"), -ENOENT);
+		strcpy(m.u.fault_arm.spec, "bad spec with spaces");
+		CHECK_INT(ipc_client_request(w.cli, &m, 2000, on_reply, NULL,
+		    NULL), 0);
+		REQUIRE(run_until(&w.replies, 2));
+		CHECK_INT(w.last_err, -EINVAL);
+		CHECK_INT(w.last_type, IPC_ERROR);
+		fault_clear();
+	}
+	teardown();
+	unlink(w.path);
+}
+
+TEST(blocking_call_against_a_server_process)
+{
+	struct ipc_msg req, rep;
+	pid_t pid;
+	int rc;
+
+	memset(&w, 0, sizeof(w));
+	snprintf(w.path, sizeof(w.path), "/tmp/ipc-call-%d.sock",
+	    (int)getpid());
+	unlink(w.path);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		setup(0);	/* a server (and a client we ignore) */
+		event_base_loopexit(w.base, &(struct timeval){ 10, 0 });
+		event_base_dispatch(w.base);
+		_exit(0);
+	}
+	snprintf(w.path, sizeof(w.path), "%s/ipc-live-%d.sock",
+	    getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)pid);
+	memset(&req, 0, sizeof(req));
+	req.type = IPC_NS_LOOKUP;
+	strcpy(req.u.ns_lookup.ns, "now");
+	/* the child may not be listening yet: bounded retry */
+	for (int i = 0; i < 200; i++) {
+		rc = ipc_call(w.path, IPC_ROLE_CTL, &req, 2000, &rep);
+		if (rc != -ENOENT && rc != -ECONNREFUSED)
+			break;
+		usleep(10000);
+	}
+	CHECK_INT(rc, 0);
+	if (rc == 0) {
+		CHECK_INT(rep.type, IPC_NS_RESULT);
+		CHECK(rep.u.ns_result.found);
+		CHECK_STR(rep.u.ns_result.resolved, "{\"claimName\":\"c\"}");
+		ipc_msg_clear(&rep);
+	}
+	/* a type the socket does not allow: ERROR, then the peer is closed */
+	memset(&req, 0, sizeof(req));
+	req.type = IPC_STATUS;
+	rc = ipc_call(w.path, IPC_ROLE_CTL, &req, 2000, &rep);
+	CHECK_INT(rc, 0);
+	CHECK_INT(rep.type, IPC_ERROR);
+	CHECK_INT(rep.u.error.code, EPERM);
+	ipc_msg_clear(&rep);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
 }
