@@ -123,7 +123,8 @@ int	 kube_list_start(struct kube_client *c, const char *path,
 	    const char *query, unsigned limit, const char *resource_version,
 	    kube_list_page_cb on_page, kube_list_end_cb on_end, void *arg,
 	    struct kube_list **ret);
-/* Stop a list; no more callbacks. NULL-safe. Invalid once on_end starts. */
+/* Stop a list; no more callbacks. NULL-safe; may be called from on_page
+ * (and is a no-op from on_end). The handle is invalid after on_end. */
 void	 kube_list_cancel(struct kube_list *l);
 
 /* Why a watch ended. */

@@ -24,7 +24,7 @@ struct kube_list {
 	kube_list_page_cb	 on_page;
 	kube_list_end_cb	 on_end;
 	void			*arg;
-	bool			 in_page;
+	bool			 in_cb;		/* on_page or on_end running */
 	bool			 cancelled;
 };
 
@@ -104,12 +104,37 @@ list_next(struct kube_list *l, const char *cont)
 	return r;
 }
 
+/* Report the end of a list, then free it (cancel from on_end is a no-op). */
+static void
+list_finish(struct kube_list *l, const struct kube_response *resp,
+    const char *rv)
+{
+	l->in_cb = true;
+	l->on_end(resp, rv, l->arg);
+	list_free(l);
+}
+
+/* Report a failure that is not the server's response. */
+static void
+list_fail(struct kube_list *l, const struct kube_response *resp, int error,
+    const char *message)
+{
+	struct kube_response fake = *resp;
+
+	fake.error = error;
+	fake.message = message;
+	if (error != -EBADMSG) {
+		fake.status = 0;
+		fake.json = NULL;
+	}
+	list_finish(l, &fake, NULL);
+}
+
 /* One page arrived: hand out its items, then continue or finish. */
 static void
 list_page_cb(const struct kube_response *resp, void *arg)
 {
 	struct kube_list *l = arg;
-	struct kube_response fake;
 	json_t *md, *items, *v;
 	const char *cont, *rv;
 	int r;
@@ -117,19 +142,17 @@ list_page_cb(const struct kube_response *resp, void *arg)
 	l->cur = NULL;
 	items = json_object_get(resp->json, "items");
 	md = json_object_get(resp->json, "metadata");
-	if (resp->status != 200 || !json_is_array(items)) {
-		fake = *resp;
-		if (resp->status == 200) {
-			fake.error = -EBADMSG;
-			fake.message = "list response has no items array";
-		}
-		l->on_end(&fake, NULL, l->arg);
-		list_free(l);
+	if (resp->status != 200) {
+		list_finish(l, resp, NULL);
 		return;
 	}
-	l->in_page = true;
+	if (!json_is_array(items)) {
+		list_fail(l, resp, -EBADMSG, "list response has no items");
+		return;
+	}
+	l->in_cb = true;
 	l->on_page(items, l->arg);
-	l->in_page = false;
+	l->in_cb = false;
 	if (l->cancelled) {
 		list_free(l);
 		return;
@@ -138,20 +161,10 @@ list_page_cb(const struct kube_response *resp, void *arg)
 	cont = json_is_string(v) ? json_string_value(v) : "";
 	v = json_object_get(md, "resourceVersion");
 	rv = json_is_string(v) ? json_string_value(v) : "";
-	if (*cont == '\0') {
-		l->on_end(resp, rv, l->arg);
-		list_free(l);
-		return;
-	}
-	if ((r = list_next(l, cont)) < 0) {
-		fake = *resp;
-		fake.status = 0;
-		fake.error = r;
-		fake.json = NULL;
-		fake.message = "cannot request the next page";
-		l->on_end(&fake, NULL, l->arg);
-		list_free(l);
-	}
+	if (*cont == '\0')
+		list_finish(l, resp, rv);
+	else if ((r = list_next(l, cont)) < 0)
+		list_fail(l, resp, r, "cannot request the next page");
 }
 
 /* Start a paginated list. */
@@ -194,7 +207,7 @@ kube_list_cancel(struct kube_list *l)
 {
 	if (l == NULL)
 		return;
-	if (l->in_page) {
+	if (l->in_cb) {
 		l->cancelled = true;
 		return;
 	}

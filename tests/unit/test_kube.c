@@ -824,3 +824,39 @@ TEST(kube_watch_stop_from_callback)
 	CHECK_INT(w.n, 1);
 	fx_done(&f);
 }
+
+/* A list that cancels itself from its first page. */
+struct lcancel {
+	struct lres		 l;	/* first: lend_cb gets &lc->l */
+	struct kube_list	*h;
+	bool			 paged;
+};
+
+/* Cancel the list from its first page. */
+static void
+lpage_cancel_cb(json_t *items, void *arg)
+{
+	struct lcancel *lc = arg;
+
+	(void)items;
+	lc->l.pages++;
+	lc->paged = true;
+	kube_list_cancel(lc->h);
+}
+
+TEST(kube_list_cancel_from_page)
+{
+	struct lcancel lc;
+	struct fx f;
+
+	memset(&lc, 0, sizeof(lc));
+	REQUIRE(fx_init(&f, NULL, NULL));
+	REQUIRE(kube_list_start(f.c, "/list", NULL, 3, NULL, lpage_cancel_cb,
+	    lend_cb, &lc, &lc.h) == 0);
+	fx_run(&f, &lc.paged);
+	CHECK_INT(lc.l.pages, 1);
+	/* without the cancel, page 2 is requested before the callback ends */
+	CHECK_INT(kube_client_metrics(f.c)->requests, 1);
+	CHECK(!lc.l.done);
+	fx_done(&f);
+}
