@@ -48,7 +48,7 @@ static const char *const cache_migrations[CACHE_SCHEMA_VERSION] = {
 enum cache_stmt {
 	ST_BEGIN, ST_BEGIN_W, ST_COMMIT, ST_ROLLBACK,
 	ST_GEN_GET, ST_GEN_SET,
-	ST_NS_PUT, ST_NS_DEL, ST_NS_GET, ST_NS_ALL,
+	ST_NS_PUT, ST_NS_DEL, ST_NS_GET, ST_NS_ALL, ST_NS_RANGE,
 	ST_IN_PUT, ST_IN_DEL, ST_IN_GET, ST_IN_ALL, ST_IN_GVR,
 	ST_OW_PUT, ST_OW_DEL, ST_OW_GET, ST_OW_ALL, ST_OW_NS, ST_OW_KIND,
 	ST_OW_NSKIND,
@@ -89,6 +89,8 @@ static const char *const cache_sql[ST__COUNT] = {
 	[ST_NS_GET] = "SELECT " NS_COLS " FROM namespaces WHERE name = ?1",
 	[ST_NS_ALL] = "SELECT " NS_COLS " FROM namespaces WHERE gen > ?1"
 	    " ORDER BY name",
+	[ST_NS_RANGE] = "SELECT " NS_COLS " FROM namespaces WHERE name > ?1"
+	    " AND name >= ?2 ORDER BY name LIMIT ?3",
 	[ST_IN_PUT] = "INSERT INTO instances(" IN_COLS ")"
 	    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
 	    " ON CONFLICT(gvr, ns, name) DO UPDATE SET kind = excluded.kind,"
@@ -1087,6 +1089,21 @@ cache_ns_foreach(struct cache *c, uint64_t since, cache_ns_cb cb, void *arg)
 	if (sqlite3_stmt_busy(st))
 		return -EBUSY;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)since);
+	return cache_iterate(st, ROW_NS, (void *)cb, arg);
+}
+
+/* A page of Namespaces in name order. */
+int
+cache_ns_range(struct cache *c, const char *after, const char *from,
+    unsigned limit, cache_ns_cb cb, void *arg)
+{
+	sqlite3_stmt *st = c->st[ST_NS_RANGE];
+
+	if (sqlite3_stmt_busy(st))
+		return -EBUSY;
+	cache_bind_s(st, 1, after);
+	cache_bind_s(st, 2, from);
+	sqlite3_bind_int64(st, 3, (sqlite3_int64)limit);
 	return cache_iterate(st, ROW_NS, (void *)cb, arg);
 }
 

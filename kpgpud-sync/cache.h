@@ -186,6 +186,12 @@ void	 cache_owned_free(struct cache_owned *o);
  */
 int	 cache_ns_foreach(struct cache *c, uint64_t since, cache_ns_cb cb,
 	    void *arg);
+/*
+ * Namespaces with name > after and name >= from (either may be ""), in
+ * name order, at most limit of them: a page of a listing.
+ */
+int	 cache_ns_range(struct cache *c, const char *after, const char *from,
+	    unsigned limit, cache_ns_cb cb, void *arg);
 int	 cache_instance_foreach(struct cache *c, const char *gvr,
 	    uint64_t since, cache_instance_cb cb, void *arg);
 int	 cache_owned_foreach(struct cache *c, const char *ns,

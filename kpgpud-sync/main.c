@@ -1,0 +1,422 @@
+/*
+ * kpgpud-sync: lists and watches Namespaces, the configured instance custom
+ * resources and the objects kpgpud owns with a read-only API token, keeps
+ * them in the SQLite cache and serves sync.sock. See kpgpud-sync(8).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+
+#include "common/config.h"
+#include "common/daemon.h"
+#include "common/fault.h"
+#include "common/kube.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/sdnotify.h"
+#include "common/util.h"
+#include "kpgpud-sync/syncd.h"
+
+struct sync_conf {
+	char			*runtime_dir;
+	char			*socket;
+	char			*cache;
+	char			*kubeconfig;
+	char			*context;
+	char			*token_file;
+	char			*instances;
+	struct config_uids	 peer_uids;
+	int64_t			 watch_timeout_ms;
+	int64_t			 stall_timeout_ms;
+	int64_t			 list_limit;
+	int64_t			 qps;
+	int64_t			 burst;
+	int64_t			 backoff_base_ms;
+	int64_t			 backoff_max_ms;
+	int64_t			 max_subscriber_buffer;
+	char			*metrics_listen;
+	char			*pidfile;
+	bool			 allow_root;
+	bool			 debug;
+};
+
+#define SC struct sync_conf
+static const struct config_opt sync_opts[] = {
+	CONFIG_PATH(SC, runtime_dir, "runtime-dir", 0, "/run/kpgpud", "Files",
+	    "Directory of the sockets.", 0),
+	CONFIG_PATH(SC, socket, "socket", 0, NULL, "Files",
+	    "sync.sock path (default RUNTIME-DIR/sync.sock).", 0),
+	CONFIG_PATH(SC, cache, "cache", 0, "/var/lib/kpgpud/cache.db",
+	    "Files", "The SQLite cache (sync is its only writer).", 0),
+	CONFIG_PATH(SC, pidfile, "pidfile", 0, NULL, "Files",
+	    "Write and lock a pid file.", 0),
+	CONFIG_PATH(SC, kubeconfig, "kubeconfig", 0, NULL, "API",
+	    "kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config).",
+	    CONFIG_NORELOAD),
+	CONFIG_STRING(SC, context, "context", 0, NULL, "API",
+	    "kubeconfig context.", CONFIG_NORELOAD),
+	CONFIG_PATH(SC, token_file, "token-file", 0, NULL, "API",
+	    "Read-only bearer token file (re-read when it changes).",
+	    CONFIG_NORELOAD),
+	CONFIG_STRING(SC, instances, "instances", 0,
+	    "kubeplus.io/v1alpha1/agents", "Watch",
+	    "Instance custom resources: group/version/resource[,...].",
+	    CONFIG_NORELOAD),
+	CONFIG_DURATION(SC, watch_timeout_ms, "watch-timeout", 0, "5m",
+	    1000, 3600000, "Watch",
+	    "Watch timeoutSeconds (randomised up to twice that).",
+	    CONFIG_NORELOAD),
+	CONFIG_DURATION(SC, stall_timeout_ms, "stall-timeout", 0, "90s",
+	    200, 3600000, "Watch",
+	    "Restart a watch that brings no bytes for this long.",
+	    CONFIG_NORELOAD),
+	CONFIG_INT(SC, list_limit, "list-limit", 0, "500", 1, 10000, "Watch",
+	    "Objects per list page.", CONFIG_NORELOAD),
+	CONFIG_INT(SC, qps, "qps", 0, "50", 1, 100000, "API",
+	    "Requests per second to the API server.", CONFIG_NORELOAD),
+	CONFIG_INT(SC, burst, "burst", 0, "100", 1, 100000, "API",
+	    "Request burst.", CONFIG_NORELOAD),
+	CONFIG_DURATION(SC, backoff_base_ms, "backoff-base", 0, "500ms", 1,
+	    600000, "Watch", "First retry delay after an error.",
+	    CONFIG_NORELOAD),
+	CONFIG_DURATION(SC, backoff_max_ms, "backoff-max", 0, "30s", 1,
+	    3600000, "Watch", "Longest retry delay.", CONFIG_NORELOAD),
+	CONFIG_UIDS(SC, peer_uids, "peer-uids", 0, NULL, "Socket",
+	    "Uids allowed on sync.sock (default: our own).", CONFIG_NORELOAD),
+	CONFIG_INT(SC, max_subscriber_buffer, "max-subscriber-buffer", 0,
+	    "67108864", 65536, 1073741824, "Socket",
+	    "Bytes queued for one peer before it is dropped as too slow.",
+	    CONFIG_NORELOAD),
+	CONFIG_STRING(SC, metrics_listen, "metrics-listen", 0, NULL,
+	    "Metrics", "Serve /metrics on 127.0.0.1:PORT (or HOST:PORT).",
+	    CONFIG_NORELOAD),
+	CONFIG_BOOL(SC, allow_root, "allow-root", 0, "false", "General",
+	    "Run even as uid 0.", CONFIG_NORELOAD),
+	CONFIG_BOOL(SC, debug, "debug", 'd', "false", "General",
+	    "Debug logging (SIGUSR1 toggles).", 0),
+};
+#undef SC
+
+struct sync_main {
+	struct sync_conf	 conf;
+	struct config		*cfg;
+	struct event_base	*base;
+	struct daemon		*daemon;
+	struct kube_config	*kcfg;
+	struct kube_client	*kc;
+	struct cache		*cache;
+	struct metrics		*reg;
+	struct evhttp		*http;
+	struct syncd		 sd;
+	char			 sockpath[4096];
+	int			 pidfd;
+	uint64_t		 start_ms;
+};
+
+/* Every collection to watch: namespaces, instances, owned kinds. */
+static int
+sync_collections(const struct sync_conf *c, struct sync_res *res,
+    size_t max, size_t *ret_n)
+{
+	static const char *const owned[] = { CACHE_KIND_DEVICECLASS,
+	    CACHE_KIND_CLAIMTEMPLATE, CACHE_KIND_CLAIM, CACHE_KIND_QUOTA };
+	char *list, *tok, *save = NULL;
+	size_t n = 0, i;
+	int r = 0;
+
+	sync_res_namespaces(&res[n++]);
+	for (i = 0; i < 4; i++)
+		(void)sync_res_owned(owned[i], &res[n++]);
+	if (c->instances == NULL || *c->instances == '\0') {
+		*ret_n = n;
+		return 0;
+	}
+	if ((list = strdup(c->instances)) == NULL)
+		return -ENOMEM;
+	for (tok = strtok_r(list, ", ", &save); tok != NULL;
+	    tok = strtok_r(NULL, ", ", &save)) {
+		if (n == max) {
+			r = -E2BIG;
+			break;
+		}
+		if ((r = sync_res_instance(tok, &res[n])) < 0) {
+			fprintf(stderr, "kpgpud-sync: bad --instances entry "
+			    "\"%s\": want group/version/resource\n", tok);
+			break;
+		}
+		n++;
+	}
+	free(list);
+	if (r == 0)
+		*ret_n = n;
+	return r;
+}
+
+/* /metrics on the optional listener. */
+static void
+sync_metrics_cb(struct evhttp_request *req, void *arg)
+{
+	struct sync_main *sm = arg;
+	struct buf b = BUF_INIT(0);
+	struct evbuffer *out = evbuffer_new();
+
+	syncd_update_gauges(&sm->sd);
+	if (out == NULL || metrics_render(sm->reg, &b) < 0) {
+		evhttp_send_error(req, 500, "metrics unavailable");
+	} else {
+		evbuffer_add(out, buf_str(&b), b.len);
+		evhttp_add_header(evhttp_request_get_output_headers(req),
+		    "Content-Type", "text/plain; version=0.0.4");
+		evhttp_send_reply(req, 200, "OK", out);
+	}
+	if (out != NULL)
+		evbuffer_free(out);
+	buf_free(&b);
+}
+
+/* Start the metrics listener from "PORT" or "HOST:PORT". */
+static int
+sync_metrics_listen(struct sync_main *sm, const char *spec)
+{
+	char host[256] = "127.0.0.1";
+	const char *colon = strrchr(spec, ':');
+	int port;
+
+	if (colon != NULL) {
+		if ((size_t)(colon - spec) >= sizeof(host))
+			return -EINVAL;
+		memcpy(host, spec, (size_t)(colon - spec));
+		host[colon - spec] = '\0';
+		spec = colon + 1;
+	}
+	if (parse_int(spec, 1, 65535, &port) < 0)
+		return -EINVAL;
+	if ((sm->http = evhttp_new(sm->base)) == NULL)
+		return -ENOMEM;
+	evhttp_set_allowed_methods(sm->http, EVHTTP_REQ_GET);
+	evhttp_set_max_headers_size(sm->http, 8192);
+	evhttp_set_max_body_size(sm->http, 0);
+	evhttp_set_cb(sm->http, "/metrics", sync_metrics_cb, sm);
+	if (evhttp_bind_socket(sm->http, host, (uint16_t)port) < 0)
+		return -EADDRINUSE;
+	return 0;
+}
+
+/* All collections are in place: the socket is up, tell systemd. */
+static void
+sync_on_synced(struct syncd *sd)
+{
+	struct sync_main *sm = (struct sync_main *)((char *)sd -
+	    offsetof(struct sync_main, sd));
+	uint64_t gen = 0;
+
+	(void)cache_generation(sd->cache, &gen);
+	log_notice("initial sync complete ms=%llu generation=%llu",
+	    (unsigned long long)(monotonic_ms() - sm->start_ms),
+	    (unsigned long long)gen);
+	(void)sdn_ready();
+	(void)sdn_status("synced, generation %llu", (unsigned long long)gen);
+}
+
+/* SIGHUP: debug logging is the only option that reloads. */
+static int
+sync_reload(void *arg)
+{
+	struct sync_main *sm = arg;
+	struct config_change ch[CONFIG_MAX_OPTS];
+	char err[512];
+	size_t n;
+	int r;
+
+	if ((r = config_reload(sm->cfg, ch, CONFIG_MAX_OPTS, &n, err,
+	    sizeof(err))) < 0) {
+		log_err("reload failed: %s", err);
+		return r;
+	}
+	log_set_debug(sm->conf.debug);
+	log_notice("configuration reloaded changed=%zu", n);
+	return 0;
+}
+
+/* Load the kubeconfig and create the API client. */
+static int
+sync_kube(struct sync_main *sm)
+{
+	struct kube_client_opts o;
+	char err[512];
+	int r;
+
+	r = kube_config_load(sm->conf.kubeconfig, sm->conf.context, 0,
+	    &sm->kcfg, err, sizeof(err));
+	if (r < 0) {
+		log_err("kubeconfig: %s", err);
+		return r;
+	}
+	if (sm->conf.token_file != NULL &&
+	    (r = kube_config_set_token_file(sm->kcfg, sm->conf.token_file,
+	    err, sizeof(err))) < 0) {
+		log_err("token file: %s", err);
+		return r;
+	}
+	memset(&o, 0, sizeof(o));
+	o.qps = (double)sm->conf.qps;
+	o.burst = (int)sm->conf.burst;
+	o.user_agent = "kpgpud-sync/" KPGPUD_VERSION;
+	o.watch_stall_ms = (int)sm->conf.stall_timeout_ms;
+	if ((sm->kc = kube_client_new(sm->base, sm->kcfg, &o)) == NULL) {
+		log_err("kube client: %s", strerror(errno));
+		return -errno;
+	}
+	log_info("api server=%s", log_q(kube_config_server(sm->kcfg)));
+	return 0;
+}
+
+/* The sync.sock path, and the socket passed by systemd if any. */
+static int
+sync_socket(struct sync_main *sm, int *ret_fd)
+{
+	struct sdn_fd fds[SDN_MAX_LISTEN_FDS];
+	size_t n = 0;
+	int r, fd = -1;
+
+	if (sm->conf.socket != NULL)
+		snprintf(sm->sockpath, sizeof(sm->sockpath), "%s",
+		    sm->conf.socket);
+	else if (snprintf(sm->sockpath, sizeof(sm->sockpath), "%s/sync.sock",
+	    sm->conf.runtime_dir) >= (int)sizeof(sm->sockpath))
+		return -ENAMETOOLONG;
+	if ((r = sdn_listen_fds(fds, SDN_MAX_LISTEN_FDS, &n)) < 0)
+		return r;
+	if (n > 0) {
+		fd = sdn_listen_fd_named(fds, n, "sync.sock");
+		if (fd < 0 && n == 1)
+			fd = fds[0].fd;
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+/* Everything after the configuration: open, connect, serve, sync. */
+static int
+sync_setup(struct sync_main *sm)
+{
+	struct sync_res res[SYNCD_MAX_RES];
+	struct reflector_config rc;
+	struct syncd_ipc_config ic;
+	size_t nres = 0;
+	int r, fd;
+
+	if ((r = sync_collections(&sm->conf, res, SYNCD_MAX_RES, &nres)) < 0)
+		return r;
+	if ((r = cache_open(sm->conf.cache, 0, &sm->cache)) < 0) {
+		log_err("cache open failed path=%s error=%s",
+		    log_q(sm->conf.cache), strerror(-r));
+		return r;
+	}
+	if (cache_recovered(sm->cache))
+		log_warn("cache was unreadable, moved aside and rebuilt "
+		    "path=%s", log_q(sm->conf.cache));
+	if ((r = sync_kube(sm)) < 0)
+		return r;
+	memset(&rc, 0, sizeof(rc));
+	rc.list_limit = (unsigned)sm->conf.list_limit;
+	rc.watch_timeout_s = (unsigned)((sm->conf.watch_timeout_ms + 999) /
+	    1000);
+	rc.backoff_base_ms = (uint64_t)sm->conf.backoff_base_ms;
+	rc.backoff_max_ms = (uint64_t)sm->conf.backoff_max_ms;
+	if ((r = syncd_init(&sm->sd, sm->base, sm->cache, sm->kc, sm->reg, res,
+	    nres, &rc)) < 0) {
+		log_err("sync init failed: %s", strerror(-r));
+		return r;
+	}
+	sm->sd.on_synced = sync_on_synced;
+	if ((r = sync_socket(sm, &fd)) < 0)
+		return r;
+	memset(&ic, 0, sizeof(ic));
+	ic.path = sm->sockpath;
+	ic.listen_fd = fd;
+	ic.uids = sm->conf.peer_uids.uid;
+	ic.nuids = (size_t)sm->conf.peer_uids.n;
+	ic.max_outbuf = (size_t)sm->conf.max_subscriber_buffer;
+	if ((r = syncd_ipc_start(&sm->sd, &ic)) < 0) {
+		log_err("sync.sock failed path=%s error=%s",
+		    log_q(sm->sockpath), strerror(-r));
+		return r;
+	}
+	if (sm->conf.metrics_listen != NULL &&
+	    (r = sync_metrics_listen(sm, sm->conf.metrics_listen)) < 0) {
+		log_err("metrics listener failed spec=%s error=%s",
+		    log_q(sm->conf.metrics_listen), strerror(-r));
+		return r;
+	}
+	log_notice("started socket=%s cache=%s collections=%zu",
+	    log_q(sm->sockpath), log_q(sm->conf.cache), nres);
+	return syncd_start(&sm->sd);
+}
+
+/* Release everything in reverse order. */
+static void
+sync_teardown(struct sync_main *sm)
+{
+	syncd_ipc_stop(&sm->sd);
+	syncd_fini(&sm->sd);
+	if (sm->http != NULL)
+		evhttp_free(sm->http);
+	kube_client_free(sm->kc);
+	kube_config_free(sm->kcfg);
+	cache_free(sm->cache);
+	metrics_free(sm->reg);
+	daemon_free(sm->daemon);
+	if (sm->pidfd >= 0)
+		daemon_pidfile_remove(sm->conf.pidfile, sm->pidfd);
+	if (sm->base != NULL)
+		event_base_free(sm->base);
+	config_free(sm->cfg);
+}
+
+int
+main(int argc, char **argv)
+{
+	static struct sync_main sm;
+	struct daemon_hooks hooks = { .reload = sync_reload, .arg = &sm };
+	int r;
+
+	log_init("kpgpud-sync", false);
+	sm.pidfd = -1;
+	sm.cfg = config_new("kpgpud-sync", sync_opts,
+	    sizeof(sync_opts) / sizeof(sync_opts[0]), &sm.conf,
+	    sizeof(sm.conf), 0);
+	if (sm.cfg == NULL)
+		fatal("config: out of memory");
+	config_main(sm.cfg, argc, argv);
+	log_set_debug(sm.conf.debug);
+	if (fault_init() < 0)
+		fatal("bad KPGPUD_FAULT");
+	if (daemon_check_root(sm.conf.allow_root) < 0)
+		fatal("refusing to run as root (see --allow-root)");
+	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
+	sm.start_ms = monotonic_ms();
+	if (sm.conf.pidfile != NULL &&
+	    (r = daemon_pidfile_write(sm.conf.pidfile, &sm.pidfd)) < 0)
+		fatal("pidfile %s: %s", sm.conf.pidfile, strerror(-r));
+	if ((sm.base = event_base_new()) == NULL ||
+	    (sm.reg = metrics_new("sync")) == NULL)
+		fatal("out of memory");
+	if ((r = daemon_new(sm.base, &hooks, &sm.daemon)) < 0)
+		fatal("signals: %s", strerror(-r));
+	if ((r = sync_setup(&sm)) < 0) {
+		sync_teardown(&sm);
+		return 1;
+	}
+	event_base_dispatch(sm.base);
+	log_notice("stopping");
+	sync_teardown(&sm);
+	return 0;
+}

@@ -1,0 +1,736 @@
+/* The kpgpud-sync core: reflectors into the cache, batches, publishing. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "common/fault.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/util.h"
+#include "kpgpud-sync/syncd.h"
+
+#define SYNCD_HOUSEKEEP_MS	30000
+#define SYNCD_RETRY_MIN_MS	500
+#define SYNCD_RETRY_MAX_MS	30000
+
+/* The IPC topic of a cache table. */
+static uint32_t
+syncd_topic(enum cache_table t)
+{
+	return t == CACHE_T_NS ? IPC_TOPIC_NAMESPACES :
+	    t == CACHE_T_INSTANCE ? IPC_TOPIC_INSTANCES : IPC_TOPIC_OWNED;
+}
+
+/* Open the batch (a write transaction) unless one is open. */
+static int
+syncd_batch(struct syncd *sd)
+{
+	static const struct timeval now = { 0, 0 };
+	int r;
+
+	if (sd->in_batch)
+		return 0;
+	if ((r = cache_begin(sd->cache)) < 0)
+		return r;
+	sd->in_batch = true;
+	event_add(sd->flush_ev, &now);
+	return 0;
+}
+
+/* Queue a committed-to-be change for the subscribers. */
+static void
+syncd_queue(struct syncd *sd, uint64_t gen, enum cache_table t,
+    const char *kind, const char *ns, const char *name, bool deleted,
+    bool isolated, const char *resolved)
+{
+	struct syncd_change *ch;
+	size_t n;
+
+	if (sd->npending == sd->apending) {
+		n = sd->apending ? sd->apending * 2 : 256;
+		ch = realloc(sd->pending, n * sizeof(*ch));
+		if (ch == NULL) {
+			sd->batch_failed = true;	/* relist rather than lose */
+			return;
+		}
+		sd->pending = ch;
+		sd->apending = n;
+	}
+	ch = &sd->pending[sd->npending];
+	memset(ch, 0, sizeof(*ch));
+	ch->gen = gen;
+	ch->topic = syncd_topic(t);
+	snprintf(ch->kind, sizeof(ch->kind), "%s", kind != NULL && *kind ?
+	    kind : "Unknown");
+	snprintf(ch->ns, sizeof(ch->ns), "%s", ns);
+	snprintf(ch->name, sizeof(ch->name), "%s", name);
+	ch->deleted = deleted;
+	ch->isolated = isolated;
+	if (resolved != NULL && strlen(resolved) <= IPC_RESOLVED_MAX &&
+	    (ch->resolved = strdup(resolved)) == NULL) {
+		sd->batch_failed = true;
+		return;
+	}
+	ch->recv_ms = monotonic_ms();
+	sd->npending++;
+}
+
+/* Drop the queued changes. */
+static void
+syncd_drop_pending(struct syncd *sd)
+{
+	size_t i;
+
+	for (i = 0; i < sd->npending; i++)
+		free(sd->pending[i].resolved);
+	sd->npending = 0;
+}
+
+/* A cache write failed: the batch will be rolled back and relisted. */
+static int
+syncd_write_failed(struct syncd *sd, const struct sync_res *res, int r)
+{
+	log_err("cache write failed resource=%s error=%s", log_q(res->key),
+	    strerror(-r));
+	sd->batch_failed = true;
+	return r;
+}
+
+/* Reflector op: store an object. */
+static int
+syncd_put(void *arg, struct reflector *rf, json_t *obj)
+{
+	struct syncd *sd = arg;
+	const struct sync_res *res = reflector_res(rf);
+	struct sync_row row;
+	const char *why = "";
+	uint64_t gen = 0;
+	int r;
+
+	if ((r = sync_row_from_json(res, obj, &row, &why)) < 0) {
+		if (r == -ENOMEM)
+			return syncd_write_failed(sd, res, r);
+		sd->n_bad_objects++;
+		metric_inc(sd->m.bad_objects, res->key, NULL);
+		log_warn("object skipped resource=%s reason=%s",
+		    log_q(res->key), log_q(why));
+		return r;
+	}
+	if ((r = FAULT("sync.apply")) < 0 || (r = syncd_batch(sd)) < 0) {
+		sync_row_clear(&row);
+		return syncd_write_failed(sd, res, r);
+	}
+	if (row.table == CACHE_T_NS) {
+		r = cache_ns_put(sd->cache, &row.u.ns, &gen);
+		if (r == 0 && gen != 0)
+			syncd_queue(sd, gen, row.table, "Namespace",
+			    row.u.ns.name, row.u.ns.name, false,
+			    row.u.ns.isolated, row.u.ns.resolved);
+	} else if (row.table == CACHE_T_INSTANCE) {
+		r = cache_instance_put(sd->cache, &row.u.in, &gen);
+		if (r == 0 && gen != 0)
+			syncd_queue(sd, gen, row.table, row.u.in.kind,
+			    row.u.in.ns, row.u.in.name, false, false, NULL);
+	} else {
+		r = cache_owned_put(sd->cache, &row.u.ow, &gen);
+		if (r == 0 && gen != 0)
+			syncd_queue(sd, gen, row.table, row.u.ow.kind,
+			    row.u.ow.ns, row.u.ow.name, false, false, NULL);
+	}
+	sync_row_clear(&row);
+	return r < 0 ? syncd_write_failed(sd, res, r) : 0;
+}
+
+/* Delete one row of collection res; queue the change. */
+static int
+syncd_delete(struct syncd *sd, const struct sync_res *res, const char *kind,
+    const char *ns, const char *name)
+{
+	uint64_t gen = 0;
+	int r;
+
+	if ((r = FAULT("sync.apply")) < 0 || (r = syncd_batch(sd)) < 0)
+		return syncd_write_failed(sd, res, r);
+	if (res->table == CACHE_T_NS) {
+		r = cache_ns_delete(sd->cache, name, &gen);
+		kind = "Namespace";
+		ns = name;
+	} else if (res->table == CACHE_T_INSTANCE)
+		r = cache_instance_delete(sd->cache, res->key, ns, name, &gen);
+	else {
+		r = cache_owned_delete(sd->cache, res->kind, ns, name, &gen);
+		kind = res->kind;
+	}
+	if (r < 0)
+		return syncd_write_failed(sd, res, r);
+	if (gen != 0)
+		syncd_queue(sd, gen, res->table, kind, ns, name, true, false,
+		    NULL);
+	return 0;
+}
+
+/* Reflector op: a DELETED event. */
+static int
+syncd_del(void *arg, struct reflector *rf, json_t *obj)
+{
+	struct syncd *sd = arg;
+	const struct sync_res *res = reflector_res(rf);
+	const char *ns, *name;
+	json_t *k = json_object_get(obj, "kind");
+
+	if (sync_obj_key(obj, &ns, &name) < 0) {
+		sd->n_bad_objects++;
+		metric_inc(sd->m.bad_objects, res->key, NULL);
+		log_warn("deletion skipped resource=%s reason=\"no usable name\"",
+		    log_q(res->key));
+		return -EINVAL;
+	}
+	return syncd_delete(sd, res, json_is_string(k) ? json_string_value(k) :
+	    NULL, ns, name);
+}
+
+/* Reflector op: remember the resourceVersion in the same batch. */
+static int
+syncd_set_rv(void *arg, struct reflector *rf, const char *rv)
+{
+	struct syncd *sd = arg;
+	const struct sync_res *res = reflector_res(rf);
+	int r;
+
+	if ((r = syncd_batch(sd)) < 0 ||
+	    (r = cache_watch_set(sd->cache, res->key, rv)) < 0)
+		return syncd_write_failed(sd, res, r);
+	return 0;
+}
+
+/* Cached rows of one collection that the last list did not return. */
+struct syncd_stale {
+	const struct strset	*seen;
+	struct syncd_stalekey {
+		char	*kind, *ns, *name;
+	}			*keys;
+	size_t			 n, alloc;
+};
+
+/* Collect a row key when the list did not have it. */
+static int
+syncd_stale_add(struct syncd_stale *st, const char *kind, const char *ns,
+    const char *name)
+{
+	char key[CACHE_KEY_MAX * 2 + 2];
+	struct syncd_stalekey *k;
+	size_t n;
+
+	if (strset_key(key, sizeof(key), ns, name) == 0 &&
+	    strset_has(st->seen, key))
+		return 0;
+	if (st->n == st->alloc) {
+		n = st->alloc ? st->alloc * 2 : 64;
+		if ((k = realloc(st->keys, n * sizeof(*k))) == NULL)
+			return -ENOMEM;
+		st->keys = k;
+		st->alloc = n;
+	}
+	k = &st->keys[st->n];
+	k->kind = strdup(kind);
+	k->ns = strdup(ns);
+	k->name = strdup(name);
+	st->n++;
+	if (k->kind == NULL || k->ns == NULL || k->name == NULL)
+		return -ENOMEM;
+	return 0;
+}
+
+/* foreach callbacks feeding syncd_stale_add. */
+static int
+stale_ns(const struct cache_ns *ns, void *arg)
+{
+	return syncd_stale_add(arg, "Namespace", "", ns->name);
+}
+
+static int
+stale_in(const struct cache_instance *in, void *arg)
+{
+	return syncd_stale_add(arg, in->kind, in->ns, in->name);
+}
+
+static int
+stale_ow(const struct cache_owned *o, void *arg)
+{
+	return syncd_stale_add(arg, o->kind, o->ns, o->name);
+}
+
+/* Reflector op: after a list, delete what the list no longer has. */
+static int
+syncd_prune(void *arg, struct reflector *rf, const struct strset *seen)
+{
+	struct syncd *sd = arg;
+	const struct sync_res *res = reflector_res(rf);
+	struct syncd_stale st = { .seen = seen };
+	size_t i;
+	int r;
+
+	if (res->table == CACHE_T_NS)
+		r = cache_ns_foreach(sd->cache, 0, stale_ns, &st);
+	else if (res->table == CACHE_T_INSTANCE)
+		r = cache_instance_foreach(sd->cache, res->key, 0, stale_in,
+		    &st);
+	else
+		r = cache_owned_foreach(sd->cache, NULL, res->kind, 0, stale_ow,
+		    &st);
+	for (i = 0; i < st.n; i++) {
+		if (r == 0)
+			r = syncd_delete(sd, res, st.keys[i].kind,
+			    st.keys[i].ns, st.keys[i].name);
+		free(st.keys[i].kind);
+		free(st.keys[i].ns);
+		free(st.keys[i].name);
+	}
+	free(st.keys);
+	if (r == 0 && st.n > 0)
+		log_info("relist deleted objects resource=%s count=%zu",
+		    log_q(res->key), st.n);
+	return r;
+}
+
+/* Reflector op: one more collection is in place. */
+static void
+syncd_synced(void *arg, struct reflector *rf)
+{
+	struct syncd *sd = arg;
+
+	log_info("collection synced resource=%s rv=%s",
+	    log_q(reflector_res(rf)->key), log_q(reflector_rv(rf)));
+	if (++sd->nsynced < sd->nrf || sd->synced)
+		return;
+	sd->synced = true;
+	if (sd->in_batch)
+		sd->announce = true;	/* once the batch is committed */
+	else if (sd->on_synced != NULL)
+		sd->on_synced(sd);
+}
+
+/* Count an API error status in the metrics. */
+static void
+syncd_api_error(struct syncd *sd, long status)
+{
+	char code[24];
+
+	if (status < 400 && status != 0)
+		return;
+	snprintf(code, sizeof(code), "%ld", status);
+	sd->n_api_errors++;
+	metric_inc(sd->m.api_errors, code, NULL);
+}
+
+/* The name of a watch end reason, for logs and metrics. */
+static const char *
+syncd_reason_name(enum kube_watch_reason r)
+{
+	switch (r) {
+	case KUBE_WATCH_CLOSED:		return "closed";
+	case KUBE_WATCH_HTTP_ERROR:	return "http_error";
+	case KUBE_WATCH_EXPIRED:	return "expired";
+	case KUBE_WATCH_ERROR_EVENT:	return "error_event";
+	case KUBE_WATCH_PARSE_ERROR:	return "parse_error";
+	case KUBE_WATCH_STALLED:	return "stalled";
+	case KUBE_WATCH_TRANSPORT:	return "transport";
+	}
+	return "unknown";
+}
+
+/* Reflector op: log once and count. */
+static void
+syncd_note(void *arg, struct reflector *rf, const struct reflector_note *n)
+{
+	struct syncd *sd = arg;
+	const char *key = log_q(reflector_res(rf)->key);
+	const char *why;
+
+	if (n->next == REFL_NEXT_RELIST || n->next == REFL_NEXT_RELIST_LATER) {
+		if (n->event != REFL_EV_LIST_DONE) {
+			sd->n_relists++;
+			metric_inc(sd->m.relists, reflector_res(rf)->key, NULL);
+		}
+	}
+	switch (n->event) {
+	case REFL_EV_LIST_DONE:
+		log_info("list done resource=%s items=%zu rv=%s", key,
+		    n->items, log_q(reflector_rv(rf)));
+		break;
+	case REFL_EV_LIST_FAILED:
+		syncd_api_error(sd, n->status);
+		log_warn("list failed resource=%s status=%ld error=%s "
+		    "message=%s retry_ms=%llu", key, n->status,
+		    n->error ? strerror(-n->error) : "none", log_q(n->message),
+		    (unsigned long long)n->delay_ms);
+		break;
+	case REFL_EV_WATCH_ENDED:
+		why = syncd_reason_name(n->end->reason);
+		sd->n_restarts++;
+		metric_inc(sd->m.restarts, reflector_res(rf)->key, why);
+		if (n->end->reason == KUBE_WATCH_HTTP_ERROR ||
+		    n->end->reason == KUBE_WATCH_ERROR_EVENT ||
+		    n->end->reason == KUBE_WATCH_EXPIRED)
+			syncd_api_error(sd, n->status);
+		log_msg(n->end->reason == KUBE_WATCH_CLOSED ? LOG_LVL_INFO :
+		    LOG_LVL_WARN, "watch ended resource=%s reason=%s "
+		    "status=%ld events=%lu message=%s next=%s retry_ms=%llu",
+		    key, why, n->status, n->end->events, log_q(n->message),
+		    n->next == REFL_NEXT_RELIST || n->next ==
+		    REFL_NEXT_RELIST_LATER ? "relist" : "watch",
+		    (unsigned long long)n->delay_ms);
+		break;
+	case REFL_EV_WATCH_FAILED:
+		log_warn("watch not started resource=%s error=%s", key,
+		    strerror(-n->error));
+		break;
+	case REFL_EV_BAD_OBJECT:
+		sd->n_bad_objects++;
+		metric_inc(sd->m.bad_objects, reflector_res(rf)->key, NULL);
+		log_warn("object skipped resource=%s reason=%s", key,
+		    log_q(n->message));
+		break;
+	}
+}
+
+static const struct reflector_ops syncd_ops = {
+	.put = syncd_put,
+	.del = syncd_del,
+	.set_rv = syncd_set_rv,
+	.prune = syncd_prune,
+	.synced = syncd_synced,
+	.note = syncd_note,
+};
+
+/* The retry timer: relist every collection after a lost batch. */
+static void
+syncd_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct syncd *sd = arg;
+	size_t i;
+
+	(void)fd;
+	(void)what;
+	for (i = 0; i < sd->nrf; i++)
+		reflector_relist(sd->rf[i]);
+}
+
+/*
+ * A batch could not be committed: roll back, and relist every collection
+ * (what the reflectors applied in memory is no longer in the cache) after
+ * a backoff that grows while commits keep failing.
+ */
+static void
+syncd_batch_lost(struct syncd *sd, int r)
+{
+	struct timeval tv;
+
+	cache_rollback(sd->cache);
+	syncd_drop_pending(sd);
+	sd->batch_failed = false;
+	sd->n_commit_errors++;
+	metric_inc(sd->m.commit_errors, NULL, NULL);
+	sd->retry_ms = sd->retry_ms ? sd->retry_ms * 2 : SYNCD_RETRY_MIN_MS;
+	if (sd->retry_ms > SYNCD_RETRY_MAX_MS)
+		sd->retry_ms = SYNCD_RETRY_MAX_MS;
+	log_err("cache batch lost error=%s; relisting every collection "
+	    "retry_ms=%llu", strerror(-r), (unsigned long long)sd->retry_ms);
+	tv.tv_sec = (time_t)(sd->retry_ms / 1000);
+	tv.tv_usec = (suseconds_t)(sd->retry_ms % 1000) * 1000;
+	evtimer_add(sd->retry_ev, &tv);
+}
+
+/* Commit the batch and publish its changes. */
+void
+syncd_flush(struct syncd *sd)
+{
+	uint64_t now, gen;
+	size_t i;
+	int r = -EIO;
+
+	if (!sd->in_batch)
+		return;
+	sd->in_batch = false;
+	event_del(sd->flush_ev);
+	if (sd->batch_failed || (r = FAULT("sync.commit")) < 0 ||
+	    (r = cache_commit(sd->cache)) < 0) {
+		syncd_batch_lost(sd, r);
+		return;
+	}
+	metric_inc(sd->m.batches, NULL, NULL);
+	now = monotonic_ms();
+	for (i = 0; i < sd->npending; i++) {
+		metric_observe(sd->m.lag, NULL, NULL,
+		    (double)(now - sd->pending[i].recv_ms) / 1000.0);
+		syncd_ipc_publish(sd, &sd->pending[i]);
+	}
+	syncd_drop_pending(sd);
+	sd->retry_ms = 0;
+	if (cache_generation(sd->cache, &gen) == 0)
+		metric_set(sd->m.generation, NULL, NULL, (double)gen);
+	if (sd->announce) {
+		sd->announce = false;
+		if (sd->on_synced != NULL)
+			sd->on_synced(sd);
+	}
+}
+
+/* The flush event: end of this loop turn's batch. */
+static void
+syncd_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	syncd_flush(arg);
+}
+
+/* The housekeeping timer: prune tombstones, refresh the gauges. */
+static void
+syncd_housekeep_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct syncd *sd = arg;
+	int r;
+
+	(void)fd;
+	(void)what;
+	if (sd->in_batch)
+		syncd_flush(sd);
+	if ((r = cache_tomb_prune(sd->cache, SYNCD_TOMB_KEEP)) < 0)
+		log_warn("tombstone pruning failed error=%s", strerror(-r));
+	syncd_update_gauges(sd);
+}
+
+/* Register the metrics of the sync core. */
+static int
+syncd_metrics_init(struct syncd_metrics *m, struct metrics *reg)
+{
+	static const double lag_bounds[] = { 0.001, 0.0025, 0.005, 0.01,
+	    0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5 };
+	int r = 0;
+
+	memset(m, 0, sizeof(*m));
+	if ((m->reg = reg) == NULL)
+		return 0;
+	r = r ? r : metrics_gauge(reg, "kpgpud_sync_objects_cached",
+	    "Objects in the cache by kind.", "kind", NULL, 16, &m->objects);
+	r = r ? r : metrics_counter(reg, "kpgpud_sync_watch_restarts_total",
+	    "Watches that ended and were restarted.", "resource", "reason",
+	    256, &m->restarts);
+	r = r ? r : metrics_counter(reg, "kpgpud_sync_relists_total",
+	    "Lists started again (410 Gone, failures).", "resource", NULL,
+	    SYNCD_MAX_RES, &m->relists);
+	r = r ? r : metrics_counter(reg, "kpgpud_sync_api_errors_total",
+	    "API server errors by HTTP status (0: transport).", "code", NULL,
+	    64, &m->api_errors);
+	r = r ? r : metrics_counter(reg, "kpgpud_sync_bad_objects_total",
+	    "Objects or events skipped as malformed.", "resource", NULL,
+	    SYNCD_MAX_RES, &m->bad_objects);
+	r = r ? r : metrics_histogram(reg, "kpgpud_sync_event_lag_seconds",
+	    "From receiving an event to its commit in the cache.", lag_bounds,
+	    sizeof(lag_bounds) / sizeof(lag_bounds[0]), NULL, NULL, 0,
+	    &m->lag);
+	r = r ? r : metrics_counter(reg, "kpgpud_sync_batches_total",
+	    "Write transactions committed.", NULL, NULL, 0, &m->batches);
+	r = r ? r : metrics_counter(reg, "kpgpud_sync_commit_errors_total",
+	    "Write transactions lost (rolled back, relisted).", NULL, NULL, 0,
+	    &m->commit_errors);
+	r = r ? r : metrics_gauge(reg, "kpgpud_sync_subscribers",
+	    "Peers subscribed to changes.", NULL, NULL, 0, &m->subscribers);
+	r = r ? r : metrics_counter(reg, "kpgpud_sync_lookups_total",
+	    "NS_LOOKUP requests by result.", "result", NULL, 8, &m->lookups);
+	r = r ? r : metrics_gauge(reg, "kpgpud_sync_cache_generation",
+	    "The newest cache generation.", NULL, NULL, 0, &m->generation);
+	return r;
+}
+
+/* Set up the core and its reflectors. */
+int
+syncd_init(struct syncd *sd, struct event_base *base, struct cache *cache,
+    struct kube_client *kc, struct metrics *reg, const struct sync_res *res,
+    size_t nres, const struct reflector_config *rcfg)
+{
+	static const struct timeval hk = { SYNCD_HOUSEKEEP_MS / 1000, 0 };
+	size_t i;
+	int r;
+
+	if (nres == 0 || nres > SYNCD_MAX_RES)
+		return -EINVAL;
+	memset(sd, 0, sizeof(*sd));
+	sd->base = base;
+	sd->cache = cache;
+	sd->kc = kc;
+	LIST_INIT(&sd->subs);
+	if ((r = syncd_metrics_init(&sd->m, reg)) < 0)
+		return r;
+	sd->flush_ev = evtimer_new(base, syncd_flush_cb, sd);
+	sd->retry_ev = evtimer_new(base, syncd_retry_cb, sd);
+	sd->housekeep_ev = event_new(base, -1, EV_PERSIST, syncd_housekeep_cb,
+	    sd);
+	if (sd->flush_ev == NULL || sd->retry_ev == NULL ||
+	    sd->housekeep_ev == NULL)
+		goto nomem;
+	event_add(sd->housekeep_ev, &hk);
+	for (i = 0; i < nres; i++) {
+		r = reflector_new(base, kc, &res[i], rcfg, &syncd_ops, sd,
+		    &sd->rf[i]);
+		if (r < 0)
+			goto fail;
+		sd->nrf++;
+	}
+	return 0;
+nomem:
+	r = -ENOMEM;
+fail:
+	syncd_fini(sd);
+	return r;
+}
+
+/* Whether gvr is one of the configured instance collections. */
+static bool
+syncd_watches(const struct syncd *sd, const char *gvr)
+{
+	size_t i;
+
+	for (i = 0; i < sd->nrf; i++)
+		if (strcmp(reflector_res(sd->rf[i])->key, gvr) == 0)
+			return true;
+	return false;
+}
+
+struct syncd_orphans {
+	const struct syncd	*sd;
+	struct sync_res		*res;	/* one per orphan, key = its gvr */
+	char			**ns, **name, **kind;
+	size_t			 n, alloc;
+};
+
+/* Collect an instance row of a collection that is no longer configured. */
+static int
+syncd_orphan(const struct cache_instance *in, void *arg)
+{
+	struct syncd_orphans *o = arg;
+	size_t n;
+
+	if (syncd_watches(o->sd, in->gvr))
+		return 0;
+	if (o->n == o->alloc) {
+		n = o->alloc ? o->alloc * 2 : 16;
+		if ((o->res = reallocarray(o->res, n, sizeof(*o->res))) ==
+		    NULL || (o->ns = reallocarray(o->ns, n, sizeof(char *))) ==
+		    NULL || (o->name = reallocarray(o->name, n,
+		    sizeof(char *))) == NULL || (o->kind = reallocarray(o->kind,
+		    n, sizeof(char *))) == NULL)
+			return -ENOMEM;
+		o->alloc = n;
+	}
+	memset(&o->res[o->n], 0, sizeof(o->res[0]));
+	o->res[o->n].table = CACHE_T_INSTANCE;
+	snprintf(o->res[o->n].key, sizeof(o->res[0].key), "%s", in->gvr);
+	o->ns[o->n] = strdup(in->ns);
+	o->name[o->n] = strdup(in->name);
+	o->kind[o->n] = strdup(in->kind);
+	o->n++;
+	if (o->ns[o->n - 1] == NULL || o->name[o->n - 1] == NULL ||
+	    o->kind[o->n - 1] == NULL)
+		return -ENOMEM;
+	return 0;
+}
+
+/* Delete the instance rows of collections no longer configured. */
+static int
+syncd_drop_orphans(struct syncd *sd)
+{
+	struct syncd_orphans o = { .sd = sd };
+	size_t i;
+	int r;
+
+	r = cache_instance_foreach(sd->cache, NULL, 0, syncd_orphan, &o);
+	for (i = 0; i < o.n; i++) {
+		if (r == 0)
+			r = syncd_delete(sd, &o.res[i], o.kind[i], o.ns[i],
+			    o.name[i]);
+		free(o.ns[i]);
+		free(o.name[i]);
+		free(o.kind[i]);
+	}
+	if (r == 0 && o.n > 0)
+		log_notice("dropped instances of unconfigured collections "
+		    "count=%zu", o.n);
+	free(o.res);
+	free(o.ns);
+	free(o.name);
+	free(o.kind);
+	return r;
+}
+
+/* Start every reflector, resuming where the cache says. */
+int
+syncd_start(struct syncd *sd)
+{
+	char rv[CACHE_RV_MAX + 1];
+	const char *key;
+	size_t i;
+	int r;
+
+	if ((r = syncd_drop_orphans(sd)) < 0)
+		return r;
+	for (i = 0; i < sd->nrf; i++) {
+		key = reflector_res(sd->rf[i])->key;
+		r = cache_watch_get(sd->cache, key, rv, sizeof(rv));
+		if (r == 0)
+			log_info("resuming watch resource=%s rv=%s", log_q(key),
+			    log_q(rv));
+		else
+			log_info("listing resource=%s", log_q(key));
+		if ((r = reflector_start(sd->rf[i], r == 0 ? rv : NULL)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Stop the reflectors, commit what is pending, free the core. */
+void
+syncd_fini(struct syncd *sd)
+{
+	size_t i;
+
+	for (i = 0; i < sd->nrf; i++)
+		reflector_free(sd->rf[i]);
+	sd->nrf = 0;
+	if (sd->cache != NULL)
+		syncd_flush(sd);
+	syncd_drop_pending(sd);
+	free(sd->pending);
+	sd->pending = NULL;
+	sd->apending = 0;
+	if (sd->flush_ev != NULL)
+		event_free(sd->flush_ev);
+	if (sd->retry_ev != NULL)
+		event_free(sd->retry_ev);
+	if (sd->housekeep_ev != NULL)
+		event_free(sd->housekeep_ev);
+	sd->flush_ev = sd->retry_ev = sd->housekeep_ev = NULL;
+}
+
+/* Refresh the per-kind gauges from the cache. */
+void
+syncd_update_gauges(struct syncd *sd)
+{
+	struct cache_counts n;
+
+	if (sd->m.objects == NULL || cache_counts(sd->cache, &n) < 0)
+		return;
+	metric_set(sd->m.objects, "Namespace", NULL, (double)n.namespaces);
+	metric_set(sd->m.objects, "instance", NULL, (double)n.instances);
+	metric_set(sd->m.objects, CACHE_KIND_DEVICECLASS, NULL,
+	    (double)n.deviceclasses);
+	metric_set(sd->m.objects, CACHE_KIND_CLAIMTEMPLATE, NULL,
+	    (double)n.claimtemplates);
+	metric_set(sd->m.objects, CACHE_KIND_CLAIM, NULL, (double)n.claims);
+	metric_set(sd->m.objects, CACHE_KIND_QUOTA, NULL, (double)n.quotas);
+	metric_set(sd->m.subscribers, NULL, NULL, (double)sd->nsubs);
+}

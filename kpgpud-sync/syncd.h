@@ -1,0 +1,132 @@
+/*
+ * The kpgpud-sync core: the reflectors write through it into the cache, one
+ * transaction per event-loop turn (a batch); when a batch commits, its
+ * changes go to the subscribers of sync.sock. syncd.c holds the batch and
+ * the reflector glue, sync_ipc.c the sync.sock handlers, main.c the wiring.
+ */
+#ifndef KPGPUD_SYNC_SYNCD_H
+#define KPGPUD_SYNC_SYNCD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "ipc/ipc.h"
+#include "kpgpud-sync/cache.h"
+#include "kpgpud-sync/objects.h"
+#include "kpgpud-sync/reflector.h"
+
+struct event_base;
+struct event;
+struct kube_client;
+struct metrics;
+struct metric;
+
+#define SYNCD_MAX_RES		32	/* watched collections */
+#define SYNCD_MAX_LOOKUPS	64	/* read-through GETs in flight */
+#define SYNCD_TOMB_KEEP		100000	/* tombstones kept for deltas */
+
+/* A change committed to the cache, on its way to the subscribers. */
+struct syncd_change {
+	uint64_t	 gen;
+	uint32_t	 topic;		/* IPC_TOPIC_* */
+	char		 kind[IPC_KIND_MAX + 1];
+	char		 ns[IPC_NS_MAX + 1];
+	char		 name[IPC_NAME_MAX + 1];
+	bool		 deleted;
+	bool		 isolated;
+	char		*resolved;	/* owned; NULL = nil */
+	uint64_t	 recv_ms;	/* when the event arrived */
+};
+
+/* One SUBSCRIBE'd peer. */
+struct syncd_sub {
+	struct ipc_conn		*conn;
+	uint32_t		 topics;
+	LIST_ENTRY(syncd_sub)	 entry;
+};
+
+struct syncd_metrics {
+	struct metrics	*reg;
+	struct metric	*objects;	/* gauge by kind */
+	struct metric	*restarts;	/* counter by resource, reason */
+	struct metric	*relists;	/* counter by resource */
+	struct metric	*api_errors;	/* counter by code */
+	struct metric	*bad_objects;	/* counter by resource */
+	struct metric	*lag;		/* histogram, seconds */
+	struct metric	*batches;	/* counter */
+	struct metric	*commit_errors;	/* counter */
+	struct metric	*subscribers;	/* gauge */
+	struct metric	*lookups;	/* counter by result */
+	struct metric	*generation;	/* gauge */
+};
+
+struct syncd {
+	struct event_base	*base;
+	struct cache		*cache;
+	struct kube_client	*kc;
+	struct reflector	*rf[SYNCD_MAX_RES];
+	size_t			 nrf;
+	size_t			 nsynced;
+	bool			 synced;	/* every reflector synced */
+	void			(*on_synced)(struct syncd *sd);
+	/* the batch */
+	bool			 in_batch;
+	bool			 batch_failed;
+	bool			 announce;	/* on_synced after the commit */
+	struct event		*flush_ev;
+	struct event		*retry_ev;	/* relist after a lost batch */
+	uint64_t		 retry_ms;
+	struct event		*housekeep_ev;
+	struct syncd_change	*pending;
+	size_t			 npending, apending;
+	/* sync.sock */
+	struct ipc_server	*srv;
+	LIST_HEAD(, syncd_sub)	 subs;
+	unsigned		 nsubs;
+	unsigned		 nlookups;
+	struct syncd_metrics	 m;
+	/* counters also shown in STATUS */
+	uint64_t		 n_relists, n_restarts, n_api_errors;
+	uint64_t		 n_bad_objects, n_commit_errors;
+};
+
+/*
+ * Set up sd on base with an open cache and a kube client: register the
+ * metrics in reg (may be NULL) and create a reflector per collection.
+ */
+int	 syncd_init(struct syncd *sd, struct event_base *base,
+	    struct cache *cache, struct kube_client *kc, struct metrics *reg,
+	    const struct sync_res *res, size_t nres,
+	    const struct reflector_config *rcfg);
+/*
+ * Start every reflector: resume its watch from the resourceVersion stored
+ * in the cache, or list. Instance rows of collections no longer configured
+ * are deleted first.
+ */
+int	 syncd_start(struct syncd *sd);
+/* Commit the open batch now and publish its changes. */
+void	 syncd_flush(struct syncd *sd);
+/* Stop the reflectors, commit, free everything but the cache and client. */
+void	 syncd_fini(struct syncd *sd);
+/* Refresh the per-kind object gauges from the cache. */
+void	 syncd_update_gauges(struct syncd *sd);
+
+/* ---- sync_ipc.c ---- */
+
+struct syncd_ipc_config {
+	const char	*path;
+	int		 listen_fd;	/* -1: bind path */
+	const uid_t	*uids;
+	size_t		 nuids;
+	size_t		 max_outbuf;	/* per peer; a slower one is dropped */
+};
+
+/* Serve sync.sock for sd. */
+int	 syncd_ipc_start(struct syncd *sd, const struct syncd_ipc_config *cfg);
+void	 syncd_ipc_stop(struct syncd *sd);
+/* Send one committed change to every subscriber of its topic. */
+void	 syncd_ipc_publish(struct syncd *sd, const struct syncd_change *ch);
+
+#endif
