@@ -61,6 +61,7 @@ read_frames(const uint8_t *data, size_t size, size_t chunk, size_t max)
 	evbuffer_free(in);
 }
 
+/* One input: as a frame body, and as a chunked frame stream. */
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -84,6 +84,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(arg);
 }
 
+/* Keep one connection, ping it, and exit 1 if it is ever lost. */
 int
 main(int argc, char **argv)
 {

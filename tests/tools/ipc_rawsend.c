@@ -224,6 +224,7 @@ read_back(void)
 	return got;
 }
 
+/* Connect, misbehave as MODE says, and report how the server reacted. */
 int
 main(int argc, char **argv)
 {

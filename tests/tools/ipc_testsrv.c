@@ -164,6 +164,7 @@ parse_args(int argc, char **argv, struct ipc_server_config *sc,
 		fatal("--path is required");
 }
 
+/* Run the real IPC server with the allowlists given until SIGTERM. */
 int
 main(int argc, char **argv)
 {

@@ -63,6 +63,7 @@ run_until(const int *flag, int want)
 	return *flag >= want;
 }
 
+/* Count HELLO_OK from the server. */
 static void
 on_connected(struct ipc_client *c, void *arg)
 {
@@ -71,6 +72,7 @@ on_connected(struct ipc_client *c, void *arg)
 	w.connected++;
 }
 
+/* Count lost connections. */
 static void
 on_disconnected(struct ipc_client *c, int err, void *arg)
 {
@@ -80,6 +82,7 @@ on_disconnected(struct ipc_client *c, int err, void *arg)
 	w.disconnected++;
 }
 
+/* Record the types of pushed frames. */
 static void
 on_push(struct ipc_client *c, const struct ipc_msg *m, void *arg)
 {
@@ -90,6 +93,7 @@ on_push(struct ipc_client *c, const struct ipc_msg *m, void *arg)
 	w.pushes++;
 }
 
+/* Record the outcome of the last request. */
 static void
 on_reply(struct ipc_client *c, int err, const struct ipc_msg *reply,
     void *arg)
@@ -148,6 +152,7 @@ h_subscribe(struct ipc_req *req, const struct ipc_msg *m, void *arg)
 	w.nsubs++;
 }
 
+/* Count requests whose peer left first. */
 static void
 on_cancel(struct ipc_req *req, void *arg)
 {
@@ -156,6 +161,7 @@ on_cancel(struct ipc_req *req, void *arg)
 	w.cancelled++;
 }
 
+/* Count closed peers; forget a closed subscriber. */
 static void
 on_close(struct ipc_conn *conn, void *arg)
 {
@@ -205,6 +211,7 @@ setup(size_t max_outbuf)
 		ipc_client_start(w.cli);
 }
 
+/* Free what setup() made. */
 static void
 teardown(void)
 {
