@@ -1,0 +1,555 @@
+/*
+ * Reconcile, the pure half: plan + observed -> ordered writes. Nothing here
+ * does I/O; quota.c runs the writes one after another and stops at the
+ * first failure, so a later step never runs before an earlier one is done
+ * (the Namespace is labelled only once the claim and the quota exist).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/resolved.h"
+#include "kpgpud-quota/reconcile.h"
+
+#define RES_API		"/apis/resource.k8s.io/v1"
+#define CORE_API	"/api/v1"
+#define KEYS_MAX	(PLAN_MAX_KEYS + 8)
+
+/* Whether want is contained in have (objects by member, arrays by index). */
+bool
+reconcile_json_subset(json_t *want, json_t *have)
+{
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	if (want == NULL)
+		return true;
+	if (have == NULL)
+		return false;
+	if (json_is_object(want)) {
+		if (!json_is_object(have))
+			return false;
+		json_object_foreach(want, k, v)
+			if (!reconcile_json_subset(v, json_object_get(have, k)))
+				return false;
+		return true;
+	}
+	if (json_is_array(want)) {
+		if (!json_is_array(have) ||
+		    json_array_size(want) != json_array_size(have))
+			return false;
+		json_array_foreach(want, i, v)
+			if (!reconcile_json_subset(v, json_array_get(have, i)))
+				return false;
+		return true;
+	}
+	return json_equal(want, have);
+}
+
+/* Copy src into dst of len bytes, cut if need be. */
+static void
+scopy(char *dst, size_t len, const char *src)
+{
+	size_t n = strnlen(src, len - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+/* Append one action; body is stolen (may be NULL). */
+static int
+push(struct rc_actions *r, const char *method, const char *verb,
+    json_t *body, long also_ok, const char *path, const char *what)
+{
+	struct rc_action *a;
+
+	if (r->n >= RC_MAX_ACTIONS) {
+		json_decref(body);
+		return -E2BIG;
+	}
+	a = &r->a[r->n];
+	memset(a, 0, sizeof(*a));
+	if (body != NULL) {
+		a->body = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+		json_decref(body);
+		if (a->body == NULL)
+			return -ENOMEM;
+		a->content_type = strcmp(method, "PATCH") == 0 ? RC_MERGE :
+		    RC_JSON;
+	}
+	a->method = method;
+	a->verb = verb;
+	a->also_ok = also_ok;
+	scopy(a->path, sizeof(a->path), path);
+	scopy(a->what, sizeof(a->what), what);
+	r->n++;
+	return 0;
+}
+
+/* The collection path of an owned kind in a namespace. */
+static const char *
+plural(const char *kind)
+{
+	return strcmp(kind, "ResourceClaimTemplate") == 0 ?
+	    "resourceclaimtemplates" : "resourceclaims";
+}
+
+/* Create the DeviceClass, or patch it back when it drifted. */
+static int
+ensure_class(const struct plan *p, const struct rc_observed *obs,
+    struct rc_actions *r)
+{
+	char path[RC_PATH_MAX], what[384];
+	json_t *labels, *spec, *want;
+	bool same;
+
+	if (p->device_class == NULL)
+		return 0;
+	snprintf(what, sizeof(what), "DeviceClass %s", p->class_name);
+	if (obs->device_class == NULL)
+		return push(r, "POST", "create", json_incref(p->device_class),
+		    409, RES_API "/deviceclasses", what);
+	labels = json_object_get(json_object_get(p->device_class, "metadata"),
+	    "labels");
+	spec = json_object_get(p->device_class, "spec");
+	want = json_pack("{s:O, s:O}", "labels", labels, "spec", spec);
+	if (want == NULL)
+		return -ENOMEM;
+	same = reconcile_json_subset(want, obs->device_class);
+	json_decref(want);
+	if (same)
+		return 0;
+	snprintf(path, sizeof(path), RES_API "/deviceclasses/%s",
+	    p->class_name);
+	return push(r, "PATCH", "patch", json_pack("{s:{s:O}, s:O}",
+	    "metadata", "labels", labels, "spec", spec), 0, path, what);
+}
+
+/* Find an owned object by kind and name. */
+static const struct rc_owned *
+find_owned(const struct rc_observed *obs, const char *kind, const char *name)
+{
+	for (int i = 0; i < obs->nowned; i++)
+		if (strcmp(obs->owned[i].kind, kind) == 0 &&
+		    strcmp(obs->owned[i].name, name) == 0)
+			return &obs->owned[i];
+	return NULL;
+}
+
+/* Create the claim or template; replace it when its spec drifted. */
+static int
+ensure_claim(const struct plan *p, const struct rc_observed *obs,
+    struct rc_actions *r)
+{
+	const char *kind = json_string_value(json_object_get(p->claim,
+	    "kind"));
+	json_t *meta = json_object_get(p->claim, "metadata");
+	const struct rc_owned *o = find_owned(obs, kind, p->claim_name);
+	char coll[RC_PATH_MAX], item[RC_PATH_MAX + 80], what[384];
+	int ret;
+
+	snprintf(coll, sizeof(coll), RES_API "/namespaces/%s/%s",
+	    p->namespace, plural(kind));
+	snprintf(item, sizeof(item), "%s/%s", coll, p->claim_name);
+	snprintf(what, sizeof(what), "%s %s/%s", kind, p->namespace,
+	    p->claim_name);
+	if (o == NULL)
+		return push(r, "POST", "create", json_incref(p->claim), 409,
+		    coll, what);
+	if (!reconcile_json_subset(json_object_get(p->claim, "spec"),
+	    json_object_get(o->data, "spec"))) {
+		/* the spec of claims and templates is immutable */
+		if ((ret = push(r, "DELETE", "delete", NULL, 404, item,
+		    what)) < 0)
+			return ret;
+		return push(r, "POST", "create", json_incref(p->claim), 0,
+		    coll, what);
+	}
+	if (reconcile_json_subset(json_object_get(meta, "labels"),
+	    json_object_get(o->data, "labels")) &&
+	    reconcile_json_subset(json_object_get(meta, "annotations"),
+	    json_object_get(o->data, "annotations")))
+		return 0;
+	return push(r, "PATCH", "patch", json_pack("{s:{s:O, s:O}}",
+	    "metadata", "labels", json_object_get(meta, "labels"),
+	    "annotations", json_object_get(meta, "annotations")), 0, item,
+	    what);
+}
+
+/* Delete owned claims and templates the plan (or NULL) does not want. */
+static int
+remove_stale(const struct plan *p, const struct rc_observed *obs,
+    struct rc_actions *r)
+{
+	const char *kind = p ? json_string_value(json_object_get(p->claim,
+	    "kind")) : "";
+	char path[RC_PATH_MAX], what[384];
+	int ret;
+
+	for (int i = 0; i < obs->nowned; i++) {
+		const struct rc_owned *o = &obs->owned[i];
+
+		if (p != NULL && strcmp(o->kind, kind) == 0 &&
+		    strcmp(o->name, p->claim_name) == 0)
+			continue;
+		snprintf(path, sizeof(path), RES_API "/namespaces/%s/%s/%s",
+		    obs->ns, plural(o->kind), o->name);
+		snprintf(what, sizeof(what), "%s %s/%s", o->kind, obs->ns,
+		    o->name);
+		if ((ret = push(r, "DELETE", "delete", NULL, 404, path,
+		    what)) < 0)
+			return ret;
+	}
+	return 0;
+}
+
+struct keylist {
+	int	 n;
+	char	 k[KEYS_MAX][PLAN_KEY_MAX + 1];
+};
+
+/* Split the quota's record of our keys ("a,b") into a list. */
+static void
+keys_parse(const char *s, struct keylist *kl)
+{
+	const char *e;
+	size_t len;
+
+	kl->n = 0;
+	while (s != NULL && *s != '\0' && kl->n < KEYS_MAX) {
+		e = strchr(s, ',');
+		len = e ? (size_t)(e - s) : strlen(s);
+		if (len > 0 && len <= PLAN_KEY_MAX) {
+			memcpy(kl->k[kl->n], s, len);
+			kl->k[kl->n++][len] = '\0';
+		}
+		s = e ? e + 1 : NULL;
+	}
+}
+
+/* Whether the plan wants key. */
+static bool
+plan_has_key(const struct plan *p, const char *key)
+{
+	for (int i = 0; i < p->nkeys; i++)
+		if (strcmp(p->keys[i].name, key) == 0)
+			return true;
+	return false;
+}
+
+/* The record of the plan's keys: "k1,k2,...". */
+static void
+keys_join(const struct plan *p, char *out, size_t len)
+{
+	size_t o = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < p->nkeys; i++)
+		o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%s%s",
+		    i ? "," : "", p->keys[i].name);
+}
+
+/* A string member of metadata.<map> of obj, or NULL. */
+static const char *
+meta_str(json_t *obj, const char *map, const char *key)
+{
+	return json_string_value(json_object_get(json_object_get(
+	    json_object_get(obj, "metadata"), map), key));
+}
+
+/* Bring the plan's quota to the plan's keys, removing our old ones. */
+static int
+quota_update(const struct plan *p, json_t *q, const struct keylist *ours,
+    struct rc_actions *r)
+{
+	char want[KEYS_MAX * (PLAN_KEY_MAX + 1)], v[16], path[RC_PATH_MAX];
+	char what[384];
+	json_t *hard = json_object_get(json_object_get(q, "spec"), "hard");
+	json_t *hp = json_object(), *patch;
+	const char *have, *rec = meta_str(q, "annotations",
+	    PLAN_QUOTA_KEYS_ANNOT);
+
+	if (hp == NULL)
+		return -ENOMEM;
+	for (int i = 0; i < p->nkeys; i++) {
+		snprintf(v, sizeof(v), "%d", p->keys[i].value);
+		have = json_string_value(json_object_get(hard,
+		    p->keys[i].name));
+		if (have == NULL || strcmp(have, v) != 0)
+			json_object_set_new(hp, p->keys[i].name,
+			    json_string(v));
+	}
+	for (int i = 0; i < ours->n; i++)
+		if (!plan_has_key(p, ours->k[i]) &&
+		    json_object_get(hard, ours->k[i]) != NULL)
+			json_object_set_new(hp, ours->k[i], json_null());
+	keys_join(p, want, sizeof(want));
+	if (json_object_size(hp) == 0 && rec != NULL &&
+	    strcmp(rec, want) == 0) {
+		json_decref(hp);
+		return 0;
+	}
+	patch = json_pack("{s:{s:{s:s}}, s:{s:o}}", "metadata", "annotations",
+	    PLAN_QUOTA_KEYS_ANNOT, want, "spec", "hard", hp);
+	snprintf(path, sizeof(path), CORE_API "/namespaces/%s/resourcequotas/"
+	    "%s", p->namespace, p->quota_name);
+	snprintf(what, sizeof(what), "ResourceQuota %s/%s keys",
+	    p->namespace, p->quota_name);
+	return push(r, "PATCH", "patch", patch, 0, path, what);
+}
+
+/* Take our keys out of a quota the plan does not use (or delete ours). */
+static int
+quota_release(const char *ns, json_t *q, const struct keylist *ours,
+    struct rc_actions *r)
+{
+	const char *name = json_string_value(json_object_get(json_object_get(
+	    q, "metadata"), "name")), *k;
+	const char *mb = meta_str(q, "labels", PLAN_MANAGED_BY_KEY);
+	json_t *hard = json_object_get(json_object_get(q, "spec"), "hard");
+	bool mine = mb != NULL && strcmp(mb, PLAN_MANAGED_BY) == 0;
+	bool only_ours = true;
+	char path[RC_PATH_MAX], what[384];
+	json_t *hp, *v, *patch;
+
+	snprintf(path, sizeof(path), CORE_API "/namespaces/%s/resourcequotas/"
+	    "%s", ns, name);
+	snprintf(what, sizeof(what), "ResourceQuota %s/%s keys", ns, name);
+	json_object_foreach(hard, k, v) {
+		bool found = false;
+
+		for (int i = 0; i < ours->n && !found; i++)
+			found = strcmp(ours->k[i], k) == 0;
+		only_ours = only_ours && found;
+	}
+	if (mine && only_ours)
+		return push(r, "DELETE", "delete", NULL, 404, path, what);
+	if ((hp = json_object()) == NULL)
+		return -ENOMEM;
+	for (int i = 0; i < ours->n; i++)
+		if (json_object_get(hard, ours->k[i]) != NULL)
+			json_object_set_new(hp, ours->k[i], json_null());
+	patch = json_pack("{s:{s:{s:n}}, s:{s:o}}", "metadata", "annotations",
+	    PLAN_QUOTA_KEYS_ANNOT, "spec", "hard", hp);
+	if (patch != NULL && mine)
+		json_object_set_new(json_object_get(patch, "metadata"),
+		    "labels", json_pack("{s:n}", PLAN_MANAGED_BY_KEY));
+	return push(r, "PATCH", "patch", patch, 0, path, what);
+}
+
+/* Create the plan's quota with only our keys. */
+static int
+quota_create(const struct plan *p, struct rc_actions *r)
+{
+	char want[KEYS_MAX * (PLAN_KEY_MAX + 1)], path[RC_PATH_MAX];
+	char what[384];
+	json_t *hard = plan_quota_hard(p);
+
+	if (hard == NULL)
+		return -ENOMEM;
+	keys_join(p, want, sizeof(want));
+	snprintf(path, sizeof(path), CORE_API "/namespaces/%s/resourcequotas",
+	    p->namespace);
+	snprintf(what, sizeof(what), "ResourceQuota %s/%s", p->namespace,
+	    p->quota_name);
+	return push(r, "POST", "create", json_pack("{s:s, s:s, s:{s:s, s:s, "
+	    "s:{s:s}, s:{s:s}}, s:{s:o}}", "apiVersion", "v1", "kind",
+	    "ResourceQuota", "metadata", "name", p->quota_name, "namespace",
+	    p->namespace, "labels", PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY,
+	    "annotations", PLAN_QUOTA_KEYS_ANNOT, want, "spec", "hard", hard),
+	    0, path, what);
+}
+
+/* Quota writes for the namespace: ours updated, others released. */
+static int
+quota_diff(const struct plan *p, const struct rc_observed *obs,
+    struct rc_actions *r)
+{
+	struct keylist *ours;
+	bool found = false;
+	const char *name;
+	size_t i;
+	json_t *q;
+	int ret = 0;
+
+	if (json_array_size(obs->quotas) > RC_MAX_QUOTAS)
+		return -E2BIG;
+	if ((ours = calloc(1, sizeof(*ours))) == NULL)
+		return -ENOMEM;
+	json_array_foreach(obs->quotas, i, q) {
+		name = json_string_value(json_object_get(json_object_get(q,
+		    "metadata"), "name"));
+		if (name == NULL)
+			continue;
+		keys_parse(meta_str(q, "annotations", PLAN_QUOTA_KEYS_ANNOT),
+		    ours);
+		if (p != NULL && strcmp(name, p->quota_name) == 0) {
+			found = true;
+			ret = quota_update(p, q, ours, r);
+		} else if (meta_str(q, "annotations",
+		    PLAN_QUOTA_KEYS_ANNOT) != NULL)
+			ret = quota_release(obs->ns, q, ours, r);
+		if (ret < 0)
+			break;
+	}
+	free(ours);
+	if (ret == 0 && p != NULL && !found)
+		ret = quota_create(p, r);
+	return ret;
+}
+
+/* Label and annotate the Namespace, or take both away (p NULL). */
+static int
+ns_diff(const struct plan *p, const struct rc_observed *obs,
+    struct rc_actions *r)
+{
+	char path[RC_PATH_MAX], what[384];
+	json_t *patch;
+
+	snprintf(path, sizeof(path), CORE_API "/namespaces/%s", obs->ns);
+	snprintf(what, sizeof(what), "Namespace %s label and annotation",
+	    obs->ns);
+	if (p != NULL) {
+		if (obs->ns_isolated && obs->ns_resolved != NULL &&
+		    strcmp(obs->ns_resolved, p->resolved) == 0)
+			return 0;
+		patch = json_pack("{s:{s:{s:s}, s:{s:s}}}", "metadata",
+		    "labels", RESOLVED_LABEL, "true", "annotations",
+		    RESOLVED_ANNOTATION, p->resolved);
+	} else {
+		if (!obs->ns_isolated && obs->ns_resolved == NULL)
+			return 0;
+		patch = json_pack("{s:{s:{s:n}, s:{s:n}}}", "metadata",
+		    "labels", RESOLVED_LABEL, "annotations",
+		    RESOLVED_ANNOTATION);
+	}
+	return push(r, "PATCH", "patch", patch, 0, path, what);
+}
+
+/* The writes from obs to p (or to nothing of ours), in order. */
+int
+reconcile_diff(const struct plan *p, const struct rc_observed *obs,
+    struct rc_actions *ret)
+{
+	int r = 0;
+
+	ret->n = 0;
+	if (!obs->ns_exists || obs->ns_terminating)
+		return 0;
+	if (p != NULL) {
+		if ((r = ensure_class(p, obs, ret)) < 0 ||
+		    (r = ensure_claim(p, obs, ret)) < 0 ||
+		    (r = remove_stale(p, obs, ret)) < 0 ||
+		    (r = quota_diff(p, obs, ret)) < 0 ||
+		    (r = ns_diff(p, obs, ret)) < 0)
+			goto fail;
+	} else {
+		if ((r = ns_diff(NULL, obs, ret)) < 0 ||
+		    (r = quota_diff(NULL, obs, ret)) < 0 ||
+		    (r = remove_stale(NULL, obs, ret)) < 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	reconcile_actions_clear(ret);
+	return r;
+}
+
+/* Delete the kpgpud DeviceClasses nothing uses any more. */
+int
+reconcile_gc_classes(const char *const *names, int n, const char *const *used,
+    int nused, struct rc_actions *ret)
+{
+	char path[RC_PATH_MAX], what[384];
+	bool in_use;
+	int r;
+
+	ret->n = 0;
+	for (int i = 0; i < n; i++) {
+		in_use = false;
+		for (int j = 0; j < nused && !in_use; j++)
+			in_use = strcmp(names[i], used[j]) == 0;
+		if (in_use)
+			continue;
+		snprintf(path, sizeof(path), RES_API "/deviceclasses/%s",
+		    names[i]);
+		snprintf(what, sizeof(what), "DeviceClass %s", names[i]);
+		if ((r = push(ret, "DELETE", "delete", NULL, 404, path,
+		    what)) < 0) {
+			reconcile_actions_clear(ret);
+			return r;
+		}
+	}
+	return 0;
+}
+
+/* FNV-1a over several strings, for event names. */
+static uint32_t
+fnv_strs(const char *const *s, int n)
+{
+	uint32_t h = 2166136261u;
+
+	for (int i = 0; i < n; i++) {
+		for (const char *c = s[i]; *c != '\0'; c++)
+			h = (h ^ (unsigned char)*c) * 16777619u;
+		h = (h ^ 0xff) * 16777619u;
+	}
+	return h;
+}
+
+/* A core/v1 Warning Event on the instance. */
+int
+reconcile_event(const struct plan_instance *in, const char *rv,
+    const char *reason, const char *message, uint64_t wall_ms,
+    struct rc_action *ret)
+{
+	const char *parts[] = { in->kind, in->name, in->uid, rv, reason,
+	    message };
+	const char *ns = in->namespace[0] ? in->namespace : "default";
+	char name[PLAN_NAME_MAX + 16], fitted[PLAN_NAME_MAX + 1];
+	char ts[32], path[RC_PATH_MAX], what[384];
+	struct rc_actions one;
+	time_t t = (time_t)(wall_ms / 1000);
+	struct tm tm;
+	json_t *ev;
+	int r;
+
+	gmtime_r(&t, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	snprintf(name, sizeof(name), "%.230s.%08x", in->name,
+	    fnv_strs(parts, 6));
+	if (plan_name_fit(name, PLAN_NAME_MAX, fitted, sizeof(fitted)) < 0)
+		return -EINVAL;
+	ev = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s}, "
+	    "s:s, s:s, s:s, s:{s:s}, s:s, s:s, s:i, s:s}", "apiVersion", "v1",
+	    "kind", "Event", "metadata", "name", fitted, "namespace", ns,
+	    "involvedObject", "apiVersion", in->api_version, "kind", in->kind,
+	    "name", in->name, "uid", in->uid, "reason", reason, "message",
+	    message, "type", "Warning", "source", "component", "kpgpud-quota",
+	    "firstTimestamp", ts, "lastTimestamp", ts, "count", 1,
+	    "reportingComponent", "kpgpud-quota");
+	if (ev != NULL && in->namespace[0] != '\0')
+		json_object_set_new(json_object_get(ev, "involvedObject"),
+		    "namespace", json_string(in->namespace));
+	snprintf(path, sizeof(path), CORE_API "/namespaces/%s/events", ns);
+	snprintf(what, sizeof(what), "Event %s %s/%s", reason, in->kind,
+	    in->name);
+	one.n = 0;
+	if ((r = push(&one, "POST", "create", ev, 409, path, what)) < 0)
+		return r;
+	*ret = one.a[0];
+	return 0;
+}
+
+/* Free every body. */
+void
+reconcile_actions_clear(struct rc_actions *a)
+{
+	for (int i = 0; i < a->n; i++)
+		free(a->a[i].body);
+	a->n = 0;
+}

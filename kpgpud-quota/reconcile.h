@@ -1,0 +1,97 @@
+/*
+ * Reconcile, the pure half: compare a plan (kpgpud-quota/plan.h) with what
+ * is observed (the cache's owned objects and Namespace row, the API's
+ * ResourceQuotas of the namespace) and produce the ordered writes that make
+ * them agree. Creating: DeviceClass, claim or template, stale owned objects
+ * removed, quota keys, then the Namespace label and annotation last.
+ * Cleaning up: the reverse. Only kpgpud's quota keys (recorded in the quota
+ * annotation PLAN_QUOTA_KEYS_ANNOT) are ever written or removed, with JSON
+ * merge patches that name no other key.
+ */
+#ifndef KPGPUD_QUOTA_RECONCILE_H
+#define KPGPUD_QUOTA_RECONCILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "kpgpud-quota/plan.h"
+
+#define RC_MAX_OWNED	32	/* owned objects considered per namespace */
+#define RC_MAX_QUOTAS	16	/* ResourceQuotas considered per namespace */
+#define RC_MAX_ACTIONS	(4 + RC_MAX_OWNED + RC_MAX_QUOTAS)
+#define RC_PATH_MAX	600
+
+#define RC_MERGE	"application/merge-patch+json"
+#define RC_JSON		"application/json"
+
+/* One write. */
+struct rc_action {
+	const char	*method;	/* "POST", "PATCH", "PUT", "DELETE" */
+	const char	*verb;		/* metric label: create/patch/delete */
+	char		 path[RC_PATH_MAX];
+	const char	*content_type;	/* NULL without body */
+	char		*body;		/* owned; NULL for none */
+	long		 also_ok;	/* a status that counts as done:
+					   409 on create, 404 on delete, 0 */
+	char		 what[384];	/* "create ResourceClaim ns/name" */
+};
+
+struct rc_actions {
+	int		 n;
+	struct rc_action a[RC_MAX_ACTIONS];
+};
+
+/* An owned object of the namespace as the cache holds it. */
+struct rc_owned {
+	char		 kind[32];
+	char		 name[PLAN_NAME_MAX + 1];
+	json_t		*data;		/* {"labels","annotations","spec"} */
+};
+
+/* What is known of one tenant namespace. */
+struct rc_observed {
+	char		 ns[PLAN_LABEL_MAX + 1];
+	bool		 ns_exists;
+	bool		 ns_terminating;
+	bool		 ns_isolated;	/* the label is "true" */
+	const char	*ns_resolved;	/* annotation value or NULL */
+	int		 nowned;	/* ResourceClaim(Template)s only */
+	struct rc_owned	 owned[RC_MAX_OWNED];
+	json_t		*device_class;	/* cached data of the plan's class */
+	json_t		*quotas;	/* items of the namespace's quota list */
+};
+
+/*
+ * The writes that take obs to plan p, or with p NULL the writes that remove
+ * everything kpgpud put into obs->ns. 0 or -ENOMEM / -E2BIG; on failure
+ * ret holds no actions.
+ */
+int	 reconcile_diff(const struct plan *p, const struct rc_observed *obs,
+	    struct rc_actions *ret);
+
+/*
+ * Deletes of the kpgpud DeviceClasses (names[n]) that no plan uses
+ * (used[nused]). 0 or -E2BIG.
+ */
+int	 reconcile_gc_classes(const char *const *names, int n,
+	    const char *const *used, int nused, struct rc_actions *ret);
+
+/*
+ * A Warning Event about the instance. Its name is derived from the
+ * instance, its resourceVersion, the reason and the message, so a repeat
+ * of the same report is refused (409) instead of piling up.
+ */
+int	 reconcile_event(const struct plan_instance *in, const char *rv,
+	    const char *reason, const char *message, uint64_t wall_ms,
+	    struct rc_action *ret);
+
+/* Free the bodies; leaves no actions. */
+void	 reconcile_actions_clear(struct rc_actions *a);
+
+/* Whether every member of want is in have with the same value. */
+bool	 reconcile_json_subset(json_t *want, json_t *have);
+
+#endif

@@ -1,0 +1,401 @@
+/*
+ * Reconcile's pure diff: from nothing it creates DeviceClass, template,
+ * quota and only then labels the Namespace; in sync it writes nothing; it
+ * touches only kpgpud's quota keys (others survive, old ones of ours are
+ * removed); a drifted immutable spec is replaced; stale owned objects go;
+ * cleanup runs in reverse and deletes a quota only when kpgpud created it
+ * and nothing else is in it; unused DeviceClasses are collected; events get
+ * deterministic names.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "common/resolved.h"
+#include "kpgpud-quota/reconcile.h"
+#include "tests/unit/test.h"
+
+/* A plan for an instance "Agent/t1" with the given annotation. */
+static struct plan *
+mkplan(const char *annotation)
+{
+	struct plan_instance *in = calloc(1, sizeof(*in));
+	struct plan_config cfg = { 0 };
+	struct plan *p = NULL;
+	char err[256];
+
+	if (in == NULL)
+		return NULL;
+	snprintf(in->api_version, sizeof(in->api_version), "kubeplus.io/v1");
+	snprintf(in->kind, sizeof(in->kind), "Agent");
+	snprintf(in->name, sizeof(in->name), "t1");
+	snprintf(in->uid, sizeof(in->uid), "u-1");
+	in->has_annotation = true;
+	snprintf(in->annotation, sizeof(in->annotation), "%s", annotation);
+	in->annotation_len = strlen(annotation);
+	if (plan_build(in, &cfg, &p, err, sizeof(err)) < 0)
+		test_fail(__FILE__, __LINE__, "plan: %s", err);
+	free(in);
+	return p;
+}
+
+/* An observed namespace t1 that exists and holds nothing of ours. */
+static void
+mkobs(struct rc_observed *o)
+{
+	memset(o, 0, sizeof(*o));
+	snprintf(o->ns, sizeof(o->ns), "t1");
+	o->ns_exists = true;
+	o->quotas = json_array();
+}
+
+/* Release what mkobs and the tests put into o. */
+static void
+obs_free(struct rc_observed *o)
+{
+	for (int i = 0; i < o->nowned; i++)
+		json_decref(o->owned[i].data);
+	json_decref(o->device_class);
+	json_decref(o->quotas);
+}
+
+/* Make o look exactly like what p wants. */
+static void
+obs_from_plan(struct rc_observed *o, const struct plan *p)
+{
+	json_t *m = json_object_get(p->claim, "metadata");
+
+	if (p->device_class != NULL)
+		o->device_class = json_pack("{s:o, s:o}", "labels", json_deep_copy(
+		    json_object_get(json_object_get(p->device_class,
+		    "metadata"), "labels")), "spec", json_deep_copy(
+		    json_object_get(p->device_class, "spec")));
+	snprintf(o->owned[0].kind, sizeof(o->owned[0].kind), "%s",
+	    json_string_value(json_object_get(p->claim, "kind")));
+	snprintf(o->owned[0].name, sizeof(o->owned[0].name), "%s",
+	    p->claim_name);
+	o->owned[0].data = json_pack("{s:o, s:o, s:o}", "labels",
+	    json_deep_copy(json_object_get(m, "labels")), "annotations",
+	    json_deep_copy(json_object_get(m, "annotations")), "spec",
+	    json_deep_copy(json_object_get(p->claim, "spec")));
+	o->nowned = 1;
+	json_array_append_new(o->quotas, json_pack("{s:{s:s, s:{s:s}}, "
+	    "s:{s:o}}", "metadata", "name", p->quota_name, "annotations",
+	    PLAN_QUOTA_KEYS_ANNOT, "count/resourceclaims.resource.k8s.io,"
+	    "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/devices", "spec",
+	    "hard", plan_quota_hard(p)));
+	o->ns_isolated = true;
+	o->ns_resolved = p->resolved;
+}
+
+/* Check action i: method and path. */
+static void
+check_action(const struct rc_actions *a, int i, const char *method,
+    const char *path)
+{
+	if (i >= a->n) {
+		test_fail(__FILE__, __LINE__, "no action %d (%d)", i, a->n);
+		return;
+	}
+	CHECK_STR(a->a[i].method, method);
+	CHECK_STR(a->a[i].path, path);
+}
+
+#define MIG	"{\"sharing\":\"mig\",\"migProfile\":\"1g.10gb\"," \
+		"\"maxDevices\":2}"
+
+TEST(from_nothing_in_order)
+{
+	struct plan *p = mkplan(MIG);
+	struct rc_observed o;
+	struct rc_actions *a = calloc(1, sizeof(*a));
+	json_t *b;
+
+	REQUIRE(p != NULL && a != NULL);
+	mkobs(&o);
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	CHECK_INT(a->n, 4);
+	check_action(a, 0, "POST", "/apis/resource.k8s.io/v1/deviceclasses");
+	CHECK_INT(a->a[0].also_ok, 409);
+	check_action(a, 1, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
+	    "resourceclaimtemplates");
+	check_action(a, 2, "POST", "/api/v1/namespaces/t1/resourcequotas");
+	check_action(a, 3, "PATCH", "/api/v1/namespaces/t1");
+	CHECK_STR(a->a[3].content_type, RC_MERGE);
+	b = json_loads(a->a[2].body, 0, NULL);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(
+	    json_object_get(b, "spec"), "hard"),
+	    "count/resourceclaims.resource.k8s.io")), "2");
+	CHECK_STR(json_string_value(json_object_get(json_object_get(
+	    json_object_get(b, "metadata"), "labels"),
+	    "app.kubernetes.io/managed-by")), "kpgpud");
+	json_decref(b);
+	b = json_loads(a->a[3].body, 0, NULL);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(
+	    json_object_get(b, "metadata"), "labels"), RESOLVED_LABEL)),
+	    "true");
+	CHECK_STR(json_string_value(json_object_get(json_object_get(
+	    json_object_get(b, "metadata"), "annotations"),
+	    RESOLVED_ANNOTATION)), p->resolved);
+	json_decref(b);
+	reconcile_actions_clear(a);
+	obs_free(&o);
+	free(a);
+	plan_free(p);
+}
+
+TEST(in_sync_writes_nothing)
+{
+	struct plan *p = mkplan(MIG);
+	struct rc_observed o;
+	struct rc_actions *a = calloc(1, sizeof(*a));
+
+	REQUIRE(p != NULL && a != NULL);
+	mkobs(&o);
+	obs_from_plan(&o, p);
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	CHECK_INT(a->n, 0);
+	/* extra defaulted fields on the server side do not count as drift */
+	json_object_set_new(json_object_get(o.owned[0].data, "spec"),
+	    "extra", json_true());
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	CHECK_INT(a->n, 0);
+	obs_free(&o);
+	free(a);
+	plan_free(p);
+}
+
+TEST(only_our_quota_keys)
+{
+	struct plan *p = mkplan("{\"sharing\":\"exclusive\",\"maxDevices\":3}");
+	struct rc_observed o;
+	struct rc_actions *a = calloc(1, sizeof(*a));
+	json_t *b, *hard;
+
+	REQUIRE(p != NULL && a != NULL);
+	mkobs(&o);
+	/* KubePlus's quota, with its own keys and an old key of ours */
+	json_array_append_new(o.quotas, json_pack("{s:{s:s, s:{s:s}}, "
+	    "s:{s:{s:s, s:s, s:s}}}", "metadata", "name", "agent-t1",
+	    "annotations", PLAN_QUOTA_KEYS_ANNOT,
+	    "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/devices", "spec",
+	    "hard", "requests.cpu", "2", "limits.memory", "4Gi",
+	    "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/devices", "1"));
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	REQUIRE(a->n == 3);
+	check_action(a, 0, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
+	    "resourceclaimtemplates");
+	check_action(a, 1, "PATCH", "/api/v1/namespaces/t1/resourcequotas/"
+	    "agent-t1");
+	CHECK_STR(a->a[1].content_type, RC_MERGE);
+	b = json_loads(a->a[1].body, 0, NULL);
+	hard = json_object_get(json_object_get(b, "spec"), "hard");
+	CHECK_INT(json_object_size(hard), 3);
+	CHECK(json_object_get(hard, "requests.cpu") == NULL);
+	CHECK(json_object_get(hard, "limits.memory") == NULL);
+	CHECK(json_is_null(json_object_get(hard, "kpgpud-mig-1g.10gb."
+	    "deviceclass.resource.k8s.io/devices")));
+	CHECK_STR(json_string_value(json_object_get(hard,
+	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices")), "3");
+	CHECK_STR(json_string_value(json_object_get(json_object_get(
+	    json_object_get(b, "metadata"), "annotations"),
+	    PLAN_QUOTA_KEYS_ANNOT)), "count/resourceclaims.resource.k8s.io,"
+	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices");
+	CHECK(json_object_get(json_object_get(b, "metadata"), "labels") ==
+	    NULL);
+	json_decref(b);
+	check_action(a, 2, "PATCH", "/api/v1/namespaces/t1");
+	reconcile_actions_clear(a);
+	obs_free(&o);
+	free(a);
+	plan_free(p);
+}
+
+TEST(drift_replaced_and_stale_removed)
+{
+	struct plan *p = mkplan(MIG);
+	struct rc_observed o;
+	struct rc_actions *a = calloc(1, sizeof(*a));
+	json_t *ex;
+
+	REQUIRE(p != NULL && a != NULL);
+	mkobs(&o);
+	obs_from_plan(&o, p);
+	/* someone edited the template's count and the class's selector */
+	ex = json_object_get(json_array_get(json_object_get(json_object_get(
+	    json_object_get(json_object_get(o.owned[0].data, "spec"), "spec"),
+	    "devices"), "requests"), 0), "exactly");
+	REQUIRE(ex != NULL);
+	json_object_set_new(ex, "count", json_integer(5));
+	json_object_set_new(json_object_get(o.device_class, "spec"),
+	    "selectors", json_array());
+	/* and an old shared claim of ours is still there */
+	snprintf(o.owned[1].kind, sizeof(o.owned[1].kind), "ResourceClaim");
+	snprintf(o.owned[1].name, sizeof(o.owned[1].name), "old-gpu");
+	o.owned[1].data = json_object();
+	o.nowned = 2;
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	REQUIRE(a->n == 4);
+	check_action(a, 0, "PATCH", "/apis/resource.k8s.io/v1/deviceclasses/"
+	    "kpgpud-mig-1g.10gb");
+	check_action(a, 1, "DELETE", "/apis/resource.k8s.io/v1/namespaces/"
+	    "t1/resourceclaimtemplates/agent-t1-gpu");
+	check_action(a, 2, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
+	    "resourceclaimtemplates");
+	CHECK_INT(a->a[2].also_ok, 0);
+	check_action(a, 3, "DELETE", "/apis/resource.k8s.io/v1/namespaces/"
+	    "t1/resourceclaims/old-gpu");
+	reconcile_actions_clear(a);
+	obs_free(&o);
+	free(a);
+	plan_free(p);
+}
+
+TEST(cleanup_in_reverse)
+{
+	struct plan *p = mkplan(MIG);
+	struct rc_observed o;
+	struct rc_actions *a = calloc(1, sizeof(*a));
+	json_t *b, *q;
+
+	REQUIRE(p != NULL && a != NULL);
+	mkobs(&o);
+	obs_from_plan(&o, p);
+	/* the plan's quota also carries KubePlus's keys */
+	q = json_array_get(o.quotas, 0);
+	json_object_set_new(json_object_get(json_object_get(q, "spec"),
+	    "hard"), "requests.cpu", json_string("2"));
+	REQUIRE(reconcile_diff(NULL, &o, a) == 0);
+	REQUIRE(a->n == 3);
+	check_action(a, 0, "PATCH", "/api/v1/namespaces/t1");
+	b = json_loads(a->a[0].body, 0, NULL);
+	CHECK(json_is_null(json_object_get(json_object_get(json_object_get(b,
+	    "metadata"), "labels"), RESOLVED_LABEL)));
+	CHECK(json_is_null(json_object_get(json_object_get(json_object_get(b,
+	    "metadata"), "annotations"), RESOLVED_ANNOTATION)));
+	json_decref(b);
+	check_action(a, 1, "PATCH", "/api/v1/namespaces/t1/resourcequotas/"
+	    "agent-t1");
+	b = json_loads(a->a[1].body, 0, NULL);
+	CHECK_INT(json_object_size(json_object_get(json_object_get(b, "spec"),
+	    "hard")), 2);
+	CHECK(json_object_get(json_object_get(json_object_get(b, "spec"),
+	    "hard"), "requests.cpu") == NULL);
+	json_decref(b);
+	check_action(a, 2, "DELETE", "/apis/resource.k8s.io/v1/namespaces/"
+	    "t1/resourceclaimtemplates/agent-t1-gpu");
+	reconcile_actions_clear(a);
+
+	/* a quota kpgpud created, holding only our keys: deleted */
+	json_object_del(json_object_get(json_object_get(q, "spec"), "hard"),
+	    "requests.cpu");
+	json_object_set_new(json_object_get(q, "metadata"), "labels",
+	    json_pack("{s:s}", PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY));
+	REQUIRE(reconcile_diff(NULL, &o, a) == 0);
+	REQUIRE(a->n == 3);
+	check_action(a, 1, "DELETE", "/api/v1/namespaces/t1/resourcequotas/"
+	    "agent-t1");
+	reconcile_actions_clear(a);
+	obs_free(&o);
+	free(a);
+	plan_free(p);
+}
+
+TEST(missing_or_terminating_namespace)
+{
+	struct plan *p = mkplan(MIG);
+	struct rc_observed o;
+	struct rc_actions *a = calloc(1, sizeof(*a));
+
+	REQUIRE(p != NULL && a != NULL);
+	mkobs(&o);
+	o.ns_exists = false;
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	CHECK_INT(a->n, 0);
+	o.ns_exists = true;
+	o.ns_terminating = true;
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	CHECK_INT(a->n, 0);
+	REQUIRE(reconcile_diff(NULL, &o, a) == 0);
+	CHECK_INT(a->n, 0);
+	obs_free(&o);
+	free(a);
+	plan_free(p);
+}
+
+TEST(unused_classes_collected)
+{
+	const char *names[] = { "kpgpud-mig-1g.10gb", "kpgpud-mig-2g.20gb",
+	    "kpgpud-mig-3g.40gb" };
+	const char *used[] = { "kpgpud-mig-2g.20gb" };
+	struct rc_actions *a = calloc(1, sizeof(*a));
+
+	REQUIRE(a != NULL);
+	REQUIRE(reconcile_gc_classes(names, 3, used, 1, a) == 0);
+	REQUIRE(a->n == 2);
+	check_action(a, 0, "DELETE", "/apis/resource.k8s.io/v1/deviceclasses/"
+	    "kpgpud-mig-1g.10gb");
+	check_action(a, 1, "DELETE", "/apis/resource.k8s.io/v1/deviceclasses/"
+	    "kpgpud-mig-3g.40gb");
+	CHECK_INT(a->a[0].also_ok, 404);
+	free(a);
+}
+
+TEST(event_names_are_deterministic)
+{
+	struct plan_instance in = { 0 };
+	struct rc_action e1, e2, e3;
+	json_t *b;
+
+	snprintf(in.api_version, sizeof(in.api_version), "kubeplus.io/v1");
+	snprintf(in.kind, sizeof(in.kind), "Agent");
+	snprintf(in.name, sizeof(in.name), "t1");
+	snprintf(in.namespace, sizeof(in.namespace), "default");
+	snprintf(in.uid, sizeof(in.uid), "u-1");
+	REQUIRE(reconcile_event(&in, "5", "InvalidGPUIsolation", "bad", 0,
+	    &e1) == 0);
+	REQUIRE(reconcile_event(&in, "5", "InvalidGPUIsolation", "bad", 9999,
+	    &e2) == 0);
+	REQUIRE(reconcile_event(&in, "6", "InvalidGPUIsolation", "bad", 0,
+	    &e3) == 0);
+	CHECK_STR(e1.path, "/api/v1/namespaces/default/events");
+	CHECK_INT(e1.also_ok, 409);
+	b = json_loads(e1.body, 0, NULL);
+	CHECK_STR(json_string_value(json_object_get(b, "type")), "Warning");
+	CHECK_STR(json_string_value(json_object_get(b, "reason")),
+	    "InvalidGPUIsolation");
+	CHECK_STR(json_string_value(json_object_get(json_object_get(b,
+	    "involvedObject"), "kind")), "Agent");
+	CHECK_STR(json_string_value(json_object_get(json_object_get(b,
+	    "involvedObject"), "uid")), "u-1");
+	CHECK(strncmp(json_string_value(json_object_get(json_object_get(b,
+	    "metadata"), "name")), "t1.", 3) == 0);
+	json_decref(b);
+	/* same report, same name; a new resourceVersion, a new event */
+	CHECK(strstr(e2.body, strstr(e1.body, "\"name\":\"t1.")) != NULL);
+	CHECK(strstr(e3.body, strstr(e1.body, "\"name\":\"t1.")) == NULL);
+	free(e1.body);
+	free(e2.body);
+	free(e3.body);
+}
+
+TEST(json_subset)
+{
+	json_t *a = json_loads("{\"x\":[1,{\"y\":2}],\"z\":\"s\"}", 0, NULL);
+	json_t *b = json_loads("{\"x\":[1,{\"y\":2,\"w\":3}],\"z\":\"s\","
+	    "\"q\":1}", 0, NULL);
+	json_t *c = json_loads("{\"x\":[1,{\"y\":2},3],\"z\":\"s\"}", 0,
+	    NULL);
+
+	CHECK(reconcile_json_subset(a, b));
+	CHECK(!reconcile_json_subset(b, a));
+	CHECK(!reconcile_json_subset(a, c));
+	CHECK(reconcile_json_subset(NULL, a));
+	CHECK(!reconcile_json_subset(a, NULL));
+	json_decref(a);
+	json_decref(b);
+	json_decref(c);
+}
