@@ -1,0 +1,421 @@
+/*
+ * kpgpud-admit: the mutating admission webhook. It holds the TLS key and
+ * nothing else: no API token, no cache.db. Namespace state comes from
+ * kpgpud-sync over sync.sock; see kpgpud-admit(8).
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "common/config.h"
+#include "common/daemon.h"
+#include "common/fault.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/sdnotify.h"
+#include "common/util.h"
+#include "kpgpud-admit/nscache.h"
+#include "kpgpud-admit/server.h"
+#include "kpgpud-admit/syncconn.h"
+#include "kpgpud-admit/tls.h"
+
+struct admit_conf {
+	char	*listen;
+	int64_t	 listen_fd;
+	char	*tls_cert;
+	char	*tls_key;
+	char	*client_ca;
+	char	*sync_socket;
+	int	 miss_policy;
+	int64_t	 lookup_timeout_ms;
+	int64_t	 max_body;
+	int64_t	 max_headers;
+	int64_t	 idle_timeout_ms;
+	int64_t	 threads;
+	int64_t	 reload_interval_ms;
+	int64_t	 grace_ms;
+	int64_t	 max_namespaces;
+	char	*pidfile;
+	bool	 allow_root;
+	bool	 debug;
+};
+
+static const char *const miss_policies[] = { "allow", "deny", NULL };
+
+#define C struct admit_conf
+static const struct config_opt admit_opts[] = {
+	CONFIG_STRING(C, listen, "listen", 'l', ":8443", "Serving",
+	    "Address and port to serve HTTPS on (ADDR:PORT, [V6]:PORT, :PORT).",
+	    CONFIG_NORELOAD),
+	CONFIG_INT(C, listen_fd, "listen-fd", 0, "-1", -1, 65535, "Serving",
+	    "Serve on this already listening socket instead (LISTEN_FDS "
+	    "wins).", CONFIG_NORELOAD),
+	CONFIG_PATH(C, tls_cert, "tls-cert", 0, NULL, "Serving",
+	    "PEM certificate chain; reloaded when the file changes.",
+	    CONFIG_REQUIRED),
+	CONFIG_PATH(C, tls_key, "tls-key", 0, NULL, "Serving",
+	    "PEM private key; reloaded when the file changes.",
+	    CONFIG_REQUIRED),
+	CONFIG_PATH(C, client_ca, "client-ca", 0, NULL, "Serving",
+	    "Require client certificates signed by this CA (mutual TLS).", 0),
+	CONFIG_INT(C, threads, "threads", 't', "0", 0, 64, "Serving",
+	    "HTTP worker threads; 0 = one per online CPU.", CONFIG_NORELOAD),
+	CONFIG_INT(C, max_body, "max-body", 0, "3145728", 1024, 64 << 20,
+	    "Serving", "Largest request body in bytes (larger: 413).",
+	    CONFIG_NORELOAD),
+	CONFIG_INT(C, max_headers, "max-headers", 0, "65536", 1024, 1 << 20,
+	    "Serving", "Largest request header block in bytes.",
+	    CONFIG_NORELOAD),
+	CONFIG_DURATION(C, idle_timeout_ms, "idle-timeout", 0, "90s", 1000,
+	    3600000, "Serving", "Close connections idle this long.",
+	    CONFIG_NORELOAD),
+	CONFIG_DURATION(C, reload_interval_ms, "tls-reload-interval", 0, "1s",
+	    100, 3600000, "Serving", "How often to check the TLS files.", 0),
+	CONFIG_DURATION(C, grace_ms, "shutdown-grace", 0, "5s", 0, 60000,
+	    "Serving", "How long requests in flight may finish at shutdown.",
+	    0),
+	CONFIG_PATH(C, sync_socket, "sync-socket", 's',
+	    "/run/kpgpud/sync.sock", "Sync", "kpgpud-sync's socket.",
+	    CONFIG_NORELOAD),
+	CONFIG_ENUM(C, miss_policy, "miss-policy", 0, "deny", miss_policies,
+	    "Sync", "Unknown namespace with sync unavailable: allow (no "
+	    "patch) or deny.", 0),
+	CONFIG_DURATION(C, lookup_timeout_ms, "lookup-timeout", 0, "2s", 10,
+	    30000, "Sync", "Bound on a read-through namespace lookup (also "
+	    "bounded by the review's ?timeout=).", 0),
+	CONFIG_INT(C, max_namespaces, "max-namespaces", 0, "100000", 1,
+	    10000000, "Sync", "Most namespaces kept in the local map.",
+	    CONFIG_NORELOAD),
+	CONFIG_PATH(C, pidfile, "pidfile", 0, NULL, "General",
+	    "Write and lock a pid file.", CONFIG_NORELOAD),
+	CONFIG_BOOL(C, allow_root, "allow-root", 0, "false", "General",
+	    "Allow running as root (refused by default).", CONFIG_NORELOAD),
+	CONFIG_BOOL(C, debug, "debug", 'd', "false", "General",
+	    "Debug logging (SIGUSR1 toggles it).", 0),
+};
+#undef C
+
+struct admit {
+	struct admit_conf	 conf;
+	struct config		*config;
+	struct event_base	*base;
+	struct daemon		*daemon;
+	struct event		*tick;
+	struct tls		*tls;
+	struct nscache		*cache;
+	struct syncconn		*sync;
+	struct server		*server;
+	struct metrics		*metrics;
+	struct metric		*m_requests, *m_duration, *m_fallbacks;
+	struct metric		*m_connected, *m_namespaces, *m_reloads;
+	int			 listen_fd;
+	int			 pid_fd;
+};
+
+/* Check the TLS files and reload them when they changed. */
+static void
+check_tls(struct admit *a)
+{
+	char err[512];
+	int rv = tls_reload_if_changed(a->tls, err, sizeof(err));
+
+	if (rv == 1) {
+		metric_inc(a->m_reloads, "ok", NULL);
+		log_notice("tls certificate reloaded generation=%lu",
+		    tls_generation(a->tls));
+	} else if (rv < 0) {
+		metric_inc(a->m_reloads, "error", NULL);
+		log_warn("tls reload failed, keeping the current certificate: "
+		    "%s", err);
+	}
+}
+
+/* Housekeeping: TLS files, sync status, gauges. */
+static void
+tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct admit *a = arg;
+
+	(void)fd;
+	(void)what;
+	check_tls(a);
+	syncconn_tick(a->sync);
+	metric_set(a->m_namespaces, NULL, NULL,
+	    (double)nscache_count(a->cache));
+}
+
+/* SIGHUP: re-read the configuration and the TLS files now. */
+static int
+reload_hook(void *arg)
+{
+	struct admit *a = arg;
+	struct config_change ch[CONFIG_MAX_OPTS];
+	size_t n = 0;
+	char err[512];
+	int rv;
+
+	if ((rv = config_reload(a->config, ch, CONFIG_MAX_OPTS, &n, err,
+	    sizeof(err))) < 0) {
+		log_err("reload failed: %s", err);
+		return rv;
+	}
+	for (size_t i = 0; i < n; i++)
+		log_notice("config %s %s", ch[i].opt->name, ch[i].applied ?
+		    "changed" : "changed; needs a restart");
+	log_set_debug(a->conf.debug);
+	check_tls(a);
+	return 0;
+}
+
+/* Register the metrics. */
+static int
+setup_metrics(struct admit *a)
+{
+	static const double bounds[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01,
+	    0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
+	struct metrics *m;
+	int rv;
+
+	if ((a->metrics = m = metrics_new("admit")) == NULL)
+		return -ENOMEM;
+	if ((rv = metrics_counter(m, "kpgpud_admit_requests_total",
+	    "AdmissionReview requests by result.", "result", NULL, 32,
+	    &a->m_requests)) < 0 ||
+	    (rv = metrics_histogram(m, "kpgpud_admit_request_duration_seconds",
+	    "Time from request to response.", bounds,
+	    sizeof(bounds) / sizeof(bounds[0]), NULL, NULL, 0,
+	    &a->m_duration)) < 0 ||
+	    (rv = metrics_counter(m, "kpgpud_admit_fallbacks_total",
+	    "Answers not backed by a live sync, by kind.", "kind", NULL, 16,
+	    &a->m_fallbacks)) < 0 ||
+	    (rv = metrics_gauge(m, "kpgpud_admit_sync_connected",
+	    "1 while connected to kpgpud-sync.", NULL, NULL, 0,
+	    &a->m_connected)) < 0 ||
+	    (rv = metrics_gauge(m, "kpgpud_admit_cached_namespaces",
+	    "Namespaces in the local map.", NULL, NULL, 0,
+	    &a->m_namespaces)) < 0 ||
+	    (rv = metrics_counter(m, "kpgpud_admit_tls_reloads_total",
+	    "Certificate reloads by result.", "result", NULL, 4,
+	    &a->m_reloads)) < 0)
+		return rv;
+	return 0;
+}
+
+/* Split "ADDR:PORT", "[V6]:PORT" or ":PORT" into host (NULL: any) and port. */
+static int
+split_listen(const char *spec, char *host, size_t hostlen, const char **port)
+{
+	const char *colon;
+
+	if (spec[0] == '[') {
+		const char *end = strchr(spec, ']');
+
+		if (end == NULL || end[1] != ':' || (size_t)(end - spec) >= hostlen)
+			return -EINVAL;
+		snprintf(host, hostlen, "%.*s", (int)(end - spec - 1), spec + 1);
+		*port = end + 2;
+		return 0;
+	}
+	if ((colon = strrchr(spec, ':')) == NULL ||
+	    (size_t)(colon - spec) >= hostlen)
+		return -EINVAL;
+	snprintf(host, hostlen, "%.*s", (int)(colon - spec), spec);
+	*port = colon + 1;
+	return 0;
+}
+
+/* Bind and listen on --listen; the fd, or -errno with err set. */
+static int
+open_listener(const char *spec, char *err, size_t errlen)
+{
+	struct addrinfo hints, *res = NULL;
+	char host[256];
+	const char *port;
+	int fd = -1, one = 1, rv;
+
+	if (split_listen(spec, host, sizeof(host), &port) < 0) {
+		snprintf(err, errlen, "--listen %s: not ADDR:PORT", spec);
+		return -EINVAL;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	if ((rv = getaddrinfo(host[0] ? host : NULL, port, &hints, &res)) != 0) {
+		snprintf(err, errlen, "--listen %s: %s", spec, gai_strerror(rv));
+		return -EINVAL;
+	}
+	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+	    0);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
+	    sizeof(one)) < 0 || bind(fd, res->ai_addr, res->ai_addrlen) < 0 ||
+	    listen(fd, 1024) < 0) {
+		rv = -errno;
+		snprintf(err, errlen, "--listen %s: %s", spec, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(res);
+		return rv;
+	}
+	freeaddrinfo(res);
+	return fd;
+}
+
+/* The socket to serve on: socket activation, --listen-fd or --listen. */
+static int
+listener(struct admit *a)
+{
+	struct sdn_fd fds[SDN_MAX_LISTEN_FDS];
+	size_t n = 0;
+	char err[512];
+	int fd;
+
+	if (sdn_listen_fds(fds, SDN_MAX_LISTEN_FDS, &n) == 0 && n > 0) {
+		for (size_t i = 1; i < n; i++)
+			close(fds[i].fd);
+		fd_nonblock(fds[0].fd);
+		return fds[0].fd;
+	}
+	if (a->conf.listen_fd >= 0) {
+		fd_cloexec((int)a->conf.listen_fd);
+		fd_nonblock((int)a->conf.listen_fd);
+		return (int)a->conf.listen_fd;
+	}
+	if ((fd = open_listener(a->conf.listen, err, sizeof(err))) < 0)
+		fatal("%s", err);
+	return fd;
+}
+
+/* Log where we serve (the real port when :0 was asked for). */
+static void
+log_listening(struct admit *a, int nthreads)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[128] = "?", port[16] = "?";
+
+	if (getsockname(a->listen_fd, (struct sockaddr *)&ss, &sl) == 0)
+		getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host),
+		    port, sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
+	log_notice("listening address=%s port=%s threads=%d sync=%s "
+	    "miss_policy=%s mtls=%s", host, port, nthreads,
+	    log_q(a->conf.sync_socket), miss_policies[a->conf.miss_policy],
+	    a->conf.client_ca ? "on" : "off");
+}
+
+/* Create everything that serves: TLS, map, sync link, workers. */
+static void
+setup(struct admit *a)
+{
+	struct syncconn_config sc = { 0 };
+	struct server_config srv = { 0 };
+	struct timeval tv;
+	char err[512];
+	int rv, nthreads = (int)a->conf.threads;
+
+	if (nthreads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		nthreads = n < 1 ? 1 : n > 64 ? 64 : (int)n;
+	}
+	if (tls_new(a->conf.tls_cert, a->conf.tls_key, a->conf.client_ca,
+	    &a->tls, err, sizeof(err)) < 0)
+		fatal("tls: %s", err);
+	if ((rv = nscache_new((size_t)a->conf.max_namespaces, &a->cache)) < 0 ||
+	    (rv = setup_metrics(a)) < 0)
+		fatal("setup: %s", strerror(-rv));
+	sc.path = a->conf.sync_socket;
+	sc.connected_gauge = a->m_connected;
+	if ((rv = syncconn_new(a->base, &sc, a->cache, &a->sync)) < 0)
+		fatal("sync link: %s", strerror(-rv));
+	a->listen_fd = listener(a);
+	srv.listen_fd = a->listen_fd;
+	srv.nthreads = nthreads;
+	srv.max_body = (size_t)a->conf.max_body;
+	srv.max_headers = (size_t)a->conf.max_headers;
+	srv.idle_timeout_s = (unsigned)((a->conf.idle_timeout_ms + 999) / 1000);
+	srv.lookup_timeout_ms = (unsigned)a->conf.lookup_timeout_ms;
+	srv.miss_deny = a->conf.miss_policy == 1;
+	srv.main_base = a->base;
+	srv.tls = a->tls;
+	srv.cache = a->cache;
+	srv.sync = a->sync;
+	srv.registry = a->metrics;
+	srv.requests = a->m_requests;
+	srv.duration = a->m_duration;
+	srv.fallbacks = a->m_fallbacks;
+	if ((rv = server_new(&srv, &a->server)) < 0 ||
+	    (rv = server_start(a->server)) < 0)
+		fatal("server: %s", strerror(-rv));
+	if ((a->tick = event_new(a->base, -1, EV_PERSIST, tick_cb, a)) == NULL)
+		fatal("out of memory");
+	tv.tv_sec = a->conf.reload_interval_ms / 1000;
+	tv.tv_usec = (a->conf.reload_interval_ms % 1000) * 1000;
+	event_add(a->tick, &tv);
+	log_listening(a, nthreads);
+}
+
+/* Tear down in dependency order: workers, sync link, the rest. */
+static void
+teardown(struct admit *a)
+{
+	server_stop(a->server, (unsigned)a->conf.grace_ms);
+	syncconn_free(a->sync);
+	server_free(a->server);
+	if (a->tick != NULL)
+		event_free(a->tick);
+	daemon_free(a->daemon);
+	close(a->listen_fd);
+	tls_free(a->tls);
+	nscache_free(a->cache);
+	metrics_free(a->metrics);
+	event_base_free(a->base);
+	if (a->pid_fd >= 0)
+		daemon_pidfile_remove(a->conf.pidfile, a->pid_fd);
+	config_free(a->config);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct admit a;
+	struct daemon_hooks hooks = { 0 };
+	int rv;
+
+	memset(&a, 0, sizeof(a));
+	a.pid_fd = -1;
+	log_init("kpgpud-admit", false);
+	a.config = config_new("kpgpud-admit", admit_opts,
+	    sizeof(admit_opts) / sizeof(admit_opts[0]), &a.conf,
+	    sizeof(a.conf), 0);
+	if (a.config == NULL)
+		fatal("config: invalid option table");
+	config_main(a.config, argc, argv);
+	log_set_debug(a.conf.debug);
+	if (daemon_check_root(a.conf.allow_root) < 0)
+		fatal("refusing to run as root (use --allow-root)");
+	if (FAULTS_ENABLED && fault_init() < 0)
+		fatal("bad KPGPUD_FAULT");
+	if (evthread_use_pthreads() < 0 || (a.base = event_base_new()) == NULL)
+		fatal("libevent setup failed");
+	if (a.conf.pidfile != NULL &&
+	    (rv = daemon_pidfile_write(a.conf.pidfile, &a.pid_fd)) < 0)
+		fatal("pidfile %s: %s", a.conf.pidfile, strerror(-rv));
+	setup(&a);
+	hooks.reload = reload_hook;
+	hooks.arg = &a;
+	if ((rv = daemon_new(a.base, &hooks, &a.daemon)) < 0)
+		fatal("daemon: %s", strerror(-rv));
+	sdn_ready();
+	event_base_dispatch(a.base);
+	log_notice("stopping");
+	teardown(&a);
+	return 0;
+}

@@ -1,0 +1,718 @@
+/*
+ * The webhook's HTTPS server: see server.h. Each worker thread owns its
+ * event_base, evhttp and connections; the only cross-thread traffic is a
+ * read-through lookup, posted to the main loop and answered back with
+ * event_base_once (libevent is set up for threads by main). A deferred
+ * request may lose its connection meanwhile: the connection's close
+ * callback clears the job's request pointer so the answer is dropped.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/util.h"
+#include "kpgpud-admit/nscache.h"
+#include "kpgpud-admit/review.h"
+#include "kpgpud-admit/server.h"
+#include "kpgpud-admit/syncconn.h"
+#include "kpgpud-admit/tls.h"
+
+#define SRV_MAX_THREADS	64
+
+struct worker {
+	struct server		*srv;
+	int			 idx;
+	pthread_t		 thread;
+	bool			 started;
+	struct event_base	*base;
+	struct evhttp		*http;
+	struct evhttp_bound_socket *bound;
+	unsigned		 inflight;	/* worker thread only */
+	bool			 stopping;	/* worker thread only */
+	atomic_bool		 done;
+};
+
+/* One deferred /mutate request (owned by its worker). */
+struct job {
+	struct worker		*w;
+	struct evhttp_request	*req;	/* NULL once the connection is gone */
+	struct review		*rv;
+	uint64_t		 t0_us;
+	unsigned		 timeout_ms;
+	char			 ns[64];
+	struct syncconn_answer	 answer;
+	struct lookup		*lk;	/* main thread's handle */
+};
+
+/* The main thread's side of a lookup in flight (main thread only). */
+struct lookup {
+	struct job		*job;	/* NULL once answered or cancelled */
+	struct lookup		*next;
+	struct lookup		**prevp;
+};
+
+struct server {
+	struct server_config	 cfg;
+	struct worker		*w;
+	struct lookup		*lookups;	/* main thread only */
+};
+
+static void worker_finish_cb(evutil_socket_t fd, short what, void *arg);
+
+/* Count one request outcome and its duration. */
+static void
+account(struct worker *w, const char *result, uint64_t t0_us)
+{
+	metric_inc(w->srv->cfg.requests, result, NULL);
+	metric_observe(w->srv->cfg.duration, NULL, NULL,
+	    (double)(monotonic_usec() - t0_us) / 1e6);
+}
+
+/* One request is over; a stopping worker with none left finishes. */
+static void
+request_done(struct worker *w)
+{
+	static const struct timeval now = { 0, 0 };
+
+	if (--w->inflight == 0 && w->stopping)
+		event_base_once(w->base, -1, EV_TIMEOUT, worker_finish_cb, w,
+		    &now);
+}
+
+/* Send a reply with a body. */
+static void
+reply(struct worker *w, struct evhttp_request *req, int code,
+    const char *reason, const char *ctype, const char *body, size_t len)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+
+	evhttp_add_header(h, "Content-Type", ctype);
+	if (w->stopping)
+		evhttp_add_header(h, "Connection", "close");
+	evbuffer_add(evhttp_request_get_output_buffer(req), body, len);
+	evhttp_send_reply(req, code, reason, NULL);
+}
+
+/* Send a plain-text error reply. */
+static void
+reply_text(struct worker *w, struct evhttp_request *req, int code,
+    const char *reason, const char *msg)
+{
+	char buf[600];
+	int n = snprintf(buf, sizeof(buf), "%s\n", msg);
+
+	reply(w, req, code, reason, "text/plain; charset=utf-8", buf,
+	    n < 0 ? 0 : (size_t)n >= sizeof(buf) ? sizeof(buf) - 1 :
+	    (size_t)n);
+}
+
+/* Count and log a fallback (one line each, never the pod). */
+static void
+fallback(struct worker *w, const char *kind, const struct review *rv,
+    const char *ns, const char *detail)
+{
+	metric_inc(w->srv->cfg.fallbacks, kind, NULL);
+	log_warn("fallback kind=%s uid=%s namespace=%s detail=%s", kind,
+	    log_q(review_uid(rv)), log_q(ns), log_q(detail));
+}
+
+/* The miss policy's answer. */
+static enum review_ns
+miss(struct worker *w)
+{
+	return w->srv->cfg.miss_deny ? REVIEW_NS_MISS_DENY :
+	    REVIEW_NS_MISS_ALLOW;
+}
+
+/* Build and send the AdmissionReview response; frees the review. */
+static void
+answer(struct worker *w, struct evhttp_request *req, struct review *rv,
+    enum review_ns ns, const struct resolved *r, uint64_t t0_us)
+{
+	struct review_reply *rep = NULL;
+	char err[256];
+	int rv_;
+
+	rv_ = review_answer(rv, ns, r, &rep, err, sizeof(err));
+	if (rv_ == -EINVAL) {
+		log_warn("bad request uid=%s reason=%s", log_q(review_uid(rv)),
+		    log_q(err));
+		reply_text(w, req, 400, "Bad Request", err);
+		account(w, "bad_request", t0_us);
+	} else if (rv_ < 0) {
+		reply_text(w, req, 500, "Internal Server Error",
+		    "out of memory");
+		account(w, "error", t0_us);
+	} else {
+		if (!rep->allowed)
+			log_notice("denied uid=%s namespace=%s reason=%s",
+			    log_q(review_uid(rv)),
+			    log_q(review_namespace(rv)), log_q(rep->message));
+		reply(w, req, 200, "OK", "application/json", rep->body,
+		    rep->len);
+		account(w, review_result_name(rep->result), t0_us);
+	}
+	review_reply_free(rep);
+	review_free(rv);
+}
+
+/* The deferred request's connection went away before the answer. */
+static void
+job_conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+	struct job *j = arg;
+
+	(void)evcon;
+	j->req = NULL;
+}
+
+/* Worker side: the lookup's answer is back (or was cancelled). */
+static void
+job_done_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct job *j = arg;
+	struct worker *w = j->w;
+	struct syncconn_answer *a = &j->answer;
+	enum review_ns ns = REVIEW_NS_OPEN;
+	struct resolved r;
+	char why[256];
+
+	(void)fd;
+	(void)what;
+	if (j->req == NULL) {
+		review_free(j->rv);
+		account(w, "client_gone", j->t0_us);
+		goto done;
+	}
+	evhttp_connection_set_closecb(evhttp_request_get_connection(j->req),
+	    NULL, NULL);
+	if (a->err < 0) {
+		snprintf(why, sizeof(why), "lookup failed: %s",
+		    strerror(-a->err));
+		fallback(w, "lookup_failed", j->rv, j->ns, why);
+		ns = miss(w);
+	} else if (a->isolated) {
+		ns = REVIEW_NS_ISOLATED;
+		if (a->resolved == NULL || resolved_parse(a->resolved,
+		    strlen(a->resolved), &r, why, sizeof(why)) < 0) {
+			if (a->resolved == NULL)
+				snprintf(why, sizeof(why), "no annotation");
+			fallback(w, "unresolved", j->rv, j->ns, why);
+			ns = miss(w);
+		}
+	}
+	answer(w, j->req, j->rv, ns, &r, j->t0_us);
+done:
+	free(a->resolved);
+	free(j);
+	request_done(w);
+}
+
+/* Hand a job back to its worker. */
+static void
+post_back(struct job *j)
+{
+	static const struct timeval now = { 0, 0 };
+
+	if (event_base_once(j->w->base, -1, EV_TIMEOUT, job_done_cb, j,
+	    &now) < 0)
+		log_err("cannot post a lookup answer to worker %d", j->w->idx);
+}
+
+/* Main side: sync answered the lookup. */
+static void
+lookup_answered(struct syncconn_answer *a, void *arg)
+{
+	struct lookup *lk = arg;
+
+	if (lk->job != NULL) {
+		lk->job->answer = *a;
+		a->resolved = NULL;
+		post_back(lk->job);
+	}
+	free(a->resolved);
+	if ((*lk->prevp = lk->next) != NULL)
+		lk->next->prevp = lk->prevp;
+	free(lk);
+}
+
+/* Main side: start the lookup a worker asked for. */
+static void
+lookup_start_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct job *j = arg;
+	struct server *s = j->w->srv;
+	struct lookup *lk;
+
+	(void)fd;
+	(void)what;
+	if (s->cfg.sync == NULL || (lk = calloc(1, sizeof(*lk))) == NULL) {
+		j->answer.err = s->cfg.sync == NULL ? -ECANCELED : -ENOMEM;
+		post_back(j);
+		return;
+	}
+	lk->job = j;
+	if ((lk->next = s->lookups) != NULL)
+		lk->next->prevp = &lk->next;
+	lk->prevp = &s->lookups;
+	s->lookups = lk;
+	syncconn_lookup(s->cfg.sync, j->ns, j->timeout_ms, lookup_answered,
+	    lk);
+}
+
+/* How long a lookup may take for this request (?timeout= of the review). */
+static unsigned
+lookup_budget(struct worker *w, struct evhttp_request *req)
+{
+	const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(
+	    req));
+	unsigned budget = w->srv->cfg.lookup_timeout_ms;
+	struct evkeyvalq args;
+	const char *t;
+	int64_t ms;
+
+	if (q == NULL || evhttp_parse_query_str(q, &args) < 0)
+		return budget;
+	t = evhttp_find_header(&args, "timeout");
+	/* Leave the apiserver time to receive our answer. */
+	if (t != NULL && parse_duration_ms(t, &ms) == 0 && ms > 0 &&
+	    (uint64_t)ms < budget + 250u)
+		budget = ms > 300 ? (unsigned)ms - 250 : 50;
+	evhttp_clear_headers(&args);
+	return budget;
+}
+
+/* Defer a request whose namespace the map does not know. */
+static void
+defer(struct worker *w, struct evhttp_request *req, struct review *rv,
+    uint64_t t0_us)
+{
+	static const struct timeval now = { 0, 0 };
+	struct job *j;
+
+	if ((j = calloc(1, sizeof(*j))) == NULL) {
+		fallback(w, "lookup_failed", rv, review_namespace(rv),
+		    "out of memory");
+		answer(w, req, rv, miss(w), NULL, t0_us);
+		request_done(w);
+		return;
+	}
+	j->w = w;
+	j->req = req;
+	j->rv = rv;
+	j->t0_us = t0_us;
+	j->timeout_ms = lookup_budget(w, req);
+	snprintf(j->ns, sizeof(j->ns), "%s", review_namespace(rv));
+	evhttp_connection_set_closecb(evhttp_request_get_connection(req),
+	    job_conn_closed, j);
+	if (event_base_once(w->srv->cfg.main_base, -1, EV_TIMEOUT,
+	    lookup_start_cb, j, &now) < 0) {
+		j->answer.err = -ENOMEM;
+		job_done_cb(-1, 0, j);
+	}
+}
+
+/* Decide a parsed review from the map, or defer it to a lookup. */
+static void
+decide(struct worker *w, struct evhttp_request *req, struct review *rv,
+    uint64_t t0_us)
+{
+	const char *ns = review_namespace(rv);
+	bool up = syncconn_connected(w->srv->cfg.sync);
+	enum review_ns st = REVIEW_NS_OPEN;
+	struct resolved r;
+
+	w->inflight++;
+	if (ns != NULL) {
+		switch (nscache_get(w->srv->cfg.cache, ns, &r)) {
+		case NSCACHE_ISOLATED:
+			st = REVIEW_NS_ISOLATED;
+			/* FALLTHROUGH */
+		case NSCACHE_OPEN:
+			if (!up)
+				fallback(w, "last_known", rv, ns,
+				    "sync unavailable");
+			break;
+		case NSCACHE_UNRESOLVED:
+			fallback(w, "unresolved", rv, ns, "annotation "
+			    "missing or invalid");
+			st = miss(w);
+			break;
+		case NSCACHE_MISSING:
+		default:
+			if (up) {
+				defer(w, req, rv, t0_us);
+				return;
+			}
+			fallback(w, "sync_down", rv, ns, "namespace not known "
+			    "and sync unavailable");
+			st = miss(w);
+			break;
+		}
+	}
+	answer(w, req, rv, st, &r, t0_us);
+	request_done(w);
+}
+
+/* Whether the Content-Type is JSON (the apiserver sends application/json). */
+static bool
+is_json(const char *ct)
+{
+	size_t n = strlen("application/json");
+
+	return ct != NULL && strncasecmp(ct, "application/json", n) == 0 &&
+	    (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+/* POST /mutate. */
+static void
+handle_mutate(struct worker *w, struct evhttp_request *req)
+{
+	uint64_t t0 = monotonic_usec();
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	size_t len = evbuffer_get_length(in);
+	struct review *rv = NULL;
+	const char *body;
+	char err[256];
+
+	if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
+		evhttp_add_header(evhttp_request_get_output_headers(req),
+		    "Allow", "POST");
+		reply_text(w, req, 405, "Method Not Allowed", "use POST");
+		account(w, "bad_request", t0);
+		return;
+	}
+	if (!is_json(evhttp_find_header(evhttp_request_get_input_headers(req),
+	    "Content-Type"))) {
+		reply_text(w, req, 415, "Unsupported Media Type",
+		    "Content-Type must be application/json");
+		account(w, "bad_request", t0);
+		return;
+	}
+	if (len > w->srv->cfg.max_body) {
+		reply_text(w, req, 413, "Payload Too Large", "body too large");
+		account(w, "too_large", t0);
+		return;
+	}
+	body = len > 0 ? (const char *)evbuffer_pullup(in, -1) : "";
+	if (review_parse(body, len, &rv, err, sizeof(err)) < 0) {
+		log_warn("bad request bytes=%zu reason=%s", len, log_q(err));
+		reply_text(w, req, 400, "Bad Request", err);
+		account(w, "bad_request", t0);
+		return;
+	}
+	decide(w, req, rv, t0);
+}
+
+/* GET /metrics. */
+static void
+handle_metrics(struct worker *w, struct evhttp_request *req)
+{
+	struct buf b = BUF_INIT(0);
+
+	if (metrics_render(w->srv->cfg.registry, &b) < 0)
+		reply_text(w, req, 500, "Internal Server Error", "metrics");
+	else
+		reply(w, req, 200, "OK", "text/plain; version=0.0.4", b.data ?
+		    b.data : "", b.len);
+	buf_free(&b);
+}
+
+/* Every request: route by path. */
+static void
+handle(struct evhttp_request *req, void *arg)
+{
+	struct worker *w = arg;
+	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(
+	    req));
+	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+	bool get = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD;
+
+	if (path == NULL)
+		reply_text(w, req, 400, "Bad Request", "no path");
+	else if (strcmp(path, "/mutate") == 0)
+		handle_mutate(w, req);
+	else if (!get && (strcmp(path, "/healthz") == 0 ||
+	    strcmp(path, "/readyz") == 0 || strcmp(path, "/metrics") == 0))
+		reply_text(w, req, 405, "Method Not Allowed", "use GET");
+	else if (strcmp(path, "/healthz") == 0)
+		reply_text(w, req, 200, "OK", "ok");
+	else if (strcmp(path, "/readyz") == 0) {
+		if (!w->stopping && syncconn_ready(w->srv->cfg.sync))
+			reply_text(w, req, 200, "OK", "ok");
+		else
+			reply_text(w, req, 503, "Service Unavailable",
+			    w->stopping ? "stopping" : "sync not connected "
+			    "or its cache not synced");
+	} else if (strcmp(path, "/metrics") == 0)
+		handle_metrics(w, req);
+	else
+		reply_text(w, req, 404, "Not Found", "not found");
+}
+
+/* An input filter that refuses everything: for a failed SSL_new. */
+static enum bufferevent_filter_result
+refuse(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t lim,
+    enum bufferevent_flush_mode mode, void *arg)
+{
+	(void)src;
+	(void)dst;
+	(void)lim;
+	(void)mode;
+	(void)arg;
+	return BEV_ERROR;
+}
+
+/* A TLS bufferevent for each accepted connection, never a plain one. */
+static struct bufferevent *
+bevcb(struct event_base *base, void *arg)
+{
+	struct worker *w = arg;
+	struct bufferevent *bev, *under;
+	SSL *ssl = tls_ssl_new(w->srv->cfg.tls);
+
+	if (ssl != NULL) {
+		bev = bufferevent_openssl_socket_new(base, -1, ssl,
+		    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+		if (bev != NULL) {
+			bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+			return bev;
+		}
+		SSL_free(ssl);
+	}
+	log_err("cannot set up TLS for a connection; refusing it");
+	under = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	return bufferevent_filter_new(under, refuse, NULL,
+	    BEV_OPT_CLOSE_ON_FREE, NULL, NULL);
+}
+
+/* Worker side: stop accepting; finish now when nothing is in flight. */
+static void
+worker_stop_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+
+	(void)fd;
+	(void)what;
+	if (w->stopping)
+		return;
+	w->stopping = true;
+	if (w->bound != NULL) {
+		evhttp_del_accept_socket(w->http, w->bound);
+		w->bound = NULL;
+	}
+	if (w->inflight == 0)
+		worker_finish_cb(-1, 0, w);
+}
+
+/*
+ * Worker side: close every connection (idle keep-alive ones at once; a
+ * request still in flight loses its connection and its answer is dropped)
+ * and leave the loop.
+ */
+static void
+worker_finish_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+
+	(void)fd;
+	(void)what;
+	if (w->http != NULL) {
+		if (w->bound != NULL)
+			evhttp_del_accept_socket(w->http, w->bound);
+		w->bound = NULL;
+		evhttp_free(w->http);
+		w->http = NULL;
+	}
+	atomic_store(&w->done, true);
+	event_base_loopexit(w->base, NULL);
+}
+
+/* A worker thread: its own loop until stopped. */
+static void *
+worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	event_base_dispatch(w->base);
+	atomic_store(&w->done, true);
+	return NULL;
+}
+
+/* Set one worker up on its own base with its own copy of the listener. */
+static int
+worker_init(struct server *s, struct worker *w, int idx)
+{
+	struct timeval idle = { (time_t)s->cfg.idle_timeout_s, 0 };
+	int fd;
+
+	w->srv = s;
+	w->idx = idx;
+	if ((w->base = event_base_new()) == NULL ||
+	    (w->http = evhttp_new(w->base)) == NULL)
+		return -ENOMEM;
+	evhttp_set_bevcb(w->http, bevcb, w);
+	evhttp_set_gencb(w->http, handle, w);
+	evhttp_set_max_body_size(w->http, (ev_ssize_t)s->cfg.max_body);
+	evhttp_set_max_headers_size(w->http, (ev_ssize_t)s->cfg.max_headers);
+	evhttp_set_timeout_tv(w->http, &idle);
+	evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
+	    EVHTTP_REQ_HEAD);
+	/* Each worker closes its own descriptor of the shared socket. */
+	if ((fd = fcntl(s->cfg.listen_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+		return -errno;
+	if ((w->bound = evhttp_accept_socket_with_handle(w->http, fd)) ==
+	    NULL) {
+		close(fd);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Set the workers up; see server.h. */
+int
+server_new(const struct server_config *cfg, struct server **ret)
+{
+	struct server *s;
+	int rv = -ENOMEM;
+
+	if (cfg->nthreads < 1 || cfg->nthreads > SRV_MAX_THREADS)
+		return -EINVAL;
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return -ENOMEM;
+	s->cfg = *cfg;
+	if ((s->w = calloc((size_t)cfg->nthreads, sizeof(*s->w))) == NULL)
+		goto fail;
+	for (int i = 0; i < cfg->nthreads; i++)
+		if ((rv = worker_init(s, &s->w[i], i)) < 0)
+			goto fail;
+	*ret = s;
+	return 0;
+fail:
+	server_free(s);
+	return rv;
+}
+
+/* Start the worker threads. */
+int
+server_start(struct server *s)
+{
+	for (int i = 0; i < s->cfg.nthreads; i++) {
+		int rv = pthread_create(&s->w[i].thread, NULL, worker_main,
+		    &s->w[i]);
+
+		if (rv != 0)
+			return -rv;
+		s->w[i].started = true;
+	}
+	return 0;
+}
+
+/* Whether every worker has left its loop's work behind. */
+static bool
+all_done(struct server *s)
+{
+	for (int i = 0; i < s->cfg.nthreads; i++)
+		if (s->w[i].started && !atomic_load(&s->w[i].done))
+			return false;
+	return true;
+}
+
+/* Post cb to every running worker. */
+static void
+post_all(struct server *s, event_callback_fn cb)
+{
+	static const struct timeval now = { 0, 0 };
+
+	for (int i = 0; i < s->cfg.nthreads; i++)
+		if (s->w[i].started && !atomic_load(&s->w[i].done))
+			event_base_once(s->w[i].base, -1, EV_TIMEOUT, cb,
+			    &s->w[i], &now);
+}
+
+/* A no-op timer that makes one main-loop turn return. */
+static void
+tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+}
+
+/* Run the main loop until every worker is done or ms passed. */
+static void
+run_main_until_done(struct server *s, unsigned ms)
+{
+	static const struct timeval step = { 0, 20 * 1000 };
+	uint64_t end = monotonic_ms() + ms;
+
+	while (!all_done(s) && monotonic_ms() < end) {
+		event_base_once(s->cfg.main_base, -1, EV_TIMEOUT, tick_cb, NULL,
+		    &step);
+		event_base_loop(s->cfg.main_base, EVLOOP_ONCE);
+	}
+}
+
+/* Graceful stop; see server.h. */
+void
+server_stop(struct server *s, unsigned grace_ms)
+{
+	struct lookup *lk;
+
+	post_all(s, worker_stop_cb);
+	run_main_until_done(s, grace_ms);
+	/* Lookups still in flight: answer them as cancelled. */
+	for (lk = s->lookups; lk != NULL; lk = lk->next)
+		if (lk->job != NULL) {
+			lk->job->answer.err = -ECANCELED;
+			post_back(lk->job);
+			lk->job = NULL;
+		}
+	s->cfg.sync = NULL;
+	run_main_until_done(s, 1000);
+	post_all(s, worker_finish_cb);
+	for (int i = 0; i < s->cfg.nthreads; i++)
+		if (s->w[i].started) {
+			pthread_join(s->w[i].thread, NULL);
+			s->w[i].started = false;
+		}
+}
+
+/* Free everything; leftover posted callbacks run here first. */
+void
+server_free(struct server *s)
+{
+	struct lookup *lk;
+
+	if (s == NULL)
+		return;
+	for (int i = 0; s->w != NULL && i < s->cfg.nthreads; i++) {
+		struct worker *w = &s->w[i];
+
+		if (w->base != NULL)
+			event_base_loop(w->base, EVLOOP_NONBLOCK);
+		if (w->http != NULL)
+			evhttp_free(w->http);
+		if (w->base != NULL)
+			event_base_free(w->base);
+	}
+	/* The lookups' owners are gone; sync's callbacks must not run. */
+	for (lk = s->lookups; lk != NULL; lk = lk->next)
+		lk->job = NULL;
+	free(s->w);
+	free(s);
+}

@@ -1,0 +1,56 @@
+/*
+ * The webhook's HTTPS server: N worker threads, each with its own event_base
+ * and evhttp, accepting from one shared listening socket, over TLS from
+ * tls.h. Routes: POST /mutate (AdmissionReview), GET /healthz, /readyz,
+ * /metrics. Namespace state comes from the nscache; only a namespace the map
+ * does not know is looked up through sync, on the main loop, without
+ * blocking the worker.
+ */
+#ifndef KPGPUD_ADMIT_SERVER_H
+#define KPGPUD_ADMIT_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct event_base;
+struct metric;
+struct metrics;
+struct nscache;
+struct syncconn;
+struct tls;
+
+struct server_config {
+	int			 listen_fd;	/* bound and listening */
+	int			 nthreads;	/* >= 1 */
+	size_t			 max_body;	/* larger bodies get 413 */
+	size_t			 max_headers;
+	unsigned		 idle_timeout_s;
+	unsigned		 lookup_timeout_ms;	/* read-through bound */
+	bool			 miss_deny;	/* unknown namespace: deny */
+	struct event_base	*main_base;	/* where sync lookups run */
+	struct tls		*tls;
+	struct nscache		*cache;
+	struct syncconn		*sync;
+	struct metrics		*registry;	/* rendered at /metrics */
+	struct metric		*requests;	/* {result} */
+	struct metric		*duration;	/* histogram */
+	struct metric		*fallbacks;	/* {kind} */
+};
+
+struct server;
+
+/* Set the workers up (threads not started yet); cfg is copied. */
+int	 server_new(const struct server_config *cfg, struct server **ret);
+/* Start the worker threads. */
+int	 server_start(struct server *s);
+/*
+ * Graceful stop, from the main thread after its loop ended: stop accepting,
+ * close idle keep-alive connections at once, let requests in flight finish
+ * (running the main loop for their lookups) for at most grace_ms, then
+ * detach from sync and join the workers.
+ */
+void	 server_stop(struct server *s, unsigned grace_ms);
+/* Free everything (after server_stop; NULL ok). */
+void	 server_free(struct server *s);
+
+#endif
