@@ -538,7 +538,7 @@ syncd_metrics_init(struct syncd_metrics *m, struct metrics *reg)
 	r = r ? r : metrics_counter(reg, "kpgpud_sync_commit_errors_total",
 	    "Write transactions lost (rolled back, relisted).", NULL, NULL, 0,
 	    &m->commit_errors);
-	r = r ? r : metrics_gauge(reg, "kpgpud_sync_subscribers",
+	r = r ? r : metrics_gauge(reg, "kpgpud_sync_subscribers_connected",
 	    "Peers subscribed to changes.", NULL, NULL, 0, &m->subscribers);
 	r = r ? r : metrics_counter(reg, "kpgpud_sync_lookups_total",
 	    "NS_LOOKUP requests by result.", "result", NULL, 8, &m->lookups);

@@ -1,0 +1,221 @@
+/*
+ * kpgpuctl cache: ask kpgpud-sync over sync.sock what its cache holds.
+ *   cache [--socket PATH] [--timeout MS] list [--prefix P]
+ *   cache [--socket PATH] [--timeout MS] get NAMESPACE
+ *   cache [--socket PATH] [--timeout MS] status
+ * list prints one namespace per line: NAME ISOLATED RESOLVED ('-' if none);
+ * get prints key=value lines; status the sync state and object counts.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "ipc/ipc.h"
+#include "kpgpuctl/ctl.h"
+
+#define CACHE_DEFAULT_SOCKET	"/run/kpgpud/sync.sock"
+#define CACHE_DEFAULT_TIMEOUT	5000
+
+struct cache_cli {
+	const char	*socket;
+	unsigned	 timeout_ms;
+	const char	*prefix;
+};
+
+/* Print usage to f. */
+static void
+cache_usage(FILE *f)
+{
+	fprintf(f, "usage: kpgpuctl cache [--socket PATH] [--timeout MS] "
+	    "list [--prefix P] | get NAMESPACE | status\n");
+}
+
+/* Report an IPC failure: ERROR replies carry their message. */
+static int
+cache_fail(const char *what, int r, const struct ipc_msg *reply)
+{
+	if (reply != NULL && reply->type == IPC_ERROR)
+		fprintf(stderr, "kpgpuctl cache %s: %s (%s)\n", what,
+		    reply->u.error.message, strerror((int)reply->u.error.code));
+	else
+		fprintf(stderr, "kpgpuctl cache %s: %s\n", what, strerror(-r));
+	return 1;
+}
+
+/* One request, one reply of the expected type. */
+static int
+cache_call(const struct cache_cli *o, struct ipc_sync *s, struct ipc_msg *req,
+    enum ipc_type want, struct ipc_msg *ret)
+{
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	if ((r = ipc_sync_call(s, req, o->timeout_ms, ret)) < 0)
+		return r;
+	if (ret->type == IPC_ERROR)
+		return -(int)ret->u.error.code;
+	if (ret->type != want) {
+		ipc_msg_clear(ret);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* cache list: every page of NS_LIST. */
+static int
+cache_list(const struct cache_cli *o, struct ipc_sync *s)
+{
+	struct ipc_msg req, rep;
+	char after[IPC_NS_MAX + 1] = "";
+	size_t i;
+	bool more = true;
+	int r;
+
+	while (more) {
+		memset(&req, 0, sizeof(req));
+		req.type = IPC_NS_LIST;
+		req.u.ns_list.limit = IPC_LIST_MAX;
+		snprintf(req.u.ns_list.prefix, sizeof(req.u.ns_list.prefix),
+		    "%s", o->prefix != NULL ? o->prefix : "");
+		snprintf(req.u.ns_list.after, sizeof(req.u.ns_list.after), "%s",
+		    after);
+		if ((r = cache_call(o, s, &req, IPC_NS_LIST_RESULT, &rep)) < 0) {
+			cache_fail("list", r, &rep);
+			ipc_msg_clear(&rep);
+			return 1;
+		}
+		for (i = 0; i < rep.u.ns_list_result.nitems; i++) {
+			const struct ipc_ns_item *it =
+			    &rep.u.ns_list_result.items[i];
+			printf("%s %s %s\n", it->name,
+			    it->isolated ? "true" : "false",
+			    it->resolved != NULL ? it->resolved : "-");
+			snprintf(after, sizeof(after), "%s", it->name);
+		}
+		more = rep.u.ns_list_result.more &&
+		    rep.u.ns_list_result.nitems > 0;
+		ipc_msg_clear(&rep);
+	}
+	return 0;
+}
+
+/* cache get NAMESPACE. */
+static int
+cache_get(const struct cache_cli *o, struct ipc_sync *s, const char *ns)
+{
+	struct ipc_msg req, rep;
+	const struct ipc_ns_result *nr = &rep.u.ns_result;
+	int r;
+
+	if (!dns1123_label_valid(ns)) {
+		fprintf(stderr, "kpgpuctl cache get: \"%s\" is not a "
+		    "namespace name\n", ns);
+		return 2;
+	}
+	memset(&req, 0, sizeof(req));
+	req.type = IPC_NS_LOOKUP;
+	snprintf(req.u.ns_lookup.ns, sizeof(req.u.ns_lookup.ns), "%s", ns);
+	if ((r = cache_call(o, s, &req, IPC_NS_RESULT, &rep)) < 0) {
+		cache_fail("get", r, &rep);
+		ipc_msg_clear(&rep);
+		return 1;
+	}
+	printf("namespace=%s\nfound=%s\nisolated=%s\nresolved=%s\n"
+	    "generation=%llu\nfrom_api=%s\n", ns, nr->found ? "true" : "false",
+	    nr->isolated ? "true" : "false",
+	    nr->resolved != NULL ? nr->resolved : "-",
+	    (unsigned long long)nr->generation,
+	    nr->from_api ? "true" : "false");
+	r = nr->found ? 0 : 3;
+	ipc_msg_clear(&rep);
+	return r;
+}
+
+/* cache status. */
+static int
+cache_status(const struct cache_cli *o, struct ipc_sync *s)
+{
+	struct ipc_msg req, rep;
+	size_t i;
+	int r;
+
+	memset(&req, 0, sizeof(req));
+	req.type = IPC_STATUS;
+	if ((r = cache_call(o, s, &req, IPC_STATUS_RESULT, &rep)) < 0) {
+		cache_fail("status", r, &rep);
+		ipc_msg_clear(&rep);
+		return 1;
+	}
+	printf("synced=%s\ngeneration=%llu\n",
+	    rep.u.status_result.synced ? "true" : "false",
+	    (unsigned long long)rep.u.status_result.generation);
+	for (i = 0; i < rep.u.status_result.ncounts; i++)
+		printf("count.%s=%llu\n", rep.u.status_result.counts[i].kind,
+		    (unsigned long long)rep.u.status_result.counts[i].count);
+	ipc_msg_clear(&rep);
+	return 0;
+}
+
+/* Parse options anywhere; positional words go to pos. -1 on misuse. */
+static int
+cache_opts(int argc, char **argv, struct cache_cli *o, char **pos)
+{
+	int i, n = 0, t;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc)
+			o->socket = argv[++i];
+		else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
+			if (parse_int(argv[++i], 1, 600000, &t) < 0)
+				return -1;
+			o->timeout_ms = (unsigned)t;
+		} else if (strcmp(argv[i], "--prefix") == 0 && i + 1 < argc)
+			o->prefix = argv[++i];
+		else if (argv[i][0] == '-' || n == 2)
+			return -1;
+		else
+			pos[n++] = argv[i];
+	}
+	return n;
+}
+
+/* kpgpuctl cache ... */
+int
+ctl_cmd_cache(int argc, char **argv)
+{
+	struct cache_cli o = { NULL, CACHE_DEFAULT_TIMEOUT, NULL };
+	struct ipc_sync *s;
+	char *pos[2];
+	int n, r;
+
+	if (argc >= 2 && strcmp(argv[1], "--help") == 0) {
+		cache_usage(stdout);
+		return 0;
+	}
+	n = cache_opts(argc, argv, &o, pos);
+	if (n < 1 || !((strcmp(pos[0], "list") == 0 && n == 1) ||
+	    (strcmp(pos[0], "get") == 0 && n == 2) ||
+	    (strcmp(pos[0], "status") == 0 && n == 1))) {
+		cache_usage(stderr);
+		return 2;
+	}
+	if (o.socket == NULL &&
+	    (o.socket = getenv("KPGPUD_SYNC_SOCKET")) == NULL)
+		o.socket = CACHE_DEFAULT_SOCKET;
+	if ((r = ipc_sync_connect(o.socket, IPC_ROLE_CTL, NULL, 0,
+	    o.timeout_ms, &s)) < 0) {
+		fprintf(stderr, "kpgpuctl cache: cannot reach %s: %s\n",
+		    o.socket, strerror(-r));
+		return 1;
+	}
+	if (strcmp(pos[0], "list") == 0)
+		r = cache_list(&o, s);
+	else if (strcmp(pos[0], "get") == 0)
+		r = cache_get(&o, s, pos[1]);
+	else
+		r = cache_status(&o, s);
+	ipc_sync_close(s);
+	return r;
+}
