@@ -369,7 +369,8 @@ build_headers(struct kube_req *x)
 		snprintf(line, sizeof(line), "Content-Type: %s", x->ctype);
 		h = (t = curl_slist_append(h, line)) ? t : (hdrs_free(h), NULL);
 	}
-	if (h != NULL && x->body == NULL)
+	/* no "Expect: 100-continue" round trip before a body */
+	if (h != NULL && x->body != NULL)
 		h = (t = curl_slist_append(h, "Expect:")) ? t :
 		    (hdrs_free(h), NULL);
 	if (h != NULL && c->cfg->token != NULL) {
@@ -406,6 +407,7 @@ easy_setup(struct kube_req *x)
 	r |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR,
 	    c->cfg->insecure ? "http,https" : "https");
 	r |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	r |= curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
 	r |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
 	r |= curl_easy_setopt(e, CURLOPT_USERAGENT, c->user_agent);
 	r |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
