@@ -1,0 +1,377 @@
+/*
+ * kpgpud-quota: composes each GPU-isolated tenant's DRA objects, quota keys
+ * and Namespace label/annotation with the write API token, reading state
+ * from kpgpud-sync's cache and change stream; one replica writes, elected
+ * through a Lease. It serves nothing on the network: metrics go to a file.
+ * See kpgpud-quota(8).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "common/config.h"
+#include "common/daemon.h"
+#include "common/fault.h"
+#include "common/kube.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/sdnotify.h"
+#include "common/util.h"
+#include "kpgpud-quota/quota.h"
+
+struct quota_conf {
+	char			*runtime_dir;
+	char			*sync_socket;
+	struct config_uids	 sync_uids;
+	char			*cache;
+	char			*kubeconfig;
+	char			*context;
+	char			*token_file;
+	int			 tenant_ns;
+	char			*quota_name;
+	char			*class_prefix;
+	char			*gpu_class;
+	bool			 strict;
+	char			*strict_classes;
+	bool			 owner_refs;
+	int64_t			 resync_ms;
+	int64_t			 backoff_base_ms;
+	int64_t			 backoff_max_ms;
+	int64_t			 qps;
+	int64_t			 burst;
+	bool			 leader_elect;
+	char			*lease_namespace;
+	char			*lease_name;
+	int64_t			 lease_duration_ms;
+	char			*identity;
+	char			*metrics_file;
+	int64_t			 metrics_interval_ms;
+	char			*pidfile;
+	bool			 allow_root;
+	bool			 debug;
+};
+
+static const char *const tenant_ns_names[] = { "name", "namespace", NULL };
+
+#define QC struct quota_conf
+static const struct config_opt quota_opts[] = {
+	CONFIG_PATH(QC, runtime_dir, "runtime-dir", 0, "/run/kpgpud", "Files",
+	    "Directory of the sockets.", CONFIG_NORELOAD),
+	CONFIG_PATH(QC, sync_socket, "sync-socket", 0, NULL, "Files",
+	    "sync.sock path (default RUNTIME-DIR/sync.sock).", CONFIG_NORELOAD),
+	CONFIG_UIDS(QC, sync_uids, "sync-uids", 0, NULL, "Files",
+	    "Uids sync.sock may belong to (default: any).", CONFIG_NORELOAD),
+	CONFIG_PATH(QC, cache, "cache", 0, "/var/lib/kpgpud/cache.db", "Files",
+	    "kpgpud-sync's SQLite cache, opened read-only.", CONFIG_NORELOAD),
+	CONFIG_PATH(QC, pidfile, "pidfile", 0, NULL, "Files",
+	    "Write and lock a pid file.", CONFIG_NORELOAD),
+	CONFIG_PATH(QC, kubeconfig, "kubeconfig", 0, NULL, "API",
+	    "kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config).",
+	    CONFIG_NORELOAD),
+	CONFIG_STRING(QC, context, "context", 0, NULL, "API",
+	    "kubeconfig context.", CONFIG_NORELOAD),
+	CONFIG_PATH(QC, token_file, "token-file", 0, NULL, "API",
+	    "The write bearer token file (re-read when it changes).",
+	    CONFIG_NORELOAD),
+	CONFIG_INT(QC, qps, "qps", 0, "20", 1, 100000, "API",
+	    "Requests per second to the API server.", CONFIG_NORELOAD),
+	CONFIG_INT(QC, burst, "burst", 0, "40", 1, 100000, "API",
+	    "Request burst.", CONFIG_NORELOAD),
+	CONFIG_ENUM(QC, tenant_ns, "tenant-namespace", 0, "name",
+	    tenant_ns_names, "Plan", "The tenant namespace of an instance: "
+	    "its name (KubePlus) or its own namespace.", CONFIG_NORELOAD),
+	CONFIG_STRING(QC, quota_name, "quota-name", 0, "{kind}-{name}",
+	    "Plan", "ResourceQuota name template ({kind} lower-cased).",
+	    CONFIG_NORELOAD),
+	CONFIG_STRING(QC, class_prefix, "class-prefix", 0, "kpgpud-mig-",
+	    "Plan", "Name prefix of the per-profile MIG DeviceClasses.",
+	    CONFIG_NORELOAD),
+	CONFIG_STRING(QC, gpu_class, "gpu-class", 0, "gpu.nvidia.com", "Plan",
+	    "DeviceClass of whole GPUs.", CONFIG_NORELOAD),
+	CONFIG_BOOL(QC, strict, "strict", 0, "false", "Plan",
+	    "Also set the other GPU classes' device keys to 0.",
+	    CONFIG_NORELOAD),
+	CONFIG_STRING(QC, strict_classes, "strict-classes", 0,
+	    "gpu.nvidia.com,mig.nvidia.com,vfio.gpu.nvidia.com", "Plan",
+	    "The GPU classes --strict closes.", CONFIG_NORELOAD),
+	CONFIG_BOOL(QC, owner_refs, "owner-refs", 0, "true", "Plan",
+	    "Owner references to the instance where scope allows.",
+	    CONFIG_NORELOAD),
+	CONFIG_DURATION(QC, resync_ms, "resync", 0, "5m", 100, 86400000,
+	    "Reconcile", "Reconcile everything this often (drift repair).",
+	    CONFIG_NORELOAD),
+	CONFIG_DURATION(QC, backoff_base_ms, "backoff-base", 0, "200ms", 1,
+	    600000, "Reconcile", "First retry delay of a failed key.",
+	    CONFIG_NORELOAD),
+	CONFIG_DURATION(QC, backoff_max_ms, "backoff-max", 0, "5m", 1,
+	    3600000, "Reconcile", "Longest retry delay.", CONFIG_NORELOAD),
+	CONFIG_BOOL(QC, leader_elect, "leader-elect", 0, "true", "Lease",
+	    "Write only while holding the Lease.", CONFIG_NORELOAD),
+	CONFIG_STRING(QC, lease_namespace, "lease-namespace", 0, "kube-system",
+	    "Lease", "Namespace of the Lease.", CONFIG_NORELOAD),
+	CONFIG_STRING(QC, lease_name, "lease-name", 0, "kpgpud-quota", "Lease",
+	    "Name of the Lease.", CONFIG_NORELOAD),
+	CONFIG_DURATION(QC, lease_duration_ms, "lease-duration", 0, "15s",
+	    1000, 3600000, "Lease", "leaseDurationSeconds.", CONFIG_NORELOAD),
+	CONFIG_STRING(QC, identity, "identity", 0, NULL, "Lease",
+	    "This replica's holder identity (default HOSTNAME-PID).",
+	    CONFIG_NORELOAD),
+	CONFIG_PATH(QC, metrics_file, "metrics-file", 0, NULL, "Metrics",
+	    "Write Prometheus text metrics to this file (atomically).",
+	    CONFIG_NORELOAD),
+	CONFIG_DURATION(QC, metrics_interval_ms, "metrics-interval", 0, "5s",
+	    100, 3600000, "Metrics", "How often to write the metrics file.",
+	    CONFIG_NORELOAD),
+	CONFIG_BOOL(QC, allow_root, "allow-root", 0, "false", "General",
+	    "Run even as uid 0.", CONFIG_NORELOAD),
+	CONFIG_BOOL(QC, debug, "debug", 'd', "false", "General",
+	    "Debug logging (SIGUSR1 toggles).", 0),
+};
+#undef QC
+
+struct quota_main {
+	struct quota_conf	 conf;
+	struct config		*cfg;
+	struct event_base	*base;
+	struct daemon		*daemon;
+	struct kube_config	*kcfg;
+	struct kube_client	*kc;
+	struct metrics		*reg;
+	struct event		*metrics_ev;
+	struct quotad		 q;
+	char			 sockpath[4096];
+	char			 identity[LEASE_ID_MAX + 1];
+	int			 pidfd;
+};
+
+/* Write the metrics file: render, write a temporary file, rename. */
+static void
+quota_write_metrics(struct quota_main *qm)
+{
+	struct buf b = BUF_INIT(0);
+	char tmp[4200];
+	int fd;
+
+	if (qm->conf.metrics_file == NULL)
+		return;
+	quotad_update_gauges(&qm->q);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", qm->conf.metrics_file);
+	if (metrics_render(qm->reg, &b) < 0)
+		goto out;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		goto out;
+	if (write(fd, buf_str(&b), b.len) != (ssize_t)b.len) {
+		close(fd);
+		unlink(tmp);
+		goto out;
+	}
+	close(fd);
+	if (rename(tmp, qm->conf.metrics_file) < 0)
+		unlink(tmp);
+out:
+	buf_free(&b);
+}
+
+/* The metrics timer. */
+static void
+quota_metrics_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	quota_write_metrics(arg);
+}
+
+/* SIGHUP: only debug logging reloads. */
+static int
+quota_reload(void *arg)
+{
+	struct quota_main *qm = arg;
+	struct config_change ch[CONFIG_MAX_OPTS];
+	char err[512];
+	size_t n;
+	int r;
+
+	if ((r = config_reload(qm->cfg, ch, CONFIG_MAX_OPTS, &n, err,
+	    sizeof(err))) < 0) {
+		log_err("reload failed: %s", err);
+		return r;
+	}
+	log_set_debug(qm->conf.debug);
+	log_notice("configuration reloaded changed=%zu", n);
+	return 0;
+}
+
+/* Load the kubeconfig, switch to the write token, create the client. */
+static int
+quota_kube(struct quota_main *qm)
+{
+	struct kube_client_opts o;
+	char err[512];
+	int r;
+
+	r = kube_config_load(qm->conf.kubeconfig, qm->conf.context, 0,
+	    &qm->kcfg, err, sizeof(err));
+	if (r < 0) {
+		log_err("kubeconfig: %s", err);
+		return r;
+	}
+	if (qm->conf.token_file != NULL &&
+	    (r = kube_config_set_token_file(qm->kcfg, qm->conf.token_file,
+	    err, sizeof(err))) < 0) {
+		log_err("token file: %s", err);
+		return r;
+	}
+	memset(&o, 0, sizeof(o));
+	o.qps = (double)qm->conf.qps;
+	o.burst = (int)qm->conf.burst;
+	o.user_agent = "kpgpud-quota/" KPGPUD_VERSION;
+	o.max_retries = 2;
+	o.max_response = 16u << 20;
+	if ((qm->kc = kube_client_new(qm->base, qm->kcfg, &o)) == NULL) {
+		log_err("kube client: %s", strerror(errno));
+		return -errno;
+	}
+	log_info("api server=%s", log_q(kube_config_server(qm->kcfg)));
+	return 0;
+}
+
+/* Fill the core's configuration from ours. */
+static int
+quota_core_config(struct quota_main *qm, struct quotad_config *c)
+{
+	const struct quota_conf *f = &qm->conf;
+	char host[128] = "kpgpud";
+
+	memset(c, 0, sizeof(*c));
+	c->plan.quota_name = f->quota_name;
+	c->plan.class_prefix = f->class_prefix;
+	c->plan.gpu_class = f->gpu_class;
+	c->plan.strict_classes = f->strict_classes;
+	c->plan.strict = f->strict;
+	c->plan.owner_refs = f->owner_refs;
+	c->plan.ns_from_namespace = f->tenant_ns == 1;
+	c->cache_path = f->cache;
+	if (f->sync_socket != NULL)
+		snprintf(qm->sockpath, sizeof(qm->sockpath), "%s",
+		    f->sync_socket);
+	else if (snprintf(qm->sockpath, sizeof(qm->sockpath), "%s/sync.sock",
+	    f->runtime_dir) >= (int)sizeof(qm->sockpath))
+		return -ENAMETOOLONG;
+	c->sync_socket = qm->sockpath;
+	for (int i = 0; i < f->sync_uids.n && i < IPC_UIDS_MAX; i++)
+		c->sync_uids[c->nsync_uids++] = f->sync_uids.uid[i];
+	c->resync_ms = (uint64_t)f->resync_ms;
+	c->wq.base_ms = (uint64_t)f->backoff_base_ms;
+	c->wq.max_ms = (uint64_t)f->backoff_max_ms;
+	c->leader_elect = f->leader_elect;
+	if (f->identity != NULL)
+		snprintf(qm->identity, sizeof(qm->identity), "%s", f->identity);
+	else {
+		(void)gethostname(host, sizeof(host) - 1);
+		snprintf(qm->identity, sizeof(qm->identity), "%s-%ld", host,
+		    (long)getpid());
+	}
+	c->lease.ns = f->lease_namespace;
+	c->lease.name = f->lease_name;
+	c->lease.identity = qm->identity;
+	c->lease.duration_s = (unsigned)((f->lease_duration_ms + 999) / 1000);
+	return 0;
+}
+
+/* Everything after the configuration. */
+static int
+quota_setup(struct quota_main *qm)
+{
+	struct quotad_config c;
+	struct timeval tv;
+	int r;
+
+	if ((r = quota_core_config(qm, &c)) < 0)
+		return r;
+	if ((r = quota_kube(qm)) < 0)
+		return r;
+	if ((r = quotad_start(&qm->q, qm->base, qm->kc, qm->reg, &c)) < 0) {
+		log_err("start failed: %s", strerror(-r));
+		return r;
+	}
+	if (qm->conf.metrics_file != NULL) {
+		qm->metrics_ev = event_new(qm->base, -1, EV_PERSIST,
+		    quota_metrics_cb, qm);
+		if (qm->metrics_ev == NULL)
+			return -ENOMEM;
+		tv.tv_sec = (time_t)(qm->conf.metrics_interval_ms / 1000);
+		tv.tv_usec = (suseconds_t)(qm->conf.metrics_interval_ms %
+		    1000) * 1000;
+		event_add(qm->metrics_ev, &tv);
+	}
+	log_notice("started sync=%s cache=%s identity=%s leader_elect=%d",
+	    log_q(qm->sockpath), log_q(qm->conf.cache), log_q(qm->identity),
+	    qm->conf.leader_elect);
+	(void)sdn_ready();
+	return 0;
+}
+
+/* Release everything in reverse order. */
+static void
+quota_teardown(struct quota_main *qm)
+{
+	quota_write_metrics(qm);
+	quotad_stop(&qm->q);
+	if (qm->metrics_ev != NULL)
+		event_free(qm->metrics_ev);
+	kube_client_free(qm->kc);
+	kube_config_free(qm->kcfg);
+	metrics_free(qm->reg);
+	daemon_free(qm->daemon);
+	if (qm->pidfd >= 0)
+		daemon_pidfile_remove(qm->conf.pidfile, qm->pidfd);
+	if (qm->base != NULL)
+		event_base_free(qm->base);
+	config_free(qm->cfg);
+}
+
+int
+main(int argc, char **argv)
+{
+	static struct quota_main qm;
+	struct daemon_hooks hooks = { .reload = quota_reload, .arg = &qm };
+	int r;
+
+	log_init("kpgpud-quota", false);
+	qm.pidfd = -1;
+	qm.cfg = config_new("kpgpud-quota", quota_opts,
+	    sizeof(quota_opts) / sizeof(quota_opts[0]), &qm.conf,
+	    sizeof(qm.conf), 0);
+	if (qm.cfg == NULL)
+		fatal("config: out of memory");
+	config_main(qm.cfg, argc, argv);
+	log_set_debug(qm.conf.debug);
+	if (fault_init() < 0)
+		fatal("bad KPGPUD_FAULT");
+	if (daemon_check_root(qm.conf.allow_root) < 0)
+		fatal("refusing to run as root (see --allow-root)");
+	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
+	if (qm.conf.pidfile != NULL &&
+	    (r = daemon_pidfile_write(qm.conf.pidfile, &qm.pidfd)) < 0)
+		fatal("pidfile %s: %s", qm.conf.pidfile, strerror(-r));
+	if ((qm.base = event_base_new()) == NULL ||
+	    (qm.reg = metrics_new("quota")) == NULL)
+		fatal("out of memory");
+	if ((r = daemon_new(qm.base, &hooks, &qm.daemon)) < 0)
+		fatal("signals: %s", strerror(-r));
+	if ((r = quota_setup(&qm)) < 0) {
+		quota_teardown(&qm);
+		return 1;
+	}
+	event_base_dispatch(qm.base);
+	log_notice("stopping");
+	quota_teardown(&qm);
+	return 0;
+}

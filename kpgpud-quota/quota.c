@@ -1,0 +1,592 @@
+/*
+ * The kpgpud-quota queue and writes: one key at a time, read what is
+ * needed, plan, diff, then run the writes in order through the API client
+ * with the writer token, stopping at the first failure (the key then
+ * backs off) or as soon as this replica is no longer the leader.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "common/kube.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/util.h"
+#include "kpgpud-quota/quota.h"
+#include "kpgpud-quota/reconcile.h"
+#include "kpgpud-sync/cache.h"
+
+#define NOT_LEADER	(-EPERM)
+
+/* The key in process and everything it needs until its writes are done. */
+struct qwork {
+	struct quotad		*q;
+	char			 key[WQ_KEY_MAX + 1];
+	struct plan		*plan;		/* NULL: clean up */
+	bool			 planned;	/* a valid winner exists */
+	struct rc_observed	 obs;
+	struct rc_actions	 ev;		/* events, first */
+	struct rc_actions	 acts;		/* the diff */
+	int			 next;		/* index over ev then acts */
+	struct kube_req		*req;
+	const char		*result;	/* metric label */
+};
+
+/* Whether this replica may write now. */
+bool
+quotad_may_write(const struct quotad *q)
+{
+	if (!q->cfg.leader_elect)
+		return true;
+	return lease_leader(q->lease);
+}
+
+/* Queue a key now. */
+void
+quotad_enqueue(struct quotad *q, const char *key)
+{
+	int r;
+
+	if ((r = wq_add(q->wq, key, monotonic_ms())) < 0)
+		log_warn("work queue refused key=%s error=%s", log_q(key),
+		    strerror(-r));
+	quotad_kick(q);
+}
+
+/* Queue a tenant namespace. */
+void
+quotad_enqueue_ns(struct quotad *q, const char *ns)
+{
+	char key[WQ_KEY_MAX + 1];
+
+	if (ns == NULL || !plan_dns_label(ns))
+		return;
+	snprintf(key, sizeof(key), QUOTAD_NS_PREFIX "%s", ns);
+	quotad_enqueue(q, key);
+}
+
+/* Free a work item and what it holds. */
+static void
+work_free(struct qwork *w)
+{
+	if (w == NULL)
+		return;
+	kube_request_cancel(w->req);
+	plan_free(w->plan);
+	for (int i = 0; i < w->obs.nowned; i++)
+		json_decref(w->obs.owned[i].data);
+	json_decref(w->obs.device_class);
+	json_decref(w->obs.quotas);
+	free((char *)w->obs.ns_resolved);
+	reconcile_actions_clear(&w->ev);
+	reconcile_actions_clear(&w->acts);
+	free(w);
+}
+
+/* End a key: count it, forget or back off, and take the next one. */
+static void
+work_finish(struct qwork *w, int r)
+{
+	struct quotad *q = w->q;
+	uint64_t now = monotonic_ms(), delay = 0;
+
+	if (r == 0) {
+		metric_inc(q->m.reconciles, w->result ? w->result : "ok",
+		    NULL);
+		wq_forget(q->wq, w->key);
+	} else if (r == NOT_LEADER) {
+		metric_inc(q->m.reconciles, "not_leader", NULL);
+	} else {
+		metric_inc(q->m.reconciles, "error", NULL);
+		(void)wq_add_rate_limited(q->wq, w->key, now, &delay);
+		log_warn("reconcile failed key=%s error=%s retry_ms=%llu",
+		    log_q(w->key), strerror(-r), (unsigned long long)delay);
+	}
+	wq_done(q->wq, w->key, now);
+	q->cur = NULL;
+	work_free(w);
+	quotad_kick(q);
+}
+
+static void work_next(struct qwork *w);
+
+/* The answer to one write. */
+static void
+work_wrote(const struct kube_response *resp, void *arg)
+{
+	struct qwork *w = arg;
+	int i = w->next - 1;
+	const struct rc_action *a = i < w->ev.n ? &w->ev.a[i] :
+	    &w->acts.a[i - w->ev.n];
+
+	w->req = NULL;
+	if (resp->status >= 200 && resp->status < 300) {
+		log_info("%s %s key=%s", a->verb, a->what, log_q(w->key));
+		if (i < w->ev.n && strstr(a->what, "InvalidGPUIsolation"))
+			metric_inc(w->q->m.invalid, NULL, NULL);
+	} else if (resp->status != a->also_ok || a->also_ok == 0) {
+		log_warn("%s failed %s status=%ld reason=%s message=%s",
+		    a->verb, a->what, resp->status, log_q(resp->reason),
+		    log_q(resp->message));
+		work_finish(w, resp->status == 0 && resp->error < 0 ?
+		    resp->error : -EIO);
+		return;
+	}
+	work_next(w);
+}
+
+/* Run the next write, if we still may. */
+static void
+work_next(struct qwork *w)
+{
+	const struct rc_action *a;
+	int i = w->next, r;
+
+	if (i >= w->ev.n + w->acts.n) {
+		work_finish(w, 0);
+		return;
+	}
+	if (!quotad_may_write(w->q)) {
+		work_finish(w, NOT_LEADER);
+		return;
+	}
+	a = i < w->ev.n ? &w->ev.a[i] : &w->acts.a[i - w->ev.n];
+	w->next++;
+	r = kube_request(w->q->kc, a->method, a->path, a->content_type,
+	    a->body, a->body ? strlen(a->body) : 0, work_wrote, w, &w->req);
+	if (r < 0) {
+		work_finish(w, r);
+		return;
+	}
+	metric_inc(w->q->m.writes, a->verb, NULL);
+}
+
+/* Add one Warning event to the work's events. */
+static void
+work_event(struct qwork *w, const struct plan_instance *in, const char *rv,
+    const char *reason, const char *message)
+{
+	if (w->ev.n >= RC_MAX_ACTIONS)
+		return;
+	if (reconcile_event(in, rv, reason, message, realtime_ms(),
+	    &w->ev.a[w->ev.n]) == 0)
+		w->ev.n++;
+}
+
+/* The namespace's quotas arrived: diff and start writing. */
+static void
+work_quotas(const struct kube_response *resp, void *arg)
+{
+	struct qwork *w = arg;
+	json_t *items;
+	int r;
+
+	w->req = NULL;
+	items = json_object_get(resp->json, "items");
+	if (resp->status != 200 || !json_is_array(items)) {
+		log_warn("listing quotas failed key=%s status=%ld message=%s",
+		    log_q(w->key), resp->status, log_q(resp->message));
+		work_finish(w, resp->status == 0 && resp->error < 0 ?
+		    resp->error : -EIO);
+		return;
+	}
+	w->obs.quotas = json_incref(items);
+	if ((r = reconcile_diff(w->plan, &w->obs, &w->acts)) < 0) {
+		work_finish(w, r);
+		return;
+	}
+	if (w->acts.n > 0)
+		log_debug("reconcile key=%s writes=%d", log_q(w->key),
+		    w->acts.n);
+	work_next(w);
+}
+
+/* Pick the oldest candidate, warn the others, and plan for it. */
+static int
+work_plan(struct qwork *w, const struct quotad_cands *c, bool *ret_keep)
+{
+	char err[400], msg[512];
+	int win = 0, r;
+
+	*ret_keep = false;
+	if (c->n == 0)
+		return 0;
+	for (int i = 1; i < c->n; i++)
+		if (plan_instance_cmp(&c->in[i], &c->in[win]) < 0)
+			win = i;
+	for (int i = 0; i < c->n; i++) {
+		if (i == win)
+			continue;
+		snprintf(msg, sizeof(msg), "namespace is already GPU-isolated "
+		    "by %s/%s, the older instance; this instance's %s "
+		    "annotation is ignored", c->in[win].kind, c->in[win].name,
+		    ANNOTATION_KEY);
+		work_event(w, &c->in[i], c->rv[i], "ConflictingGPUIsolation",
+		    msg);
+	}
+	r = plan_build(&c->in[win], &w->q->cfg.plan, &w->plan, err,
+	    sizeof(err));
+	if (r == -EINVAL) {
+		log_warn("invalid annotation instance=%s/%s reason=%s",
+		    c->in[win].kind, log_q(c->in[win].name), log_q(err));
+		snprintf(msg, sizeof(msg), "invalid %s annotation: %s; the "
+		    "last good state is kept", ANNOTATION_KEY, err);
+		work_event(w, &c->in[win], c->rv[win], "InvalidGPUIsolation",
+		    msg);
+		w->result = "invalid";
+		*ret_keep = true;
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	for (int i = 0; i < w->plan->nevents; i++)
+		work_event(w, &c->in[win], c->rv[win],
+		    w->plan->events[i].reason, w->plan->events[i].message);
+	return 0;
+}
+
+/* Keep one owned claim or template of the namespace. */
+static int
+owned_cb(const struct cache_owned *o, void *arg)
+{
+	struct rc_observed *obs = arg;
+	struct rc_owned *ro;
+
+	if (strcmp(o->kind, CACHE_KIND_CLAIMTEMPLATE) != 0 &&
+	    strcmp(o->kind, CACHE_KIND_CLAIM) != 0)
+		return 0;
+	if (obs->nowned >= RC_MAX_OWNED)
+		return 0;
+	ro = &obs->owned[obs->nowned];
+	if (strlen(o->kind) >= sizeof(ro->kind) ||
+	    strlen(o->name) >= sizeof(ro->name))
+		return 0;
+	strcpy(ro->kind, o->kind);
+	strcpy(ro->name, o->name);
+	ro->data = json_loads(o->data ? o->data : "{}", 0, NULL);
+	if (ro->data == NULL)
+		ro->data = json_object();
+	obs->nowned++;
+	return 0;
+}
+
+/* Read the namespace, its owned objects and the plan's class. */
+static int
+work_observe(struct qwork *w, struct cache *c, const char *ns)
+{
+	struct rc_observed *obs = &w->obs;
+	struct cache_ns *row = NULL;
+	struct cache_owned *dc = NULL;
+	int r;
+
+	snprintf(obs->ns, sizeof(obs->ns), "%s", ns);
+	r = cache_ns_get(c, ns, &row);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	if (row != NULL) {
+		obs->ns_exists = true;
+		obs->ns_terminating = strcmp(row->phase, "Terminating") == 0;
+		obs->ns_isolated = row->isolated;
+		if (row->resolved != NULL &&
+		    (obs->ns_resolved = strdup(row->resolved)) == NULL)
+			r = -ENOMEM;
+		cache_ns_free(row);
+		if (r == -ENOMEM)
+			return r;
+	}
+	if ((r = cache_owned_foreach(c, ns, NULL, 0, owned_cb, obs)) < 0)
+		return r;
+	if (w->plan == NULL || w->plan->device_class == NULL)
+		return 0;
+	r = cache_owned_get(c, CACHE_KIND_DEVICECLASS, "",
+	    w->plan->class_name, &dc);
+	if (r == 0) {
+		obs->device_class = json_loads(dc->data ? dc->data : "{}", 0,
+		    NULL);
+		cache_owned_free(dc);
+	}
+	return r == -ENOENT ? 0 : r;
+}
+
+/* Reconcile one tenant namespace: plan, observe, then list its quotas. */
+static int
+work_ns(struct qwork *w, struct cache *c, const char *ns)
+{
+	struct quotad_cands *cands;
+	char path[RC_PATH_MAX];
+	bool keep;
+	int r;
+
+	if ((cands = calloc(1, sizeof(*cands))) == NULL)
+		return -ENOMEM;
+	r = quotad_candidates(w->q, ns, cands);
+	if (r == 0)
+		r = work_plan(w, cands, &keep);
+	free(cands);
+	if (r < 0)
+		return r;
+	if (keep) {
+		work_next(w);
+		return 0;
+	}
+	if ((r = work_observe(w, c, ns)) < 0)
+		return r;
+	if (!w->obs.ns_exists || w->obs.ns_terminating) {
+		work_next(w);
+		return 0;
+	}
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/resourcequotas",
+	    ns);
+	return kube_request(w->q->kc, "GET", path, NULL, NULL, 0, work_quotas,
+	    w, &w->req);
+}
+
+#define GC_MAX_CLASSES	256
+
+struct gc_ctx {
+	struct quotad		*q;
+	struct plan_instance	 in;
+	int			 nnames, nused;
+	char			*names[GC_MAX_CLASSES];
+	char			*used[GC_MAX_CLASSES];
+};
+
+/* Remember one kpgpud DeviceClass. */
+static int
+gc_class_cb(const struct cache_owned *o, void *arg)
+{
+	struct gc_ctx *g = arg;
+
+	if (g->nnames < GC_MAX_CLASSES &&
+	    (g->names[g->nnames] = strdup(o->name)) != NULL)
+		g->nnames++;
+	return 0;
+}
+
+/* Remember the class a valid instance uses. */
+static int
+gc_used_cb(const struct cache_instance *ci, void *arg)
+{
+	struct gc_ctx *g = arg;
+	struct plan *p = NULL;
+	char err[256];
+
+	if (ci->isolation == NULL || ci->deleted != NULL ||
+	    quotad_instance(ci, &g->in) < 0 ||
+	    plan_build(&g->in, &g->q->cfg.plan, &p, err, sizeof(err)) < 0)
+		return 0;
+	if (p->device_class != NULL && g->nused < GC_MAX_CLASSES &&
+	    (g->used[g->nused] = strdup(p->class_name)) != NULL)
+		g->nused++;
+	plan_free(p);
+	return 0;
+}
+
+/* Collect the DeviceClasses no instance uses any more. */
+static int
+work_gc(struct qwork *w, struct cache *c)
+{
+	struct gc_ctx *g;
+	int r;
+
+	if ((g = calloc(1, sizeof(*g))) == NULL)
+		return -ENOMEM;
+	g->q = w->q;
+	r = cache_owned_foreach(c, "", CACHE_KIND_DEVICECLASS, 0, gc_class_cb,
+	    g);
+	if (r == 0)
+		r = cache_instance_foreach(c, NULL, 0, gc_used_cb, g);
+	if (r == 0)
+		r = reconcile_gc_classes((const char *const *)g->names,
+		    g->nnames, (const char *const *)g->used, g->nused,
+		    &w->acts);
+	for (int i = 0; i < g->nnames; i++)
+		free(g->names[i]);
+	for (int i = 0; i < g->nused; i++)
+		free(g->used[i]);
+	free(g);
+	if (r < 0)
+		return r;
+	work_next(w);
+	return 0;
+}
+
+/* Start processing a key handed out by the queue. */
+static void
+work_start(struct quotad *q, const char *key)
+{
+	struct qwork *w;
+	struct cache *c;
+	int r;
+
+	if ((w = calloc(1, sizeof(*w))) == NULL) {
+		(void)wq_add_rate_limited(q->wq, key, monotonic_ms(), NULL);
+		wq_done(q->wq, key, monotonic_ms());
+		return;
+	}
+	w->q = q;
+	snprintf(w->key, sizeof(w->key), "%s", key);
+	q->cur = w;
+	if ((c = quotad_cache(q)) == NULL) {
+		work_finish(w, -ENOENT);
+		return;
+	}
+	if (strcmp(key, QUOTAD_GC_KEY) == 0)
+		r = work_gc(w, c);
+	else if (strncmp(key, QUOTAD_NS_PREFIX, strlen(QUOTAD_NS_PREFIX)) == 0)
+		r = work_ns(w, c, key + strlen(QUOTAD_NS_PREFIX));
+	else
+		r = 0, work_next(w);
+	if (r < 0)
+		work_finish(w, r);
+}
+
+/* The kick event: hand out keys while we may, else wait for the queue. */
+static void
+kick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct quotad *q = arg;
+	const char *key;
+	uint64_t now = monotonic_ms(), next;
+	struct timeval tv;
+
+	(void)fd;
+	(void)what;
+	if (q->cur != NULL || !quotad_may_write(q))
+		return;
+	if (wq_get(q->wq, now, &key) == 0) {
+		work_start(q, key);
+		return;
+	}
+	if ((next = wq_next_ms(q->wq, now)) == WQ_NEVER)
+		return;
+	tv.tv_sec = (time_t)(next / 1000);
+	tv.tv_usec = (suseconds_t)(next % 1000) * 1000;
+	event_add(q->kick_ev, &tv);
+}
+
+/* Look at the queue from the event loop soon (never re-entrantly). */
+void
+quotad_kick(struct quotad *q)
+{
+	if (q->kick_ev != NULL)
+		event_active(q->kick_ev, EV_TIMEOUT, 0);
+}
+
+/* Leadership changed. */
+static void
+on_leader(bool leader, void *arg)
+{
+	struct quotad *q = arg;
+
+	q->leader = leader;
+	metric_set(q->m.leader, NULL, NULL, leader ? 1 : 0);
+	if (leader) {
+		log_notice("became leader lease=%s/%s identity=%s",
+		    q->cfg.lease.ns, q->cfg.lease.name,
+		    log_q(q->cfg.lease.identity));
+		quotad_enqueue_all(q);
+	} else {
+		log_notice("lost leadership lease=%s/%s", q->cfg.lease.ns,
+		    q->cfg.lease.name);
+	}
+	quotad_kick(q);
+}
+
+/* Periodic resync: every namespace again, to repair drift. */
+static void
+resync_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct quotad *q = arg;
+
+	(void)fd;
+	(void)what;
+	log_debug("resync");
+	quotad_enqueue_all(q);
+}
+
+/* Register the metrics of the core. */
+static int
+quotad_metrics(struct quotad *q, struct metrics *reg)
+{
+	int r;
+
+	if ((r = metrics_counter(reg, "kpgpud_quota_reconciles_total",
+	    "Reconciles by result.", "result", NULL, 0, &q->m.reconciles)) < 0 ||
+	    (r = metrics_counter(reg, "kpgpud_quota_invalid_annotations_total",
+	    "Invalid annotations reported.", NULL, NULL, 0, &q->m.invalid)) < 0 ||
+	    (r = metrics_gauge(reg, "kpgpud_quota_queue_depth",
+	    "Keys waiting in the work queue.", NULL, NULL, 0, &q->m.depth)) < 0 ||
+	    (r = metrics_counter(reg, "kpgpud_quota_api_writes_total",
+	    "API writes by verb.", "verb", NULL, 0, &q->m.writes)) < 0 ||
+	    (r = metrics_gauge(reg, "kpgpud_quota_leader",
+	    "1 while this replica holds the Lease.", NULL, NULL, 0,
+	    &q->m.leader)) < 0)
+		return r;
+	return 0;
+}
+
+/* Start the core. */
+int
+quotad_start(struct quotad *q, struct event_base *base,
+    struct kube_client *kc, struct metrics *reg,
+    const struct quotad_config *cfg)
+{
+	struct timeval tv;
+	int r;
+
+	memset(q, 0, sizeof(*q));
+	q->cfg = *cfg;
+	q->base = base;
+	q->kc = kc;
+	if ((r = quotad_metrics(q, reg)) < 0 ||
+	    (r = wq_new(&cfg->wq, monotonic_ms(), &q->wq)) < 0)
+		return r;
+	q->kick_ev = event_new(base, -1, 0, kick_cb, q);
+	q->resync_ev = event_new(base, -1, EV_PERSIST, resync_cb, q);
+	if (q->kick_ev == NULL || q->resync_ev == NULL)
+		return -ENOMEM;
+	tv.tv_sec = (time_t)(cfg->resync_ms / 1000);
+	tv.tv_usec = (suseconds_t)(cfg->resync_ms % 1000) * 1000;
+	event_add(q->resync_ev, &tv);
+	if ((r = quotad_src_start(q)) < 0)
+		return r;
+	if (cfg->leader_elect)
+		return lease_new(base, kc, &cfg->lease, cfg->lease_retry_ms,
+		    q->m.writes, on_leader, q, &q->lease);
+	on_leader(true, q);
+	return 0;
+}
+
+/* Stop the core; NULL fields are fine. */
+void
+quotad_stop(struct quotad *q)
+{
+	if (q->cur != NULL) {
+		work_free(q->cur);
+		q->cur = NULL;
+	}
+	lease_free(q->lease);
+	q->lease = NULL;
+	quotad_src_stop(q);
+	if (q->kick_ev != NULL)
+		event_free(q->kick_ev);
+	if (q->resync_ev != NULL)
+		event_free(q->resync_ev);
+	q->kick_ev = q->resync_ev = NULL;
+	wq_free(q->wq);
+	q->wq = NULL;
+	cache_free(q->cache);
+	q->cache = NULL;
+}
+
+/* Refresh the gauges. */
+void
+quotad_update_gauges(struct quotad *q)
+{
+	metric_set(q->m.depth, NULL, NULL, (double)wq_len(q->wq));
+	metric_set(q->m.leader, NULL, NULL, quotad_may_write(q) ? 1 : 0);
+}

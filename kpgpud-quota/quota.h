@@ -1,0 +1,116 @@
+/*
+ * The kpgpud-quota core: a work queue of tenant namespaces fed by
+ * kpgpud-sync's change stream and a periodic resync; each key is
+ * reconciled by reading the cache (instances, Namespace row, owned
+ * objects) and the namespace's ResourceQuotas, planning (plan.c), diffing
+ * (reconcile.c) and running the writes one by one, only while this replica
+ * holds the Lease. quota.c is the queue and the writes, quota_src.c the
+ * inputs (cache reads, change stream, resync).
+ */
+#ifndef KPGPUD_QUOTA_QUOTA_H
+#define KPGPUD_QUOTA_QUOTA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ipc/ipc.h"
+#include "kpgpud-quota/lease.h"
+#include "kpgpud-quota/plan.h"
+#include "kpgpud-quota/workqueue.h"
+
+#define QUOTAD_GC_KEY		"classes"	/* the DeviceClass collector */
+#define QUOTAD_NS_PREFIX	"ns/"
+#define QUOTAD_MAX_CANDIDATES	16	/* instances per namespace considered */
+
+struct event_base;
+struct event;
+struct kube_client;
+struct cache;
+struct metrics;
+struct metric;
+struct qwork;
+
+struct quotad_config {
+	struct plan_config	 plan;
+	const char		*cache_path;
+	const char		*sync_socket;
+	uid_t			 sync_uids[IPC_UIDS_MAX];
+	size_t			 nsync_uids;
+	uint64_t		 resync_ms;
+	struct wq_config	 wq;
+	bool			 leader_elect;
+	struct lease_config	 lease;
+	unsigned		 lease_retry_ms;
+};
+
+struct quotad_metrics {
+	struct metric	*reconciles;	/* counter by result */
+	struct metric	*invalid;	/* counter */
+	struct metric	*depth;		/* gauge */
+	struct metric	*writes;	/* counter by verb */
+	struct metric	*leader;	/* gauge */
+};
+
+struct quotad {
+	struct quotad_config	 cfg;
+	struct event_base	*base;
+	struct kube_client	*kc;
+	struct cache		*cache;
+	struct ipc_client	*ipc;
+	struct lease		*lease;
+	struct wq		*wq;
+	struct event		*kick_ev;
+	struct event		*resync_ev;
+	struct quotad_metrics	 m;
+	struct qwork		*cur;		/* the key in process */
+	uint64_t		 generation;	/* last change applied */
+	bool			 leader;	/* last reported */
+	bool			 cache_warned;
+};
+
+/*
+ * Register the metrics in reg, connect to sync, start electing (or not)
+ * and resyncing. cfg's strings must outlive q. 0 or -errno.
+ */
+int	 quotad_start(struct quotad *q, struct event_base *base,
+	    struct kube_client *kc, struct metrics *reg,
+	    const struct quotad_config *cfg);
+/* Stop everything (a write in flight is cancelled). */
+void	 quotad_stop(struct quotad *q);
+/* Refresh the gauges (queue depth, leader) before rendering metrics. */
+void	 quotad_update_gauges(struct quotad *q);
+
+/* quota.c: queue a namespace (or the class collector) and run work. */
+void	 quotad_enqueue(struct quotad *q, const char *key);
+void	 quotad_enqueue_ns(struct quotad *q, const char *ns);
+void	 quotad_kick(struct quotad *q);
+/* Whether this replica may write now. */
+bool	 quotad_may_write(const struct quotad *q);
+
+/* quota_src.c: the cache, opened read-only on first use; NULL if absent. */
+struct cache *quotad_cache(struct quotad *q);
+/* Queue every namespace kpgpud has or may have something in. */
+void	 quotad_enqueue_all(struct quotad *q);
+/* Connect to sync.sock and subscribe to its change stream. */
+int	 quotad_src_start(struct quotad *q);
+void	 quotad_src_stop(struct quotad *q);
+
+/* The candidates of one namespace, read from the cache. */
+struct quotad_cands {
+	int			 n;
+	struct plan_instance	 in[QUOTAD_MAX_CANDIDATES];
+	char			 rv[QUOTAD_MAX_CANDIDATES][64];
+};
+/* Instances with the annotation whose tenant namespace is ns. */
+int	 quotad_candidates(struct quotad *q, const char *ns,
+	    struct quotad_cands *ret);
+struct cache_instance;
+/* A cached instance as the plan reads it. 0 or -EINVAL. */
+int	 quotad_instance(const struct cache_instance *ci,
+	    struct plan_instance *ret);
+/* The tenant namespace of a cached instance (its name or namespace). */
+const char *quotad_tenant_ns(const struct quotad *q, const char *inst_ns,
+	    const char *inst_name);
+
+#endif

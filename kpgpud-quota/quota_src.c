@@ -1,0 +1,285 @@
+/*
+ * The inputs of kpgpud-quota: the SQLite cache opened read-only, the
+ * change stream of kpgpud-sync (SUBSCRIBE on sync.sock, resumed from the
+ * last generation after a reconnect) and the full enqueue that a resync,
+ * a full snapshot or a new leadership triggers.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "kpgpud-quota/quota.h"
+#include "kpgpud-sync/cache.h"
+
+#define SUBSCRIBE_MS	10000
+
+/* The cache, opened on first use; NULL (logged once) while absent. */
+struct cache *
+quotad_cache(struct quotad *q)
+{
+	int r;
+
+	if (q->cache != NULL)
+		return q->cache;
+	r = cache_open(q->cfg.cache_path, CACHE_OPEN_RDONLY, &q->cache);
+	if (r < 0) {
+		if (!q->cache_warned)
+			log_warn("cache not readable yet path=%s error=%s",
+			    log_q(q->cfg.cache_path), strerror(-r));
+		q->cache_warned = true;
+		q->cache = NULL;
+		return NULL;
+	}
+	log_info("cache opened path=%s", log_q(q->cfg.cache_path));
+	q->cache_warned = false;
+	return q->cache;
+}
+
+/* The tenant namespace of an instance. */
+const char *
+quotad_tenant_ns(const struct quotad *q, const char *inst_ns,
+    const char *inst_name)
+{
+	return q->cfg.plan.ns_from_namespace ? inst_ns : inst_name;
+}
+
+/* Copy a cache string into a fixed buffer; -EINVAL when too long. */
+static int
+ccopy(char *dst, size_t len, const char *src)
+{
+	size_t n = src ? strlen(src) : 0;
+
+	if (n >= len)
+		return -EINVAL;
+	memcpy(dst, src ? src : "", n + 1);
+	return 0;
+}
+
+/* A cached instance as the plan's input. */
+int
+quotad_instance(const struct cache_instance *ci, struct plan_instance *ret)
+{
+	const char *slash = strrchr(ci->gvr, '/');
+	size_t gv = slash ? (size_t)(slash - ci->gvr) : 0;
+	size_t n;
+
+	memset(ret, 0, sizeof(*ret));
+	if (gv == 0 || gv >= sizeof(ret->api_version))
+		return -EINVAL;
+	memcpy(ret->api_version, ci->gvr, gv);
+	if (ccopy(ret->kind, sizeof(ret->kind), ci->kind) < 0 ||
+	    ccopy(ret->name, sizeof(ret->name), ci->name) < 0 ||
+	    ccopy(ret->namespace, sizeof(ret->namespace), ci->ns) < 0 ||
+	    ccopy(ret->uid, sizeof(ret->uid), ci->uid) < 0 ||
+	    ccopy(ret->created, sizeof(ret->created), ci->created) < 0)
+		return -EINVAL;
+	if (ci->isolation != NULL) {
+		ret->has_annotation = true;
+		ret->annotation_len = strlen(ci->isolation);
+		n = ret->annotation_len > ANNOTATION_MAX_LEN ?
+		    ANNOTATION_MAX_LEN : ret->annotation_len;
+		memcpy(ret->annotation, ci->isolation, n);
+		ret->annotation[n] = '\0';
+	}
+	return 0;
+}
+
+struct cands_ctx {
+	const struct quotad	*q;
+	const char		*ns;
+	struct quotad_cands	*c;
+};
+
+/* Keep an instance that asks for isolation of the namespace. */
+static int
+cand_cb(const struct cache_instance *ci, void *arg)
+{
+	struct cands_ctx *x = arg;
+	struct quotad_cands *c = x->c;
+	const char *t = quotad_tenant_ns(x->q, ci->ns, ci->name);
+
+	if (ci->isolation == NULL || ci->deleted != NULL ||
+	    strcmp(t, x->ns) != 0 || c->n >= QUOTAD_MAX_CANDIDATES)
+		return 0;
+	if (quotad_instance(ci, &c->in[c->n]) < 0 ||
+	    ccopy(c->rv[c->n], sizeof(c->rv[0]), ci->rv) < 0)
+		return 0;
+	c->n++;
+	return 0;
+}
+
+/* The instances that want ns isolated. */
+int
+quotad_candidates(struct quotad *q, const char *ns, struct quotad_cands *ret)
+{
+	struct cands_ctx x = { q, ns, ret };
+	struct cache *c = quotad_cache(q);
+
+	ret->n = 0;
+	if (c == NULL)
+		return -ENOENT;
+	return cache_instance_foreach(c, NULL, 0, cand_cb, &x);
+}
+
+/* Queue the namespace of a labelled or annotated Namespace row. */
+static int
+all_ns_cb(const struct cache_ns *ns, void *arg)
+{
+	if (ns->isolated || ns->resolved != NULL)
+		quotad_enqueue_ns(arg, ns->name);
+	return 0;
+}
+
+/* Queue the tenant namespace of an instance. */
+static int
+all_inst_cb(const struct cache_instance *ci, void *arg)
+{
+	struct quotad *q = arg;
+
+	quotad_enqueue_ns(q, quotad_tenant_ns(q, ci->ns, ci->name));
+	return 0;
+}
+
+/* Queue the namespace of an owned object. */
+static int
+all_owned_cb(const struct cache_owned *o, void *arg)
+{
+	if (o->ns[0] != '\0')
+		quotad_enqueue_ns(arg, o->ns);
+	return 0;
+}
+
+/* Queue everything kpgpud has or may have something in. */
+void
+quotad_enqueue_all(struct quotad *q)
+{
+	struct cache *c = quotad_cache(q);
+
+	if (c == NULL)
+		return;
+	(void)cache_ns_foreach(c, 0, all_ns_cb, q);
+	(void)cache_instance_foreach(c, NULL, 0, all_inst_cb, q);
+	(void)cache_owned_foreach(c, NULL, NULL, 0, all_owned_cb, q);
+	quotad_enqueue(q, QUOTAD_GC_KEY);
+}
+
+/* One change from sync: queue what it affects. */
+static void
+on_change(struct quotad *q, const struct ipc_change *ch)
+{
+	if (ch->generation > q->generation)
+		q->generation = ch->generation;
+	switch (ch->topic) {
+	case IPC_TOPIC_NAMESPACES:
+		quotad_enqueue_ns(q, ch->name);
+		break;
+	case IPC_TOPIC_INSTANCES:
+		quotad_enqueue_ns(q, quotad_tenant_ns(q, ch->ns, ch->name));
+		quotad_enqueue(q, QUOTAD_GC_KEY);
+		break;
+	case IPC_TOPIC_OWNED:
+		if (strcmp(ch->kind, CACHE_KIND_DEVICECLASS) == 0)
+			quotad_enqueue_all(q);
+		else
+			quotad_enqueue_ns(q, ch->ns);
+		break;
+	default:
+		break;
+	}
+}
+
+/* Pushes: CHANGE and SNAPSHOT_END. */
+static void
+on_push(struct ipc_client *c, const struct ipc_msg *m, void *arg)
+{
+	struct quotad *q = arg;
+
+	(void)c;
+	if (m->type == IPC_CHANGE)
+		on_change(q, &m->u.change);
+	else if (m->type == IPC_SNAPSHOT_END &&
+	    m->u.snapshot.generation > q->generation)
+		q->generation = m->u.snapshot.generation;
+}
+
+/* The answer to SUBSCRIBE. */
+static void
+on_subscribed(struct ipc_client *c, int err, const struct ipc_msg *reply,
+    void *arg)
+{
+	struct quotad *q = arg;
+
+	(void)c;
+	if (err == -ECANCELED)
+		return;
+	if (err < 0 || reply == NULL || reply->type != IPC_SNAPSHOT_BEGIN) {
+		log_warn("sync subscription failed error=%s",
+		    strerror(err < 0 ? -err : EPROTO));
+		return;
+	}
+	log_info("subscribed to sync generation=%llu full=%d",
+	    (unsigned long long)reply->u.snapshot.generation,
+	    reply->u.snapshot.full);
+	if (reply->u.snapshot.full)
+		quotad_enqueue_all(q);
+}
+
+/* Connected to sync: subscribe from where we were. */
+static void
+on_connected(struct ipc_client *c, void *arg)
+{
+	struct quotad *q = arg;
+	struct ipc_msg m;
+	int r;
+
+	memset(&m, 0, sizeof(m));
+	m.type = IPC_SUBSCRIBE;
+	m.u.subscribe.topics = IPC_TOPIC_ALL;
+	m.u.subscribe.since_generation = q->generation;
+	log_notice("sync connected generation=%llu",
+	    (unsigned long long)q->generation);
+	if ((r = ipc_client_request(c, &m, SUBSCRIBE_MS, on_subscribed, q,
+	    NULL)) < 0)
+		log_warn("sync subscribe not sent error=%s", strerror(-r));
+}
+
+/* Lost sync: keep working from the cache; the client reconnects. */
+static void
+on_disconnected(struct ipc_client *c, int err, void *arg)
+{
+	(void)c;
+	(void)arg;
+	log_warn("sync disconnected error=%s; reconnecting",
+	    strerror(err < 0 ? -err : EIO));
+}
+
+/* Connect to sync.sock. */
+int
+quotad_src_start(struct quotad *q)
+{
+	struct ipc_client_config cc;
+	int r;
+
+	memset(&cc, 0, sizeof(cc));
+	cc.path = q->cfg.sync_socket;
+	cc.role = IPC_ROLE_QUOTA;
+	memcpy(cc.server_uids, q->cfg.sync_uids, sizeof(cc.server_uids));
+	cc.nserver_uids = q->cfg.nsync_uids;
+	cc.on_connected = on_connected;
+	cc.on_disconnected = on_disconnected;
+	cc.on_push = on_push;
+	cc.arg = q;
+	if ((r = ipc_client_new(q->base, &cc, &q->ipc)) < 0)
+		return r;
+	return ipc_client_start(q->ipc);
+}
+
+/* Disconnect from sync. */
+void
+quotad_src_stop(struct quotad *q)
+{
+	ipc_client_free(q->ipc);
+	q->ipc = NULL;
+}
