@@ -5,7 +5,6 @@
  * inside a libcurl callback: curl only fills buffers, and the results are
  * handed out after curl_multi_socket_action() returns.
  */
-#include <sys/queue.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <errno.h>
@@ -17,7 +16,7 @@
 #include <curl/curl.h>
 #include <event2/event.h>
 
-#include "common/kube.h"
+#include "common/kube_impl.h"
 
 #ifndef KPGPUD_VERSION
 #define KPGPUD_VERSION "0"
@@ -25,75 +24,7 @@
 
 #define KUBE_MAX_PATH	8192
 
-enum kx_state {
-	KX_IDLE = 0,	/* built, not yet submitted */
-	KX_QUEUED,	/* waiting for the rate limiter */
-	KX_BACKOFF,	/* waiting to retry */
-	KX_RUNNING,	/* attached to the multi handle */
-	KX_DONE,	/* finished, result not yet handed out */
-	KX_DEAD,	/* cancelled or finished; freed at the next reap */
-};
-
-/* One request or watch; struct kube_watch is the same object. */
-struct kube_req {
-	struct kube_client	*c;
-	bool			 watch;
-	enum kx_state		 state;
-	char			*method;
-	char			*url;
-	char			*ctype;
-	char			*body;
-	size_t			 blen;
-	CURL			*easy;
-	struct curl_slist	*hdrs;
-	char			 errbuf[CURL_ERROR_SIZE];
-	CURLcode		 result;
-	char			*rbuf;		/* response body (requests, errors) */
-	size_t			 rlen;
-	size_t			 rcap;
-	bool			 overflow;
-	bool			 http_checked;	/* watch: status looked at */
-	bool			 stream;	/* watch: 200, body goes to ws */
-	bool			 data;		/* watch: bytes to decode */
-	long			 retry_after_ms; /* -1: none */
-	int			 attempts;
-	struct timespec		 queued_at;
-	struct event		*timer;		/* backoff or stall */
-	struct watchstream	*ws;
-	unsigned long		 events;
-	kube_response_cb	 cb;
-	kube_watch_event_cb	 on_event;
-	kube_watch_end_cb	 on_end;
-	void			*arg;
-	TAILQ_ENTRY(kube_req)	 all;
-	TAILQ_ENTRY(kube_req)	 queue;
-};
-TAILQ_HEAD(kx_list, kube_req);
-
-struct kube_watch {
-	struct kube_req		 r;
-};
-
-struct kube_client {
-	struct event_base	*base;
-	struct kube_config	*cfg;
-	struct kube_client_opts	 o;
-	char			*user_agent;
-	CURLM			*multi;
-	struct event		*curl_timer;
-	struct event		*rl_timer;
-	struct event		*pump_ev;	/* hand out results soon */
-	double			 tokens;
-	struct timespec		 refill_at;
-	struct kx_list		 all;
-	struct kx_list		 rlq;		/* waiting for a token */
-	int			 depth;		/* nesting of entry points */
-	uint64_t		 rng;
-	struct kube_metrics	 m;
-};
-
 static void	 kx_attempt(struct kube_req *x);
-static void	 kx_submit(struct kube_req *x);
 static void	 client_pump(struct kube_client *c);
 
 /* Monotonic now in milliseconds. */
@@ -137,8 +68,8 @@ rng_next(struct kube_client *c)
 }
 
 /* Map a curl result to a negative errno. */
-static int
-curl_errno(const struct kube_req *x)
+int
+kube_curl_errno(const struct kube_req *x)
 {
 	if (x->overflow)
 		return -EMSGSIZE;
@@ -205,8 +136,8 @@ kx_free(struct kube_req *x)
 }
 
 /* Stop a transfer now; it is freed at the next reap (or now if idle). */
-static void
-kx_kill(struct kube_req *x)
+void
+kube_kx_kill(struct kube_req *x)
 {
 	struct kube_client *c = x->c;
 
@@ -226,8 +157,8 @@ kx_kill(struct kube_req *x)
 }
 
 /* Free transfers killed while callbacks were running. */
-static void
-client_reap(struct kube_client *c)
+void
+kube_client_reap(struct kube_client *c)
 {
 	struct kube_req *x, *nx;
 
@@ -512,8 +443,8 @@ rl_timer_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Run an attempt through the rate limiter. */
-static void
-kx_submit(struct kube_req *x)
+void
+kube_kx_submit(struct kube_req *x)
 {
 	struct kube_client *c = x->c;
 
@@ -543,7 +474,7 @@ backoff_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	c->depth++;
 	if (x->state == KX_BACKOFF)
-		kx_submit(x);
+		kube_kx_submit(x);
 	c->depth--;
 	client_pump(c);
 }
@@ -552,7 +483,7 @@ backoff_cb(evutil_socket_t fd, short what, void *arg)
 static bool
 kx_should_retry(const struct kube_req *x, long status)
 {
-	int e = curl_errno(x);
+	int e = kube_curl_errno(x);
 
 	if (x->watch || x->attempts > x->c->o.max_retries)
 		return false;
@@ -585,8 +516,8 @@ kx_backoff_ms(struct kube_req *x)
 }
 
 /* Parse a body as JSON when it looks like JSON; NULL otherwise. */
-static json_t *
-body_json(const char *body, size_t len)
+json_t *
+kube_body_json(const char *body, size_t len)
 {
 	size_t i = 0;
 
@@ -598,8 +529,8 @@ body_json(const char *body, size_t len)
 }
 
 /* Fill message/reason from a Status body, else from the body or status. */
-static void
-status_text(struct kube_response *r, char *buf, size_t buflen,
+void
+kube_status_text(struct kube_response *r, char *buf, size_t buflen,
     const char *errbuf)
 {
 	json_t *v;
@@ -646,105 +577,16 @@ kx_respond(struct kube_req *x, long status)
 
 	memset(&r, 0, sizeof(r));
 	r.status = status;
-	r.error = curl_errno(x);
+	r.error = kube_curl_errno(x);
 	r.body = x->rbuf != NULL ? x->rbuf : "";
 	r.body_len = x->rlen;
 	r.attempts = x->attempts;
 	if (r.error == 0 && r.body_len > 0)
-		r.json = body_json(r.body, r.body_len);
-	status_text(&r, msg, sizeof(msg), x->errbuf);
-	kx_kill(x);
+		r.json = kube_body_json(r.body, r.body_len);
+	kube_status_text(&r, msg, sizeof(msg), x->errbuf);
+	kube_kx_kill(x);
 	if (cb != NULL)
 		cb(&r, arg);
-	json_decref(r.json);
-}
-
-/* End a watch: detach it, then tell the owner why. */
-static void
-watch_end(struct kube_req *x, enum kube_watch_reason why, long status,
-    int error, const char *message, const char *reason)
-{
-	struct kube_watch_end e = {
-		.reason = why, .status = status, .error = error,
-		.message = message ? message : "", .events = x->events,
-		.reason_text = reason ? reason : "",
-	};
-	kube_watch_end_cb cb = x->on_end;
-	void *arg = x->arg;
-
-	if (why == KUBE_WATCH_STALLED)
-		x->c->m.watch_stalls++;
-	kx_kill(x);
-	if (cb != NULL)
-		cb(&e, arg);
-}
-
-/* Deliver the complete events a watch has buffered. */
-static void
-watch_dispatch(struct kube_req *x)
-{
-	struct watch_event ev;
-	int r;
-
-	x->data = false;
-	while (x->state == KX_RUNNING || x->state == KX_DONE) {
-		if ((r = watchstream_next(x->ws, &ev)) == 0)
-			return;
-		if (r < 0) {
-			watch_end(x, KUBE_WATCH_PARSE_ERROR, 200, r,
-			    watchstream_error(x->ws), NULL);
-			return;
-		}
-		if (ev.type == WATCH_ERROR) {
-			watch_end(x, ev.expired ? KUBE_WATCH_EXPIRED :
-			    KUBE_WATCH_ERROR_EVENT, ev.code, 0,
-			    *ev.message ? ev.message : "ERROR event",
-			    ev.reason);
-			watch_event_clear(&ev);
-			return;
-		}
-		x->events++;
-		x->c->m.watch_events++;
-		x->on_event(&ev, x->arg);
-		watch_event_clear(&ev);
-	}
-}
-
-/* A watch's transfer finished: classify how. */
-static void
-watch_finish(struct kube_req *x, long status)
-{
-	struct kube_response r;
-	char msg[256];
-	int e = curl_errno(x), w;
-
-	watch_dispatch(x);
-	if (x->state != KX_DONE)
-		return;		/* ended or stopped while dispatching */
-	if (x->stream || (status == 200 && e == 0)) {
-		if ((w = watchstream_end(x->ws)) < 0 ||
-		    (e != 0 && x->result == CURLE_WRITE_ERROR))
-			watch_end(x, KUBE_WATCH_PARSE_ERROR, status,
-			    w < 0 ? w : -EMSGSIZE, watchstream_error(x->ws),
-			    NULL);
-		else if (e != 0)
-			watch_end(x, KUBE_WATCH_TRANSPORT, status, e,
-			    *x->errbuf ? x->errbuf : strerror(-e), NULL);
-		else
-			watch_end(x, KUBE_WATCH_CLOSED, status, 0,
-			    "closed by server", NULL);
-		return;
-	}
-	memset(&r, 0, sizeof(r));
-	r.status = status;
-	r.error = e;
-	r.body = x->rbuf ? x->rbuf : "";
-	r.body_len = x->rlen;
-	if (e == 0 && r.body_len > 0)
-		r.json = body_json(r.body, r.body_len);
-	status_text(&r, msg, sizeof(msg), x->errbuf);
-	watch_end(x, e != 0 && status == 0 ? KUBE_WATCH_TRANSPORT :
-	    KUBE_WATCH_HTTP_ERROR, status, e, r.message, r.reason);
 	json_decref(r.json);
 }
 
@@ -761,7 +603,7 @@ kx_finish(struct kube_req *x)
 		status = 0;
 	c->m.status[x->result == CURLE_OK ? status : 0]++;
 	if (x->watch) {
-		watch_finish(x, status);
+		kube_watch_finish(x, status);
 		return;
 	}
 	if (kx_should_retry(x, status)) {
@@ -795,12 +637,12 @@ client_pump(struct kube_client *c)
 	}
 	TAILQ_FOREACH(x, &c->all, all)
 		if (x->watch && x->data && x->state == KX_RUNNING)
-			watch_dispatch(x);
+			kube_watch_dispatch(x);
 	TAILQ_FOREACH(x, &c->all, all)
 		if (x->state == KX_DONE)
 			kx_finish(x);
 	c->depth--;
-	client_reap(c);
+	kube_client_reap(c);
 }
 
 /* Deferred work: results that arrived outside curl's callbacks. */
@@ -810,25 +652,6 @@ pump_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	client_pump(arg);
-}
-
-/* The stall timer of a watch: no bytes for watch_stall_ms. */
-static void
-stall_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct kube_req *x = arg;
-	struct kube_client *c = x->c;
-	char msg[96];
-
-	(void)fd;
-	(void)what;
-	if (x->state != KX_RUNNING)
-		return;
-	c->depth++;
-	snprintf(msg, sizeof(msg), "no data for %d ms", c->o.watch_stall_ms);
-	watch_end(x, KUBE_WATCH_STALLED, 0, -ETIMEDOUT, msg, NULL);
-	c->depth--;
-	client_reap(c);
 }
 
 /* Socket activity: let curl act, then hand out results. */
@@ -1009,8 +832,8 @@ kube_client_metrics(const struct kube_client *c)
 }
 
 /* Allocate a transfer with its URL, easy handle and timer. */
-static int
-kx_new(struct kube_client *c, const char *method, const char *pq,
+int
+kube_kx_new(struct kube_client *c, const char *method, const char *pq,
     bool watch, struct kube_req **ret)
 {
 	struct kube_req *x;
@@ -1029,7 +852,7 @@ kx_new(struct kube_client *c, const char *method, const char *pq,
 		x->url = NULL;
 	if (x->url == NULL || (x->method = strdup(method)) == NULL ||
 	    (x->easy = curl_easy_init()) == NULL ||
-	    (x->timer = evtimer_new(c->base, watch ? stall_cb : backoff_cb,
+	    (x->timer = evtimer_new(c->base, watch ? kube_watch_stall_cb : backoff_cb,
 	    x)) == NULL ||
 	    (watch && (x->ws = watchstream_new(c->o.max_line)) == NULL))
 		goto fail;
@@ -1053,7 +876,7 @@ kube_request(struct kube_client *c, const char *method,
 	if (content_type != NULL && (strlen(content_type) > 100 ||
 	    strpbrk(content_type, "\r\n") != NULL))
 		return -EINVAL;
-	if ((r = kx_new(c, method, path_and_query, false, &x)) < 0)
+	if ((r = kube_kx_new(c, method, path_and_query, false, &x)) < 0)
 		return r;
 	if ((content_type && (x->ctype = strdup(content_type)) == NULL) ||
 	    (body && (x->body = malloc(len + 1)) == NULL)) {
@@ -1068,7 +891,7 @@ kube_request(struct kube_client *c, const char *method,
 	}
 	x->cb = cb;
 	x->arg = arg;
-	kx_submit(x);
+	kube_kx_submit(x);
 	if (ret != NULL)
 		*ret = x;
 	return 0;
@@ -1079,36 +902,5 @@ void
 kube_request_cancel(struct kube_req *req)
 {
 	if (req != NULL)
-		kx_kill(req);
-}
-
-/* Start a streaming watch. */
-int
-kube_watch_start(struct kube_client *c, const char *path_and_query,
-    kube_watch_event_cb on_event, kube_watch_end_cb on_end, void *arg,
-    struct kube_watch **ret)
-{
-	struct kube_req *x;
-	int r;
-
-	if (on_event == NULL)
-		return -EINVAL;
-	if ((r = kx_new(c, "GET", path_and_query, true, &x)) < 0)
-		return r;
-	x->on_event = on_event;
-	x->on_end = on_end;
-	x->arg = arg;
-	c->m.watches++;
-	kx_submit(x);
-	if (ret != NULL)
-		*ret = (struct kube_watch *)x;
-	return 0;
-}
-
-/* Stop a watch without calling on_end. */
-void
-kube_watch_stop(struct kube_watch *w)
-{
-	if (w != NULL)
-		kx_kill(&w->r);
+		kube_kx_kill(req);
 }
