@@ -504,6 +504,30 @@ load_context(struct kc_doc *d, const char *context, struct kube_config *cfg)
 	return 0;
 }
 
+/* Free the parser after wiping its copies of the text (tokens, keys). */
+static void
+parser_wipe_delete(yaml_parser_t *p)
+{
+	if (p->buffer.start != NULL)
+		explicit_bzero(p->buffer.start,
+		    (size_t)(p->buffer.end - p->buffer.start));
+	if (p->raw_buffer.start != NULL)
+		explicit_bzero(p->raw_buffer.start,
+		    (size_t)(p->raw_buffer.end - p->raw_buffer.start));
+	yaml_parser_delete(p);
+}
+
+/* Free the document after wiping every scalar (tokens, key data). */
+static void
+doc_wipe_delete(yaml_document_t *doc)
+{
+	for (yaml_node_t *n = doc->nodes.start; n < doc->nodes.top; n++)
+		if (n->type == YAML_SCALAR_NODE && n->data.scalar.value)
+			explicit_bzero(n->data.scalar.value,
+			    n->data.scalar.length);
+	yaml_document_delete(doc);
+}
+
 /* Parse kubeconfig text into a configuration. */
 int
 kube_config_parse(const char *text, size_t len, const char *base_dir,
@@ -531,10 +555,10 @@ kube_config_parse(const char *text, size_t len, const char *base_dir,
 		snprintf(err, errlen, "YAML error at line %zu: %s",
 		    parser.problem_mark.line + 1,
 		    parser.problem ? parser.problem : "unknown");
-		yaml_parser_delete(&parser);
+		parser_wipe_delete(&parser);
 		return -EINVAL;
 	}
-	yaml_parser_delete(&parser);
+	parser_wipe_delete(&parser);
 	r = -ENOMEM;
 	if ((cfg = calloc(1, sizeof(*cfg))) == NULL) {
 		snprintf(err, errlen, "out of memory");
@@ -542,12 +566,12 @@ kube_config_parse(const char *text, size_t len, const char *base_dir,
 	}
 	if ((r = load_context(&d, context, cfg)) < 0)
 		goto fail;
-	yaml_document_delete(&d.doc);
+	doc_wipe_delete(&d.doc);
 	*ret = cfg;
 	return 0;
 fail:
 	kube_config_free(cfg);
-	yaml_document_delete(&d.doc);
+	doc_wipe_delete(&d.doc);
 	return r;
 }
 
