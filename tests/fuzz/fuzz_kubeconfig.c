@@ -3,7 +3,7 @@
  * parsed for the current context and for context "x", with and without
  * KUBE_CONFIG_ALLOW_INSECURE. Relative paths resolve under a directory
  * that does not exist.
- * Sources: common/kubeconfig.c; libraries: yaml-0.1.
+ * fuzz-sources: common/kubeconfig.c
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
  * libFuzzer target for common/watchstream.c: the first byte picks the read
  * size, the rest is a watch response body fed in pieces of that size with
  * a small line cap, drained after every piece, then ended.
- * Sources: common/watchstream.c; libraries: jansson.
+ * fuzz-sources: common/watchstream.c
  */
 #include <errno.h>
 #include <stddef.h>
