@@ -16,6 +16,7 @@ from .hooks import ApiError
 
 RESYNC = 2.0
 DEBOUNCE = 0.02
+MIN_GAP = 0.02
 RS = "resource.k8s.io"
 CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 CLAIM_BASE_MAX = 57
@@ -41,9 +42,11 @@ def _watch_closed(w):
     return bool(inner is not None and getattr(inner, "closed", False))
 
 
-def event_loop(api, stop, keys, fn, due=None):
-    """Call fn() at start, after changes of KEYS (None = any) and on resync.
+def event_loop(api, stop, keys, fn, due=None, resync=None):
+    """Call fn() at start, after relevant changes and every RESYNC s.
 
+    KEYS is a tuple of resource keys, None (any change) or a predicate
+    taking a WatchEvent.
     DUE, if given, returns the seconds until fn must run again (or None),
     for retry backoff. Errors from fn are retried on the next turn; the
     loop ends when STOP is set.
@@ -52,6 +55,13 @@ def event_loop(api, stop, keys, fn, due=None):
     last = 0.0
     dirty = True
     wake = None
+    resync = resync or RESYNC
+    if keys is None:
+        relevant = lambda ev: True  # noqa: E731
+    elif callable(keys):
+        relevant = keys
+    else:
+        relevant = lambda ev: ev.resource.key in keys  # noqa: E731
     while not stop.is_set():
         if w is None or _watch_closed(w):
             if w is not None:
@@ -62,7 +72,10 @@ def event_loop(api, stop, keys, fn, due=None):
                 w = None
             dirty = True
         t = time.monotonic()
-        if dirty or t - last >= RESYNC or (wake is not None and t >= wake):
+        if t - last < MIN_GAP:
+            stop.wait(MIN_GAP - (t - last))
+            t = time.monotonic()
+        if dirty or t - last >= resync or (wake is not None and t >= wake):
             dirty = False
             last = t
             try:
@@ -82,7 +95,7 @@ def event_loop(api, stop, keys, fn, due=None):
         n = 0
         while ev is not None and n < MAX_DRAIN and not stop.is_set():
             n += 1
-            if keys is None or ev.resource.key in keys:
+            if not dirty and relevant(ev):
                 dirty = True
             ev = w.next(DEBOUNCE if dirty else 0.0)
     if w is not None:
@@ -296,14 +309,27 @@ class NamespaceController:
 
     def __init__(self, api):
         self.api = api
+        self.terminating = set()
+
+    def relevant(self, ev):
+        """Namespace changes and changes inside terminating namespaces."""
+        if ev.resource.key == "namespaces":
+            return True
+        ns = ev.object["metadata"].get("namespace")
+        return bool(ns) and ns in self.terminating
 
     def pass_once(self):
         """Work on every namespace that is being deleted."""
         nss, _ = self.api.list("namespaces")
+        term = set()
         for ns in nss:
             if ns["metadata"].get("deletionTimestamp") and \
                     "kubernetes" in ((ns.get("spec") or {}).get(
                         "finalizers") or []):
+                term.add(ns["metadata"]["name"])
+        self.terminating = term
+        for ns in nss:
+            if ns["metadata"]["name"] in term:
                 self.sync(ns)
 
     def _delete_content(self, name):
@@ -389,7 +415,7 @@ class NamespaceController:
 def run_namespaces(api, stop):
     """Controller thread of the namespace controller."""
     ctl = NamespaceController(api)
-    event_loop(api, stop, None, ctl.pass_once)
+    event_loop(api, stop, ctl.relevant, ctl.pass_once)
 
 
 # ------------------------------------------------------- garbage collector
@@ -407,6 +433,18 @@ class GarbageCollector:
 
     def __init__(self, api):
         self.api = api
+        self.referenced = set()
+
+    def relevant(self, ev):
+        """Objects with owners, deleted owners and policy finalizers."""
+        md = ev.object["metadata"]
+        if md.get("ownerReferences"):
+            return True
+        if ev.type == "DELETED":
+            return md.get("uid") in self.referenced
+        return bool(md.get("deletionTimestamp")) and bool(
+            {"orphan", "foregroundDeletion"} & set(md.get("finalizers")
+                                                    or []))
 
     def _index(self):
         """(objects by uid, dependents by owner uid)."""
@@ -421,6 +459,7 @@ class GarbageCollector:
                 by_uid[md.get("uid")] = (res, o)
                 for r in md.get("ownerReferences") or []:
                     deps.setdefault(r.get("uid"), []).append((res, o))
+        self.referenced = set(deps)
         return by_uid, deps
 
     def _owner_state(self, ref, dep_res, dep_ns, by_uid):
@@ -555,7 +594,8 @@ class GarbageCollector:
 
 def run_gc(api, stop):
     """Controller thread of the garbage collector."""
-    event_loop(api, stop, None, GarbageCollector(api).pass_once)
+    gc = GarbageCollector(api)
+    event_loop(api, stop, gc.relevant, gc.pass_once, resync=10.0)
 
 
 def register(reg):

@@ -164,6 +164,13 @@ class QuotaController:
 
     def __init__(self, api):
         self.api = api
+        self.namespaces = set()
+
+    def relevant(self, ev):
+        """Quota objects and anything in a namespace that has a quota."""
+        if ev.resource.key == "resourcequotas":
+            return True
+        return ev.object["metadata"].get("namespace") in self.namespaces
 
     def _count(self, name, ns):
         """count/<resource>[.<group>] usage, or None if unknown."""
@@ -202,6 +209,7 @@ class QuotaController:
     def pass_once(self):
         """Update status of every quota whose usage changed."""
         quotas, _ = self.api.list("resourcequotas")
+        self.namespaces = {q["metadata"]["namespace"] for q in quotas}
         for q in quotas:
             md = q["metadata"]
             if md.get("deletionTimestamp"):
@@ -221,7 +229,8 @@ class QuotaController:
 
 def run(api, stop):
     """Controller thread of the quota controller."""
-    event_loop(api, stop, None, QuotaController(api).pass_once)
+    ctl = QuotaController(api)
+    event_loop(api, stop, ctl.relevant, ctl.pass_once)
 
 
 def register(reg):

@@ -9,8 +9,9 @@ The response is checked as VerifyAdmissionResponse does; the JSON Patch
 is applied to the object, which the server then validates.
 
 A service reference {namespace, name, port, path} is dialled at a local
-address from the service map: KUBESIM_SERVICE_MAP="ns/name=HOST:PORT,..."
-in the environment, or set_service() (the simulator's admin endpoint).
+address from the service map: `run DIR --set services=ns/name=HOST:PORT,...`,
+KUBESIM_SERVICE_MAP="ns/name=HOST:PORT,..." in the server's environment,
+or set_service() at run time.
 """
 
 import base64
@@ -54,9 +55,9 @@ def services():
         return dict(_services)
 
 
-def _load_env_services():
-    """Read KUBESIM_SERVICE_MAP into the service map."""
-    for item in (os.environ.get("KUBESIM_SERVICE_MAP") or "").split(","):
+def _load_services(text):
+    """Add 'ns/name=HOST:PORT,...' to the service map."""
+    for item in (text or "").split(","):
         key, sep, addr = item.strip().partition("=")
         if sep and key and addr:
             set_service(key.strip(), addr.strip())
@@ -548,5 +549,6 @@ def mutate(ctx):
 
 def register(reg):
     """Plug the webhook dispatcher into the simulator."""
-    _load_env_services()
+    _load_services(os.environ.get("KUBESIM_SERVICE_MAP"))
+    _load_services((getattr(reg, "options", None) or {}).get("services"))
     reg.add_mutating("MutatingAdmissionWebhook", mutate, order=100)
