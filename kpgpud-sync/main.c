@@ -41,6 +41,7 @@ struct sync_conf {
 	int64_t			 backoff_base_ms;
 	int64_t			 backoff_max_ms;
 	int64_t			 max_subscriber_buffer;
+	int64_t			 max_watch_line;
 	char			*metrics_listen;
 	char			*pidfile;
 	bool			 allow_root;
@@ -79,6 +80,10 @@ static const struct config_opt sync_opts[] = {
 	    CONFIG_NORELOAD),
 	CONFIG_INT(SC, list_limit, "list-limit", 0, "500", 1, 10000, "Watch",
 	    "Objects per list page.", CONFIG_NORELOAD),
+	CONFIG_INT(SC, max_watch_line, "max-watch-line", 0, "16777216", 4096,
+	    268435456, "Watch",
+	    "Longest watch event line; a longer one restarts the watch.",
+	    CONFIG_NORELOAD),
 	CONFIG_INT(SC, qps, "qps", 0, "50", 1, 100000, "API",
 	    "Requests per second to the API server.", CONFIG_NORELOAD),
 	CONFIG_INT(SC, burst, "burst", 0, "100", 1, 100000, "API",
@@ -270,6 +275,7 @@ sync_kube(struct sync_main *sm)
 	o.burst = (int)sm->conf.burst;
 	o.user_agent = "kpgpud-sync/" KPGPUD_VERSION;
 	o.watch_stall_ms = (int)sm->conf.stall_timeout_ms;
+	o.max_line = (size_t)sm->conf.max_watch_line;
 	if ((sm->kc = kube_client_new(sm->base, sm->kcfg, &o)) == NULL) {
 		log_err("kube client: %s", strerror(errno));
 		return -errno;
