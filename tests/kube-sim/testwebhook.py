@@ -20,6 +20,10 @@ The URL path picks the behaviour:
   /baduid   a well-formed review with the wrong response.uid
   /badpatch allow with a patch that cannot be applied
   /status500  answer 500 with a plain text body
+  /claim    allow with the patch kpgpud-admit sends: add
+            spec.resourceClaims [{name: gpu, resourceClaimTemplateName: gpu}]
+            and resources.claims [{name: gpu}] to every container
+  /badclaim only the container claims (the result fails validation)
 """
 
 import argparse
@@ -92,6 +96,19 @@ def label_patch(obj, key, value, field="labels"):
              "value": {key: value}}]
 
 
+def claim_patch(obj, pod_level):
+    """The GPU claim injection patch (optionally without the pod claim)."""
+    ops = []
+    if pod_level:
+        ops.append({"op": "add", "path": "/spec/resourceClaims", "value": [
+            {"name": "gpu", "resourceClaimTemplateName": "gpu"}]})
+    for i, _ in enumerate((obj.get("spec") or {}).get("containers") or []):
+        ops.append({"op": "add",
+                    "path": "/spec/containers/%d/resources/claims" % i,
+                    "value": [{"name": "gpu"}]})
+    return ops
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     """One HTTPS/1.1 connection; keep-alive as long as the client wants."""
 
@@ -149,6 +166,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             ops += label_patch(obj, "kubesim.test/review-uid", uid,
                                "annotations")
             out = review_response(review, uid, patch=ops)
+        elif mode in ("claim", "badclaim"):
+            out = review_response(review, uid, patch=claim_patch(
+                obj, mode == "claim"))
         elif mode == "deny":
             out = review_response(review, uid, allowed=False, status={
                 "code": 403, "message": "no GPUs today"})
