@@ -123,9 +123,16 @@ uint64_t ipc_req_deadline(const struct ipc_req *req);
 uint32_t ipc_req_remaining_ms(const struct ipc_req *req);
 /* Whether the requesting peer is still connected. */
 bool	 ipc_req_alive(const struct ipc_req *req);
-/* The peer's connection, or NULL once it has gone. */
+/*
+ * The peer's connection, or NULL once it has gone. Take it before answering
+ * (e.g. to stream CHANGE pushes after SNAPSHOT_BEGIN): answering frees req.
+ */
 struct ipc_conn *ipc_req_conn(const struct ipc_req *req);
-/* Called once if the peer disconnects before the request is answered. */
+/*
+ * Called once, from the event loop, if the peer disconnects (or the server
+ * is freed) before the request is answered; req is still valid there and
+ * may be answered (freed) inside the callback.
+ */
 void	 ipc_req_on_cancel(struct ipc_req *req,
 	    void (*fn)(struct ipc_req *req, void *arg), void *arg);
 /*
@@ -240,7 +247,11 @@ int	 ipc_sync_send(struct ipc_sync *s, const struct ipc_msg *msg);
 /* The connected fd (for poll). */
 int	 ipc_sync_fd(const struct ipc_sync *s);
 
-/* One request, one reply: connect, hello, call, close. */
+/*
+ * One request, one reply: connect, HELLO, call, close, all within
+ * timeout_ms. 0 with *ret filled (an ERROR reply included; release with
+ * ipc_msg_clear), or -errno as for ipc_sync_connect / -ETIMEDOUT.
+ */
 int	 ipc_call(const char *path, enum ipc_role role, struct ipc_msg *req,
 	    unsigned timeout_ms, struct ipc_msg *ret);
 
