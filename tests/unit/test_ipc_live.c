@@ -645,4 +645,5 @@ TEST(blocking_call_against_a_server_process)
 	ipc_msg_clear(&rep);
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
+	unlink(w.path);		/* the killed child could not */
 }
