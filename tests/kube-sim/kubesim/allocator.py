@@ -359,7 +359,7 @@ class Scheduler:
         live = {p["metadata"]["uid"] for p in pods
                 if (p.get("status") or {}).get("phase") not in
                 ("Succeeded", "Failed")}
-        self._release(claims, live)
+        controllers.each(claims, lambda c: self._release([c], live))
         claims, _ = api.list("resourceclaims." + RS)
         by_name = {(c["metadata"]["namespace"], c["metadata"]["name"]): c
                    for c in claims}
@@ -368,14 +368,16 @@ class Scheduler:
                    for c in api.list("deviceclasses." + RS)[0]}
         inv = Inventory(slices)
         in_use = devices_in_use(claims)
-        for pod in pods:
-            md = pod["metadata"]
-            if (pod.get("spec") or {}).get("nodeName") or \
-                    md.get("deletionTimestamp") or \
-                    not (pod.get("spec") or {}).get("resourceClaims") or \
-                    _scheduled(pod):
-                continue
-            self._schedule(pod, by_name, classes, inv, in_use)
+        for uid in list(self.reported):
+            if uid not in live:
+                del self.reported[uid]
+        todo = [p for p in pods
+                if not (p.get("spec") or {}).get("nodeName") and
+                not p["metadata"].get("deletionTimestamp") and
+                (p.get("spec") or {}).get("resourceClaims") and
+                not _scheduled(p)]
+        controllers.each(todo, lambda p: self._schedule(
+            p, by_name, classes, inv, in_use))
 
     def _release(self, claims, live):
         """Drop reservations of gone Pods; deallocate unreserved claims."""
@@ -400,7 +402,7 @@ class Scheduler:
         claims = []
         for pcn, cname in pod_claim_names(pod).items():
             c = by_name.get((ns, cname)) if cname else None
-            if c is None:
+            if c is None or c["metadata"].get("deletionTimestamp"):
                 return
             claims.append(c)
         node = None

@@ -33,6 +33,19 @@ def now():
         "%Y-%m-%dT%H:%M:%SZ")
 
 
+BAD_OBJECT = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+def each(items, fn):
+    """Call fn(item) for every item; a malformed object is skipped so it
+    cannot stall the controller for every other object."""
+    for it in items:
+        try:
+            fn(it)
+        except BAD_OBJECT:
+            continue
+
+
 def _watch_closed(w):
     """True when a watch can no longer deliver events."""
     for attr in ("closed", "_closed"):
@@ -176,15 +189,10 @@ class ClaimController:
         """Handle every Pod that still lacks a generated claim."""
         pods, _ = self.api.list("pods")
         t = time.monotonic()
-        alive = set()
-        for pod in pods:
-            uid = pod["metadata"]["uid"]
-            alive.add(uid)
-            if pod["metadata"].get("deletionTimestamp"):
-                continue
-            if self.not_before.get(uid, 0) > t:
-                continue
-            self.sync_pod(pod)
+        alive = {p["metadata"].get("uid") for p in pods}
+        each([p for p in pods if not p["metadata"].get("deletionTimestamp")
+              and self.not_before.get(p["metadata"].get("uid"), 0) <= t],
+             self.sync_pod)
         for uid in list(self.failures):
             if uid not in alive:
                 self.failures.pop(uid, None)
@@ -328,9 +336,7 @@ class NamespaceController:
                         "finalizers") or []):
                 term.add(ns["metadata"]["name"])
         self.terminating = term
-        for ns in nss:
-            if ns["metadata"]["name"] in term:
-                self.sync(ns)
+        each([ns for ns in nss if ns["metadata"]["name"] in term], self.sync)
 
     def _delete_content(self, name):
         """Delete every namespaced object in NAME; return what remains."""
@@ -500,18 +506,21 @@ class GarbageCollector:
     def pass_once(self):
         """One sweep: owners' policy finalizers, then dependents."""
         by_uid, deps = self._index()
-        for uid, (res, o) in list(by_uid.items()):
+
+        def owner(item):
+            uid, (res, o) = item
             md = o["metadata"]
             fins = md.get("finalizers") or []
             if not md.get("deletionTimestamp"):
-                continue
+                return
             if "orphan" in fins:
                 self._orphan(res, o, deps.get(uid, []))
             elif "foregroundDeletion" in fins:
                 self._foreground(res, o, deps.get(uid, []))
-        for uid, (res, o) in by_uid.items():
-            if o["metadata"].get("ownerReferences"):
-                self._collect(res, o, by_uid)
+        each(list(by_uid.items()), owner)
+        each([v for v in by_uid.values()
+              if v[1]["metadata"].get("ownerReferences")],
+             lambda v: self._collect(v[0], v[1], by_uid))
 
     def _release(self, res, owner, fin):
         """Remove finalizer FIN from a deleting owner."""

@@ -10,7 +10,7 @@ Pods are not charged for claims.
 """
 
 from . import quantity as qty
-from .controllers import KCM, event_loop
+from .controllers import KCM, each, event_loop
 from .hooks import ApiError, err_forbidden
 
 RS = "resource.k8s.io"
@@ -210,21 +210,22 @@ class QuotaController:
         """Update status of every quota whose usage changed."""
         quotas, _ = self.api.list("resourcequotas")
         self.namespaces = {q["metadata"]["namespace"] for q in quotas}
-        for q in quotas:
-            md = q["metadata"]
-            if md.get("deletionTimestamp"):
-                continue
-            hard = dict((q.get("spec") or {}).get("hard") or {})
-            status = {"hard": hard, "used": self.usage(md["namespace"],
-                                                       hard)}
-            if (q.get("status") or {}) == status:
-                continue
-            q["status"] = status
-            try:
-                self.api.update("resourcequotas", md["namespace"], q,
-                                subresource="status", user=KCM)
-            except ApiError:
-                pass
+        each([q for q in quotas if not q["metadata"].get(
+            "deletionTimestamp")], self.sync)
+
+    def sync(self, q):
+        """Write the status of one quota if it changed."""
+        md = q["metadata"]
+        hard = dict((q.get("spec") or {}).get("hard") or {})
+        status = {"hard": hard, "used": self.usage(md["namespace"], hard)}
+        if (q.get("status") or {}) == status:
+            return
+        q["status"] = status
+        try:
+            self.api.update("resourcequotas", md["namespace"], q,
+                            subresource="status", user=KCM)
+        except ApiError:
+            pass
 
 
 def run(api, stop):
