@@ -123,6 +123,32 @@ expect_verdict() {
 	fi
 }
 
+# common/config.c's config_set_enum leaks its "one of" list when a value
+# matches a later entry (reported to its owner); nothing else is suppressed.
+printf 'leak:config_set_enum\n' >"$T/lsan.supp"
+LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$T/lsan.supp"
+export LSAN_OPTIONS
+
 mkdir -p "$T/tls"
 admit_ca "$T/tls"
 admit_cert "$T/tls" server
+
+# admit_stop NAME: SIGTERM, a clean exit (status 0) within 15 s, and no
+# sanitizer report in its log.
+admit_stop() {
+	eval "_pid=\$${1}_PID"
+	kill -TERM "$_pid" 2>/dev/null
+	_i=0
+	while kill -0 "$_pid" 2>/dev/null && [ $_i -lt 300 ]; do
+		sleep 0.05; _i=$((_i + 1))
+	done
+	wait "$_pid"
+	_rc=$?
+	if [ "$_rc" = 0 ] && ! grep -q 'Sanitizer\|runtime error' "$T/$1.log"
+	then
+		ok "$1 stops cleanly"
+	else
+		fail "$1 stops cleanly (exit $_rc)"
+		grep -A20 'Sanitizer\|runtime error' "$T/$1.log" | head -40
+	fi
+}
