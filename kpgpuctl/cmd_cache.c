@@ -3,8 +3,12 @@
  *   cache [--socket PATH] [--timeout MS] list [--prefix P]
  *   cache [--socket PATH] [--timeout MS] get NAMESPACE
  *   cache [--socket PATH] [--timeout MS] status
+ *   cache [--socket PATH] [--since GEN] [--count N] watch
  * list prints one namespace per line: NAME ISOLATED RESOLVED ('-' if none);
- * get prints key=value lines; status the sync state and object counts.
+ * get prints key=value lines; status the sync state and object counts;
+ * watch subscribes to every change and prints one line per message
+ * (after SNAPSHOT_END it stops after N more changes, or runs until the
+ * connection ends).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -22,6 +26,8 @@ struct cache_cli {
 	const char	*socket;
 	unsigned	 timeout_ms;
 	const char	*prefix;
+	uint64_t	 since;
+	long		 count;		/* watch: -1 = forever */
 };
 
 /* Print usage to f. */
@@ -29,7 +35,8 @@ static void
 cache_usage(FILE *f)
 {
 	fprintf(f, "usage: kpgpuctl cache [--socket PATH] [--timeout MS] "
-	    "list [--prefix P] | get NAMESPACE | status\n");
+	    "list [--prefix P] | get NAMESPACE | status |\n"
+	    "    [--since GEN] [--count N] watch\n");
 }
 
 /* Report an IPC failure: ERROR replies carry their message. */
@@ -158,6 +165,65 @@ cache_status(const struct cache_cli *o, struct ipc_sync *s)
 	return 0;
 }
 
+/* Print one pushed message of a subscription; 1 for a live CHANGE. */
+static int
+cache_print_push(const struct ipc_msg *m, bool live)
+{
+	const struct ipc_change *c = &m->u.change;
+
+	if (m->type == IPC_SNAPSHOT_END) {
+		printf("SNAPSHOT_END %llu\n",
+		    (unsigned long long)m->u.snapshot.generation);
+		return 0;
+	}
+	if (m->type != IPC_CHANGE)
+		return 0;
+	printf("CHANGE %llu %u %s %s %s %s %s %s\n",
+	    (unsigned long long)c->generation, c->topic, c->kind,
+	    *c->ns ? c->ns : "-", c->name, c->deleted ? "deleted" : "present",
+	    c->isolated ? "true" : "false",
+	    c->resolved != NULL ? c->resolved : "-");
+	return live ? 1 : 0;
+}
+
+/* cache watch: SUBSCRIBE to everything and print what arrives. */
+static int
+cache_watch(const struct cache_cli *o, struct ipc_sync *s)
+{
+	struct ipc_msg req, m;
+	bool live = false;
+	long seen = 0;
+	int r;
+
+	memset(&req, 0, sizeof(req));
+	req.type = IPC_SUBSCRIBE;
+	req.u.subscribe.topics = IPC_TOPIC_ALL;
+	req.u.subscribe.since_generation = o->since;
+	if ((r = cache_call(o, s, &req, IPC_SNAPSHOT_BEGIN, &m)) < 0) {
+		cache_fail("watch", r, &m);
+		ipc_msg_clear(&m);
+		return 1;
+	}
+	printf("SNAPSHOT_BEGIN %llu %s\n",
+	    (unsigned long long)m.u.snapshot.generation,
+	    m.u.snapshot.full ? "full" : "delta");
+	ipc_msg_clear(&m);
+	fflush(stdout);
+	while (!live || o->count < 0 || seen < o->count) {
+		if ((r = ipc_sync_recv(s, 24u * 3600 * 1000, &m)) < 0) {
+			fprintf(stderr, "kpgpuctl cache watch: %s\n",
+			    strerror(-r));
+			return 1;
+		}
+		seen += cache_print_push(&m, live);
+		if (m.type == IPC_SNAPSHOT_END)
+			live = true;
+		ipc_msg_clear(&m);
+		fflush(stdout);
+	}
+	return 0;
+}
+
 /* Parse options anywhere; positional words go to pos. -1 on misuse. */
 static int
 cache_opts(int argc, char **argv, struct cache_cli *o, char **pos)
@@ -173,6 +239,14 @@ cache_opts(int argc, char **argv, struct cache_cli *o, char **pos)
 			o->timeout_ms = (unsigned)t;
 		} else if (strcmp(argv[i], "--prefix") == 0 && i + 1 < argc)
 			o->prefix = argv[++i];
+		else if (strcmp(argv[i], "--since") == 0 && i + 1 < argc) {
+			if (parse_uint64(argv[++i], UINT64_MAX, &o->since) < 0)
+				return -1;
+		} else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc) {
+			if (parse_int(argv[++i], 0, 1000000000, &t) < 0)
+				return -1;
+			o->count = t;
+		}
 		else if (argv[i][0] == '-' || n == 2)
 			return -1;
 		else
@@ -185,7 +259,7 @@ cache_opts(int argc, char **argv, struct cache_cli *o, char **pos)
 int
 ctl_cmd_cache(int argc, char **argv)
 {
-	struct cache_cli o = { NULL, CACHE_DEFAULT_TIMEOUT, NULL };
+	struct cache_cli o = { NULL, CACHE_DEFAULT_TIMEOUT, NULL, 0, -1 };
 	struct ipc_sync *s;
 	char *pos[2];
 	int n, r;
@@ -197,7 +271,8 @@ ctl_cmd_cache(int argc, char **argv)
 	n = cache_opts(argc, argv, &o, pos);
 	if (n < 1 || !((strcmp(pos[0], "list") == 0 && n == 1) ||
 	    (strcmp(pos[0], "get") == 0 && n == 2) ||
-	    (strcmp(pos[0], "status") == 0 && n == 1))) {
+	    (strcmp(pos[0], "status") == 0 && n == 1) ||
+	    (strcmp(pos[0], "watch") == 0 && n == 1))) {
 		cache_usage(stderr);
 		return 2;
 	}
@@ -214,6 +289,8 @@ ctl_cmd_cache(int argc, char **argv)
 		r = cache_list(&o, s);
 	else if (strcmp(pos[0], "get") == 0)
 		r = cache_get(&o, s, pos[1]);
+	else if (strcmp(pos[0], "watch") == 0)
+		r = cache_watch(&o, s);
 	else
 		r = cache_status(&o, s);
 	ipc_sync_close(s);
