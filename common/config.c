@@ -264,12 +264,11 @@ config_set(struct config_ctx *x, const struct config_opt *o,
 		    where, o->name, CONFIG_VALUE_MAX);
 	switch (o->type) {
 	case CONFIG_T_PATH:
-		if (*val == '\0')
-			return config_err(x, "%s: %s: empty path", where,
-			    o->name);
-		/* FALLTHROUGH */
 	case CONFIG_T_STRING:
-		if ((s = strdup(val)) == NULL)
+		/* an empty value unsets: what config_dump prints for unset */
+		if (*val == '\0')
+			s = NULL;
+		else if ((s = strdup(val)) == NULL)
 			return -ENOMEM;
 		config_str_free(o, *(char **)slot);
 		*(char **)slot = s;
@@ -465,7 +464,7 @@ config_apply_args(const struct config *c, struct config_ctx *x)
 	for (int i = 0; i < c->nargs_saved; i++) {
 		const struct config_opt *o = &c->opts[c->args[i].idx];
 
-		snprintf(where, sizeof(where), "command line --%s", o->name);
+		snprintf(where, sizeof(where), "command line");
 		x->src[c->args[i].idx] = CONFIG_SRC_FLAG;
 		if ((r = config_set(x, o, c->args[i].val, where)) < 0)
 			return r;
