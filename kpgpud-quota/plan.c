@@ -256,7 +256,7 @@ plan_instance_parse(const char *json, size_t len, struct plan_instance *ret,
 	return r;
 }
 
-/* Older creationTimestamp first (RFC 3339 UTC sorts as text), then name. */
+/* Older creationTimestamp first (RFC 3339 UTC sorts as text), then names. */
 int
 plan_instance_cmp(const struct plan_instance *a,
     const struct plan_instance *b)
@@ -269,9 +269,11 @@ plan_instance_cmp(const struct plan_instance *a,
 		return 1;
 	if ((r = strcmp(a->created, b->created)) != 0)
 		return r;
-	if ((r = strcmp(a->kind, b->kind)) != 0)
+	if ((r = strcmp(a->kind, b->kind)) != 0 ||
+	    (r = strcmp(a->name, b->name)) != 0 ||
+	    (r = strcmp(a->namespace, b->namespace)) != 0)
 		return r;
-	return strcmp(a->name, b->name);
+	return strcmp(a->uid, b->uid);
 }
 
 /* Expand {kind} and {name} in the quota name template. */

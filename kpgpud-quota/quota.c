@@ -123,10 +123,12 @@ work_wrote(const struct kube_response *resp, void *arg)
 	    &w->acts.a[i - w->ev.n];
 
 	w->req = NULL;
-	if (resp->status >= 200 && resp->status < 300) {
-		log_info("%s %s key=%s", a->verb, a->what, log_q(w->key));
-		if (i < w->ev.n && strstr(a->what, "InvalidGPUIsolation"))
+	if (resp->status >= 200 && resp->status < 300 && i < w->ev.n) {
+		log_warn("reported %s", a->what);
+		if (strstr(a->what, "InvalidGPUIsolation") != NULL)
 			metric_inc(w->q->m.invalid, NULL, NULL);
+	} else if (resp->status >= 200 && resp->status < 300) {
+		log_info("%s %s key=%s", a->verb, a->what, log_q(w->key));
 	} else if (resp->status != a->also_ok || a->also_ok == 0) {
 		log_warn("%s failed %s status=%ld reason=%s message=%s",
 		    a->verb, a->what, resp->status, log_q(resp->reason),
@@ -230,7 +232,7 @@ work_plan(struct qwork *w, const struct quotad_cands *c, bool *ret_keep)
 	r = plan_build(&c->in[win], &w->q->cfg.plan, &w->plan, err,
 	    sizeof(err));
 	if (r == -EINVAL) {
-		log_warn("invalid annotation instance=%s/%s reason=%s",
+		log_debug("invalid annotation kind=%s name=%s reason=%s",
 		    c->in[win].kind, log_q(c->in[win].name), log_q(err));
 		snprintf(msg, sizeof(msg), "invalid %s annotation: %s; the "
 		    "last good state is kept", ANNOTATION_KEY, err);
@@ -385,7 +387,40 @@ gc_used_cb(const struct cache_instance *ci, void *arg)
 	return 0;
 }
 
-/* Collect the DeviceClasses no instance uses any more. */
+/* Remember the classes an owned claim or template requests. */
+static int
+gc_ref_cb(const struct cache_owned *o, void *arg)
+{
+	struct gc_ctx *g = arg;
+	json_t *data, *dev, *req;
+	const char *cls;
+	size_t i;
+
+	if (strcmp(o->kind, CACHE_KIND_CLAIMTEMPLATE) != 0 &&
+	    strcmp(o->kind, CACHE_KIND_CLAIM) != 0)
+		return 0;
+	if ((data = json_loads(o->data ? o->data : "{}", 0, NULL)) == NULL)
+		return 0;
+	dev = json_object_get(json_object_get(data, "spec"), "devices");
+	if (strcmp(o->kind, CACHE_KIND_CLAIMTEMPLATE) == 0)
+		dev = json_object_get(json_object_get(json_object_get(data,
+		    "spec"), "spec"), "devices");
+	json_array_foreach(json_object_get(dev, "requests"), i, req) {
+		cls = json_string_value(json_object_get(json_object_get(req,
+		    "exactly"), "deviceClassName"));
+		if (cls != NULL && g->nused < GC_MAX_CLASSES &&
+		    (g->used[g->nused] = strdup(cls)) != NULL)
+			g->nused++;
+	}
+	json_decref(data);
+	return 0;
+}
+
+/*
+ * Collect the DeviceClasses nothing uses any more: neither a valid plan
+ * nor an owned claim or template (an invalid annotation keeps its last
+ * good state, class included).
+ */
 static int
 work_gc(struct qwork *w, struct cache *c)
 {
@@ -399,6 +434,8 @@ work_gc(struct qwork *w, struct cache *c)
 	    g);
 	if (r == 0)
 		r = cache_instance_foreach(c, NULL, 0, gc_used_cb, g);
+	if (r == 0)
+		r = cache_owned_foreach(c, NULL, NULL, 0, gc_ref_cb, g);
 	if (r == 0)
 		r = reconcile_gc_classes((const char *const *)g->names,
 		    g->nnames, (const char *const *)g->used, g->nused,
@@ -505,6 +542,7 @@ resync_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	log_debug("resync");
+	metric_inc(q->m.resyncs, NULL, NULL);
 	quotad_enqueue_all(q);
 }
 
@@ -522,9 +560,11 @@ quotad_metrics(struct quotad *q, struct metrics *reg)
 	    "Keys waiting in the work queue.", NULL, NULL, 0, &q->m.depth)) < 0 ||
 	    (r = metrics_counter(reg, "kpgpud_quota_api_writes_total",
 	    "API writes by verb.", "verb", NULL, 0, &q->m.writes)) < 0 ||
-	    (r = metrics_gauge(reg, "kpgpud_quota_leader",
+	    (r = metrics_gauge(reg, "kpgpud_quota_leader_active",
 	    "1 while this replica holds the Lease.", NULL, NULL, 0,
-	    &q->m.leader)) < 0)
+	    &q->m.leader)) < 0 ||
+	    (r = metrics_counter(reg, "kpgpud_quota_resyncs_total",
+	    "Periodic resyncs.", NULL, NULL, 0, &q->m.resyncs)) < 0)
 		return r;
 	return 0;
 }

@@ -50,6 +50,7 @@ struct quotad_metrics {
 	struct metric	*depth;		/* gauge */
 	struct metric	*writes;	/* counter by verb */
 	struct metric	*leader;	/* gauge */
+	struct metric	*resyncs;	/* counter */
 };
 
 struct quotad {

@@ -536,8 +536,8 @@ reconcile_event(const struct plan_instance *in, const char *rv,
 		json_object_set_new(json_object_get(ev, "involvedObject"),
 		    "namespace", json_string(in->namespace));
 	snprintf(path, sizeof(path), CORE_API "/namespaces/%s/events", ns);
-	snprintf(what, sizeof(what), "Event %s %s/%s", reason, in->kind,
-	    in->name);
+	snprintf(what, sizeof(what), "Warning %s on %s/%s: %s", reason,
+	    in->kind, in->name, message);
 	one.n = 0;
 	if ((r = push(&one, "POST", "create", ev, 409, path, what)) < 0)
 		return r;

@@ -91,13 +91,22 @@ gone_obj() {
 	! exists "$1"
 }
 
-# event_with REASON TEXT: a Warning event of that reason whose message
-# contains TEXT exists in namespace default.
+# event_with REASON TEXT [NS]: a Warning event of that reason whose message
+# contains TEXT exists in NS (default: default).
 event_with() {
-	api GET /api/v1/namespaces/default/events | python3 -c 'import json,sys
+	api GET "/api/v1/namespaces/${3:-default}/events" | python3 -c 'import json,sys
 d=json.load(sys.stdin)
 sys.exit(0 if any(e.get("reason")==sys.argv[1] and e.get("type")=="Warning"
     and sys.argv[2] in e.get("message","") for e in d.get("items",[])) else 1)' "$1" "$2"
+}
+
+# object_writes ROLE: write requests of ROLE to anything but Events
+# and Leases, as the simulator counted them.
+object_writes() {
+	stats | python3 -c 'import json,sys
+r=json.load(sys.stdin).get("resources",{}).get(sys.argv[1],{})
+print(sum(n for v,res in r.items() if v in ("create","update","patch","delete","deletecollection")
+    for k,n in res.items() if k not in ("events","leases.coordination.k8s.io")))' "$1"
 }
 
 # metric FILE NAME: the value of a metric line (sum over series).
