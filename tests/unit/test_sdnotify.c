@@ -1,9 +1,11 @@
 /*
  * Unit tests for common/sdnotify.c: notify datagrams reach a socket the
  * test binds (path and abstract names), the watchdog variables, and
- * LISTEN_FDS with a real passed fd.
+ * LISTEN_FDS with a real passed fd; and the common/daemon.c glue that
+ * drives them from signals and the watchdog timer.
  */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -13,6 +15,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+
+#include "common/daemon.h"
+#include "common/log.h"
 #include "common/sdnotify.h"
 #include "common/util.h"
 #include "tests/unit/test.h"
@@ -275,4 +281,191 @@ TEST(listen_fds_unnamed_and_foreign)
 	restore_fds(saved);
 	close(sp[0]);
 	close(sp[1]);
+}
+
+struct dstate {
+	struct event_base	*base;
+	int			 stops, reloads, alive_calls, alive_true;
+	int			 stop_signo;
+	int			 reload_ret;
+};
+
+/* stop hook: remember the call. */
+static void
+d_stop(void *arg, int signo)
+{
+	struct dstate *s = arg;
+
+	s->stops++;
+	s->stop_signo = signo;
+}
+
+/* reload hook: remember the call, then end the loop. */
+static int
+d_reload(void *arg)
+{
+	struct dstate *s = arg;
+
+	s->reloads++;
+	event_base_loopexit(s->base, NULL);
+	return s->reload_ret;
+}
+
+/* alive hook: alternate true/false; end the loop after six calls. */
+static bool
+d_alive(void *arg)
+{
+	struct dstate *s = arg;
+	bool ok = s->alive_calls % 2 == 0;
+
+	s->alive_calls++;
+	s->alive_true += ok;
+	if (s->alive_calls == 6)
+		event_base_loopexit(s->base, NULL);
+	return ok;
+}
+
+/* Raise signo from inside the loop once it runs. */
+static void
+raise_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	raise(*(int *)arg);
+}
+
+/* Count queued datagrams on fd equal to msg, without waiting. */
+static int
+count_msgs(int fd, const char *msg, int *other)
+{
+	char buf[512];
+	ssize_t n;
+	int c = 0;
+
+	while ((n = recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT)) >= 0) {
+		buf[n] = '\0';
+		if (strcmp(buf, msg) == 0)
+			c++;
+		else if (other != NULL)
+			(*other)++;
+	}
+	return c;
+}
+
+/* Run one loop turn in which signo is raised. */
+static void
+loop_with_signal(struct event_base *base, int signo)
+{
+	struct timeval zero = { 0, 0 };
+
+	event_base_once(base, -1, EV_TIMEOUT, raise_cb, &signo, &zero);
+	event_base_dispatch(base);
+}
+
+TEST(daemon_signals_notify)
+{
+	struct dstate st = { 0 };
+	struct daemon_hooks h = { d_stop, d_reload, NULL, &st };
+	struct daemon *d = NULL;
+	char name[64];
+	const char *m;
+	bool dbg;
+	int fd;
+
+	snprintf(name, sizeof(name), "@kpgpud-daemon-%ld", (long)getpid());
+	REQUIRE((fd = listen_dgram(name)) >= 0);
+	setenv("NOTIFY_SOCKET", name, 1);
+	unsetenv("WATCHDOG_USEC");
+	REQUIRE((st.base = event_base_new()) != NULL);
+	REQUIRE(daemon_new(st.base, &h, &d) == 0);
+	CHECK_INT(daemon_watchdog_interval_ms(d), 0);
+	/* SIGHUP: RELOADING=1, hook, READY=1 */
+	st.reload_ret = -EINVAL;
+	loop_with_signal(st.base, SIGHUP);
+	CHECK_INT(st.reloads, 1);
+	CHECK_INT(daemon_last_reload(d), -EINVAL);
+	m = recv_msg(fd);
+	CHECK(strncmp(m, "RELOADING=1\nMONOTONIC_USEC=", 27) == 0);
+	m = recv_msg(fd);
+	CHECK(strncmp(m, "STATUS=reload failed", 20) == 0);
+	CHECK_STR(recv_msg(fd), "READY=1");
+	/* SIGUSR1 flips debug logging; SIGPIPE is ignored */
+	dbg = log_debug_enabled();
+	raise(SIGUSR1);
+	for (int i = 0; i < 100 && log_debug_enabled() == dbg; i++)
+		event_base_loop(st.base, EVLOOP_NONBLOCK);
+	CHECK(log_debug_enabled() != dbg);
+	log_set_debug(dbg);
+	raise(SIGPIPE);
+	/* SIGTERM: STOPPING=1, stop hook, loop exits by itself */
+	loop_with_signal(st.base, SIGTERM);
+	CHECK_INT(st.stops, 1);
+	CHECK_INT(st.stop_signo, SIGTERM);
+	CHECK(daemon_stopping(d));
+	CHECK_STR(recv_msg(fd), "STOPPING=1");
+	daemon_free(d);
+	daemon_free(NULL);
+	event_base_free(st.base);
+	unsetenv("NOTIFY_SOCKET");
+	close(fd);
+}
+
+TEST(daemon_watchdog_pings_only_when_alive)
+{
+	struct dstate st = { 0 };
+	struct daemon_hooks h = { NULL, NULL, d_alive, &st };
+	struct daemon *d = NULL;
+	char name[64];
+	int fd, other = 0;
+
+	snprintf(name, sizeof(name), "@kpgpud-wd-%ld", (long)getpid());
+	REQUIRE((fd = listen_dgram(name)) >= 0);
+	setenv("NOTIFY_SOCKET", name, 1);
+	setenv("WATCHDOG_USEC", "20000", 1);
+	unsetenv("WATCHDOG_PID");
+	REQUIRE((st.base = event_base_new()) != NULL);
+	REQUIRE(daemon_new(st.base, &h, &d) == 0);
+	CHECK_INT(daemon_watchdog_interval_ms(d), 10);
+	/* ends itself after six ticks (d_alive) */
+	event_base_dispatch(st.base);
+	CHECK_INT(st.alive_calls, 6);
+	CHECK_INT(count_msgs(fd, "WATCHDOG=1", &other), st.alive_true);
+	CHECK_INT(st.alive_true, 3);
+	CHECK_INT(other, 0);
+	daemon_free(d);
+	event_base_free(st.base);
+	unsetenv("WATCHDOG_USEC");
+	unsetenv("NOTIFY_SOCKET");
+	close(fd);
+}
+
+TEST(daemon_refuses_root)
+{
+	if (getuid() == 0 || geteuid() == 0)
+		CHECK_INT(daemon_check_root(false), -EPERM);
+	else
+		CHECK_INT(daemon_check_root(false), 0);
+	CHECK_INT(daemon_check_root(true), 0);
+}
+
+TEST(daemon_pidfile_locks)
+{
+	char path[64], *data = NULL, want[32];
+	size_t len;
+	int fd = -1, fd2 = -1;
+
+	snprintf(path, sizeof(path), "/tmp/kpgpud-pid-%ld", (long)getpid());
+	unlink(path);
+	REQUIRE(daemon_pidfile_write(path, &fd) == 0);
+	CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+	CHECK_INT(read_file_capped(path, 64, &data, &len), 0);
+	snprintf(want, sizeof(want), "%ld\n", (long)getpid());
+	CHECK_STR(data, want);
+	free(data);
+	CHECK_INT(daemon_pidfile_write(path, &fd2), -EBUSY);
+	CHECK_INT(fd2, -1);
+	daemon_pidfile_remove(path, fd);
+	CHECK(access(path, F_OK) != 0);
+	CHECK_INT(daemon_pidfile_write("/nonexistent-dir/x.pid", &fd2),
+	    -ENOENT);
 }
