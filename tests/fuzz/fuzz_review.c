@@ -1,0 +1,60 @@
+/*
+ * libFuzzer target for kpgpud-admit's request path: the input is an HTTP
+ * body as the webhook receives it. It is parsed as an AdmissionReview and,
+ * when it parses, answered under each namespace state and under an
+ * annotation with every policy, which runs patch.c on the pod it carries.
+ * Every reply must be JSON with the request's uid.
+ * fuzz-sources: common/resolved.c kpgpud-admit/patch.c kpgpud-admit/review.c
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "common/resolved.h"
+#include "kpgpud-admit/review.h"
+
+int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Parse one body and answer it every way; a reply must be well formed. */
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static const char *const specs[] = {
+		"{\"claimTemplateName\":\"gpu\"}",
+		"{\"claimName\":\"shared\",\"initContainers\":\"all\","
+		    "\"legacyGPU\":\"translate\"}",
+		"{\"claimName\":\"shared\",\"initContainers\":[\"a\"],"
+		    "\"legacyGPU\":\"allow\"}",
+	};
+	struct review *rv = NULL;
+	struct review_reply *rep;
+	struct resolved r;
+	char err[256];
+
+	if (review_parse((const char *)data, size, &rv, err, sizeof(err)) < 0)
+		return 0;
+	for (size_t i = 0; i < 3 + 3; i++) {
+		enum review_ns ns = i < 3 ? REVIEW_NS_ISOLATED :
+		    (enum review_ns)(i - 2);
+
+		if (resolved_parse(specs[i % 3], strlen(specs[i % 3]), &r, NULL,
+		    0) < 0)
+			abort();
+		rep = NULL;
+		if (review_answer(rv, ns, &r, &rep, err, sizeof(err)) < 0)
+			continue;
+		json_t *j = json_loadb(rep->body, rep->len, 0, NULL);
+		const char *uid = json_string_value(json_object_get(
+		    json_object_get(j, "response"), "uid"));
+
+		if (j == NULL || uid == NULL || strcmp(uid, review_uid(rv)) != 0)
+			abort();
+		json_decref(j);
+		review_reply_free(rep);
+	}
+	review_free(rv);
+	return 0;
+}
