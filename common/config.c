@@ -240,6 +240,7 @@ config_set_enum(struct config_ctx *x, const struct config_opt *o,
 	for (int i = 0; o->enums[i] != NULL; i++) {
 		if (strcmp(o->enums[i], val) == 0) {
 			*ret = i;
+			buf_free(&list);
 			return 0;
 		}
 		buf_printf(&list, "%s%s", i ? ", " : "", o->enums[i]);
