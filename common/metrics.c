@@ -170,14 +170,49 @@ series_init(struct series *s, const struct metric *mt)
 	return s;
 }
 
+/* Append mt to the registry unless the name is taken; -EEXIST then. */
+static int
+metrics_link(struct metrics *m, struct metric *mt)
+{
+	struct metric *it;
+	int r = 0;
+
+	pthread_mutex_lock(&m->mu);
+	for (it = m->head; it != NULL && r == 0; it = it->next)
+		if (strcmp(it->name, mt->name) == 0)
+			r = -EEXIST;
+	if (r == 0) {
+		if (m->tail != NULL)
+			m->tail->next = mt;
+		else
+			m->head = mt;
+		m->tail = mt;
+	}
+	pthread_mutex_unlock(&m->mu);
+	return r;
+}
+
+/* Free a metric that never made it into the registry. */
+static void
+metric_discard(struct metric *mt)
+{
+	if (mt == NULL)
+		return;
+	if (mt->series != NULL && mt->nseries == 1)
+		series_clear(&mt->series[0]);
+	free(mt->series);
+	free(mt->help);
+	free(mt);
+}
+
 /* Register a metric of any kind. */
 static int
 metrics_add(struct metrics *m, enum metric_kind kind, const char *name,
     const char *help, const double *bounds, size_t nbounds,
     const char *l1, const char *l2, size_t max_series, struct metric **ret)
 {
-	struct metric *mt, *it;
-	int r = -EINVAL;
+	struct metric *mt;
+	int r = -ENOMEM;
 
 	if (!metrics_name_ok(m, name, kind) || (l2 != NULL && l1 == NULL) ||
 	    (l1 != NULL && !metrics_label_ok(l1, kind)) ||
@@ -187,10 +222,8 @@ metrics_add(struct metrics *m, enum metric_kind kind, const char *name,
 	    (kind == METRIC_HISTOGRAM && !metrics_bounds_ok(bounds, nbounds)))
 		return -EINVAL;
 	if ((mt = calloc(1, sizeof(*mt))) == NULL ||
-	    (mt->help = strdup(help)) == NULL) {
-		r = -ENOMEM;
+	    (mt->help = strdup(help)) == NULL)
 		goto fail;
-	}
 	mt->reg = m;
 	mt->kind = kind;
 	snprintf(mt->name, sizeof(mt->name), "%s", name);
@@ -205,44 +238,20 @@ metrics_add(struct metrics *m, enum metric_kind kind, const char *name,
 	mt->max_series = mt->nlabels == 0 ? 1 :
 	    max_series ? max_series : METRICS_DEFAULT_SERIES;
 	if ((mt->series = calloc(mt->max_series, sizeof(*mt->series))) ==
-	    NULL) {
-		r = -ENOMEM;
+	    NULL)
 		goto fail;
-	}
 	/* an unlabelled metric always has its one series */
 	if (mt->nlabels == 0) {
-		if (series_init(&mt->series[0], mt) == NULL) {
-			r = -ENOMEM;
+		if (series_init(&mt->series[0], mt) == NULL)
 			goto fail;
-		}
 		mt->nseries = 1;
 	}
-	pthread_mutex_lock(&m->mu);
-	for (it = m->head; it != NULL; it = it->next)
-		if (strcmp(it->name, name) == 0)
-			break;
-	if (it == NULL) {
-		if (m->tail != NULL)
-			m->tail->next = mt;
-		else
-			m->head = mt;
-		m->tail = mt;
-	}
-	pthread_mutex_unlock(&m->mu);
-	if (it != NULL) {
-		r = -EEXIST;
+	if ((r = metrics_link(m, mt)) < 0)
 		goto fail;
-	}
 	*ret = mt;
 	return 0;
 fail:
-	if (mt != NULL) {
-		if (mt->series != NULL && mt->nseries == 1)
-			series_clear(&mt->series[0]);
-		free(mt->series);
-		free(mt->help);
-		free(mt);
-	}
+	metric_discard(mt);
 	return r;
 }
 
