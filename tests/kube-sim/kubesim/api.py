@@ -199,8 +199,10 @@ class Api:
         body["kind"] = res.kind
         if not isinstance(body.get("metadata"), dict):
             body["metadata"] = {}
-        self._prune(res, body, who)
-        return body
+        out = {"kind": res.kind, "apiVersion": body["apiVersion"]}
+        out.update(body)
+        self._prune(res, out, who)
+        return out
 
     def _prune(self, res, body, who):
         """Drop unknown fields; Strict turns them into a 400."""

@@ -200,7 +200,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return self.rfile.read(n) if n else b""
 
     def _json_body(self):
-        """The body as JSON (400 on garbage)."""
+        """The body as JSON (400 on garbage, 415 on other encodings)."""
+        ctype = self.headers.get("Content-Type", "").split(";")[0].strip()
+        if ctype == "application/vnd.kubernetes.protobuf":
+            from .proto import decode_object
+            return decode_object(self._read_body())
+        if "protobuf" in ctype or "cbor" in ctype:
+            self._read_body()
+            raise ApiError(415, "UnsupportedMediaType", "the body of the "
+                           "request was in an unknown format - accepted "
+                           "media types include: application/json, "
+                           "application/yaml")
         raw = self._read_body()
         if not raw:
             return None
