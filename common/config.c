@@ -5,7 +5,6 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,61 +134,6 @@ config_env_name(const struct config_opt *o, char *out, size_t outlen)
 	return out;
 }
 
-/* Resolve one uid list element, a number or a user name. */
-static int
-config_parse_uid(const char *s, uid_t *ret)
-{
-	struct passwd pw, *res = NULL;
-	char pwbuf[4096];
-	uint64_t v;
-
-	if (isdigit((unsigned char)s[0])) {
-		if (parse_uint64(s, (uint64_t)UINT32_MAX - 1, &v) < 0)
-			return -EINVAL;
-		*ret = (uid_t)v;
-		return 0;
-	}
-	if (getpwnam_r(s, &pw, pwbuf, sizeof(pwbuf), &res) != 0 || res == NULL)
-		return -ENOENT;
-	*ret = pw.pw_uid;
-	return 0;
-}
-
-/* Parse "1000, 1001,kpgpud" into a uid list. */
-static int
-config_parse_uids(const char *s, struct config_uids *ret, char *bad,
-    size_t badlen)
-{
-	struct config_uids u = { 0, { 0 } };
-	const char *p = s;
-
-	while (*p != '\0') {
-		char item[64];
-		size_t n;
-
-		while (isspace((unsigned char)*p))
-			p++;
-		n = strcspn(p, ",");
-		while (n > 0 && isspace((unsigned char)p[n - 1]))
-			n--;
-		snprintf(bad, badlen, "%.*s", (int)n, p);
-		if (n == 0 || n >= sizeof(item))
-			return -EINVAL;
-		if (u.n == CONFIG_MAX_UIDS)
-			return -E2BIG;
-		memcpy(item, p, n);
-		item[n] = '\0';
-		if (config_parse_uid(item, &u.uid[u.n]) < 0)
-			return -ENOENT;
-		u.n++;
-		p += strcspn(p, ",");
-		if (*p == ',' && *++p == '\0')
-			return -EINVAL;
-	}
-	*ret = u;
-	return 0;
-}
-
 /* Parse a range-checked INT or DURATION value of o. */
 static int
 config_set_num(struct config_ctx *x, const struct config_opt *o,
@@ -257,7 +201,9 @@ config_set(struct config_ctx *x, const struct config_opt *o,
     const char *val, const char *where)
 {
 	void *slot = config_slot(x->tgt, o);
+	struct config_uids *u;
 	char bad[64], *s;
+	size_t nu;
 	int r;
 
 	if (strlen(val) > CONFIG_VALUE_MAX)
@@ -286,7 +232,11 @@ config_set(struct config_ctx *x, const struct config_opt *o,
 	case CONFIG_T_ENUM:
 		return config_set_enum(x, o, val, where, slot);
 	case CONFIG_T_UIDS:
-		r = config_parse_uids(val, slot, bad, sizeof(bad));
+		u = slot;
+		r = parse_uid_list(val, u->uid, CONFIG_MAX_UIDS, &nu, bad,
+		    sizeof(bad));
+		if (r == 0)
+			u->n = (int)nu;
 		if (r == -E2BIG)
 			return config_err(x, "%s: %s: more than %d uids",
 			    where, o->name, CONFIG_MAX_UIDS);
@@ -326,36 +276,6 @@ config_index(const struct config *c, const char *name, size_t n)
 	return -1;
 }
 
-/* Strip one double-quoted value in place; -EINVAL if malformed. */
-static int
-config_unquote(char *v)
-{
-	char *w = v;
-	const char *r = v + 1;
-
-	for (; *r != '"'; r++) {
-		if (*r == '\0')
-			return -EINVAL;
-		if (*r == '\\') {
-			r++;
-			if (*r == 'n')
-				*w++ = '\n';
-			else if (*r == 't')
-				*w++ = '\t';
-			else if (*r == '"' || *r == '\\')
-				*w++ = *r;
-			else
-				return -EINVAL;
-			continue;
-		}
-		*w++ = *r;
-	}
-	if (r[1] != '\0')
-		return -EINVAL;
-	*w = '\0';
-	return 0;
-}
-
 /* Trim whitespace at both ends of s in place. */
 static char *
 config_trim(char *s)
@@ -392,7 +312,7 @@ config_file_line(const struct config *c, struct config_ctx *x, char *line,
 		return config_err(x, "%s: duplicate key \"%s\" (first on line "
 		    "%d)", where, key, seen[i]);
 	seen[i] = lineno;
-	if (*val == '"' && config_unquote(val) < 0)
+	if (*val == '"' && str_unquote(val) < 0)
 		return config_err(x, "%s: %s: bad quoted value", where, key);
 	x->src[i] = CONFIG_SRC_FILE;
 	return config_set(x, &c->opts[i], val, where);
@@ -985,7 +905,6 @@ static int
 config_put_value(const char *s, struct buf *out)
 {
 	size_t n = strlen(s);
-	int r;
 
 	if (n > 0 && !isspace((unsigned char)s[0]) &&
 	    !isspace((unsigned char)s[n - 1]) && s[0] != '"' &&
@@ -993,18 +912,7 @@ config_put_value(const char *s, struct buf *out)
 		return buf_puts(out, s);
 	if (n == 0)
 		return 0;
-	r = buf_putc(out, '"');
-	for (; *s != '\0' && r == 0; s++) {
-		if (*s == '\n')
-			r = buf_puts(out, "\\n");
-		else if (*s == '\t')
-			r = buf_puts(out, "\\t");
-		else if (*s == '"' || *s == '\\')
-			r = buf_printf(out, "\\%c", *s);
-		else
-			r = buf_putc(out, *s);
-	}
-	return r == 0 ? buf_putc(out, '"') : r;
+	return buf_put_quoted(out, s);
 }
 
 /* Format the current value of o. */

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pwd.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -315,6 +316,117 @@ parse_bool(const char *s, bool *ret)
 		}
 	}
 	return -EINVAL;
+}
+
+/* Resolve one uid list element, a number or a user name. */
+static int
+parse_uid(const char *s, uid_t *ret)
+{
+	struct passwd pw, *res = NULL;
+	char pwbuf[4096];
+	uint64_t v;
+
+	if (isdigit((unsigned char)s[0])) {
+		if (parse_uint64(s, (uint64_t)UINT32_MAX - 1, &v) < 0)
+			return -EINVAL;
+		*ret = (uid_t)v;
+		return 0;
+	}
+	if (getpwnam_r(s, &pw, pwbuf, sizeof(pwbuf), &res) != 0 || res == NULL)
+		return -ENOENT;
+	*ret = pw.pw_uid;
+	return 0;
+}
+
+/* Parse "1000, 1001,kpgpud" into at most max uids. */
+int
+parse_uid_list(const char *s, uid_t *ret, size_t max, size_t *ret_n,
+    char *bad, size_t badlen)
+{
+	uid_t tmp[PARSE_UIDS_MAX];
+	const char *p = s;
+	size_t k = 0;
+	int r;
+
+	if (max > PARSE_UIDS_MAX)
+		max = PARSE_UIDS_MAX;
+	while (*p != '\0') {
+		char item[64];
+		size_t n;
+
+		while (isspace((unsigned char)*p))
+			p++;
+		n = strcspn(p, ",");
+		while (n > 0 && isspace((unsigned char)p[n - 1]))
+			n--;
+		snprintf(bad, badlen, "%.*s", (int)n, p);
+		if (n == 0 || n >= sizeof(item))
+			return -EINVAL;
+		if (k == max)
+			return -E2BIG;
+		memcpy(item, p, n);
+		item[n] = '\0';
+		if ((r = parse_uid(item, &tmp[k])) < 0)
+			return r;
+		k++;
+		p += strcspn(p, ",");
+		if (*p == ',' && *++p == '\0')
+			return -EINVAL;
+	}
+	memcpy(ret, tmp, k * sizeof(uid_t));
+	*ret_n = k;
+	return 0;
+}
+
+/* Strip one double-quoted string in place; -EINVAL if malformed. */
+int
+str_unquote(char *v)
+{
+	char *w = v;
+	const char *r = v + 1;
+
+	if (*v != '"')
+		return -EINVAL;
+	for (; *r != '"'; r++) {
+		if (*r == '\0')
+			return -EINVAL;
+		if (*r == '\\') {
+			r++;
+			if (*r == 'n')
+				*w++ = '\n';
+			else if (*r == 't')
+				*w++ = '\t';
+			else if (*r == '"' || *r == '\\')
+				*w++ = *r;
+			else
+				return -EINVAL;
+			continue;
+		}
+		*w++ = *r;
+	}
+	if (r[1] != '\0')
+		return -EINVAL;
+	*w = '\0';
+	return 0;
+}
+
+/* Append s in double quotes, escaping quote, backslash, newline, tab. */
+int
+buf_put_quoted(struct buf *b, const char *s)
+{
+	int r = buf_putc(b, '"');
+
+	for (; *s != '\0' && r == 0; s++) {
+		if (*s == '\n')
+			r = buf_puts(b, "\\n");
+		else if (*s == '\t')
+			r = buf_puts(b, "\\t");
+		else if (*s == '"' || *s == '\\')
+			r = buf_printf(b, "\\%c", *s);
+		else
+			r = buf_putc(b, *s);
+	}
+	return r == 0 ? buf_putc(b, '"') : r;
 }
 
 /* Set close-on-exec on fd. */

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+#include <sys/types.h>
 
 #define BUF_DEFAULT_MAX	(16u * 1024 * 1024)
 
@@ -69,6 +70,24 @@ int	 parse_duration_ms(const char *s, int64_t *ret_ms);
 int	 format_duration_ms(int64_t ms, struct buf *out);
 /* true/false, yes/no, on/off, 1/0 (any case); -EINVAL otherwise. */
 int	 parse_bool(const char *s, bool *ret);
+
+/*
+ * Parse a comma-separated list of uids or user names ("1000, kpgpud") into
+ * at most max (<= PARSE_UIDS_MAX) entries. -EINVAL: empty item or bad
+ * number; -ENOENT: unknown user; -E2BIG: too many. The offending item is
+ * copied to bad. ret untouched on failure.
+ */
+#define PARSE_UIDS_MAX	64
+int	 parse_uid_list(const char *s, uid_t *ret, size_t max, size_t *ret_n,
+	    char *bad, size_t badlen);
+
+/*
+ * Quoted strings as config files write them: buf_put_quoted appends s in
+ * double quotes with \", \\, \n and \t escapes; str_unquote reverses that
+ * in place (-EINVAL if s is not exactly one such string).
+ */
+int	 buf_put_quoted(struct buf *b, const char *s);
+int	 str_unquote(char *s);
 
 /* Set FD_CLOEXEC / O_NONBLOCK on fd. 0 or -errno. */
 int	 fd_cloexec(int fd);

@@ -325,3 +325,51 @@ TEST(dns1123_subdomain)
 	big[254] = '\0';
 	CHECK(!dns1123_subdomain_valid(big));
 }
+
+TEST(uid_lists)
+{
+	uid_t u[4] = { 9, 9, 9, 9 };
+	size_t n = 99;
+	char bad[64];
+
+	CHECK_INT(parse_uid_list(" 1000, 1001 ,root", u, 4, &n, bad,
+	    sizeof(bad)), 0);
+	CHECK_INT(n, 3);
+	CHECK(u[0] == 1000 && u[1] == 1001 && u[2] == 0);
+	CHECK_INT(parse_uid_list("", u, 4, &n, bad, sizeof(bad)), 0);
+	CHECK_INT(n, 0);
+	u[0] = 9;
+	CHECK_INT(parse_uid_list("1,2,3,4,5", u, 4, &n, bad, sizeof(bad)),
+	    -E2BIG);
+	CHECK_INT(parse_uid_list("1,,2", u, 4, &n, bad, sizeof(bad)), -EINVAL);
+	CHECK_INT(parse_uid_list("1,", u, 4, &n, bad, sizeof(bad)), -EINVAL);
+	CHECK_INT(parse_uid_list("-1", u, 4, &n, bad, sizeof(bad)), -ENOENT);
+	CHECK_INT(parse_uid_list("4294967295", u, 4, &n, bad, sizeof(bad)),
+	    -EINVAL);	/* (uid_t)-1 means "no uid" */
+	CHECK_INT(parse_uid_list("1, no-such-user-kp", u, 4, &n, bad,
+	    sizeof(bad)), -ENOENT);
+	CHECK_STR(bad, "no-such-user-kp");
+	CHECK_INT(u[0], 9);	/* untouched on failure */
+}
+
+TEST(quoting_round_trip)
+{
+	struct buf b = BUF_INIT(0);
+	char *s;
+
+	CHECK_INT(buf_put_quoted(&b, "a \"b\" \\c\nd\te"), 0);
+	CHECK_STR(buf_str(&b), "\"a \\\"b\\\" \\\\c\\nd\\te\"");
+	s = buf_steal(&b, NULL);
+	REQUIRE(s != NULL);
+	CHECK_INT(str_unquote(s), 0);
+	CHECK_STR(s, "a \"b\" \\c\nd\te");
+	free(s);
+	char bad1[] = "\"open", bad2[] = "\"x\" y", bad3[] = "\"\\q\"";
+	char bad4[] = "plain", ok[] = "\"\"";
+	CHECK_INT(str_unquote(bad1), -EINVAL);
+	CHECK_INT(str_unquote(bad2), -EINVAL);
+	CHECK_INT(str_unquote(bad3), -EINVAL);
+	CHECK_INT(str_unquote(bad4), -EINVAL);
+	CHECK_INT(str_unquote(ok), 0);
+	CHECK_STR(ok, "");
+}
