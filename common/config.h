@@ -154,8 +154,11 @@ void		 config_free(struct config *c);
 /*
  * Apply defaults, the --config file, the environment and argv (argv[0] is
  * the program). On error returns -EINVAL (or -errno for file I/O) with a
- * message naming the option and its source in err; the target then holds
- * unspecified but valid (freeable) values.
+ * message naming the option and its source in err ("FILE:LINE: ...",
+ * "environment KPGPUD_X: ...", "command line: ..."); the target keeps its
+ * previous values. --help and --version are reported before anything else
+ * is parsed. An empty value unsets a STRING/PATH option (NULL) and empties
+ * a uid list; an empty environment variable counts as not set.
  */
 int		 config_parse(struct config *c, int argc, char **argv,
 		    enum config_action *ret_action, char *err, size_t errlen);
