@@ -1,0 +1,89 @@
+"""Helpers for the simulator's own Python tests: a private simulator per
+test file, ok/fail counting and the closing "N passed, N failed" line."""
+
+import atexit
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from .client import Client
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class T:
+    """Counts checks of one test file and owns its temp dir and sims."""
+
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+        self.dir = tempfile.mkdtemp(prefix="kube-sim-test.")
+        self.sims = []
+        atexit.register(self.finish)
+
+    def check(self, desc, cond, detail=""):
+        """Record one check."""
+        if cond:
+            self.passed += 1
+            print("ok   " + desc)
+        else:
+            self.failed += 1
+            print("FAIL " + desc + (" -- " + str(detail)[:600]
+                                    if detail != "" else ""))
+        sys.stdout.flush()
+        return cond
+
+    def eq(self, desc, got, want):
+        """Check got == want."""
+        return self.check(desc, got == want, "got %r, want %r" % (got, want))
+
+    def start(self, name="sim", *args):
+        """Start a simulator in DIR/name; returns (dir, admin Client)."""
+        d = os.path.join(self.dir, name)
+        r = subprocess.run([os.path.join(HERE, "run"), d, "--plugins",
+                            "none"] + list(args), capture_output=True,
+                           text=True)
+        if r.returncode != 0:
+            print("FAIL starting simulator: " + r.stderr)
+            self.failed += 1
+            sys.exit(1)
+        self.sims.append(d)
+        return d, Client(d)
+
+    def finish(self):
+        """Stop the simulators, remove the temp dir, print the totals."""
+        for d in self.sims:
+            try:
+                with open(os.path.join(d, "pid")) as f:
+                    pid = int(f.read())
+                os.kill(pid, signal.SIGTERM)
+                end = time.monotonic() + 5
+                while time.monotonic() < end:
+                    os.kill(pid, 0)
+                    time.sleep(0.05)
+                os.kill(pid, signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+        if os.environ.get("KEEP_TMP"):
+            print("kept " + self.dir)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        print("%d passed, %d failed" % (self.passed, self.failed))
+        sys.stdout.flush()
+        os._exit(1 if self.failed else 0)
+
+
+def wait_for(limit, fn):
+    """Poll fn every 20 ms until it returns a true value (bounded)."""
+    end = time.monotonic() + limit
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() >= end:
+            return v
+        time.sleep(0.02)
