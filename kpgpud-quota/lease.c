@@ -210,7 +210,7 @@ struct lease {
 	lease_change_cb		 cb;
 	void			*arg;
 	bool			 notified;	/* last leadership reported */
-	enum lease_action	 pending;
+	json_t			*ours;		/* the Lease as we last wrote it */
 };
 
 /* Tell the owner when leadership changed. */
@@ -234,6 +234,11 @@ lease_write_done(const struct kube_response *resp, void *arg)
 	l->req = NULL;
 	lease_written(&l->e, resp->status == 200 || resp->status == 201,
 	    monotonic_ms());
+	if ((resp->status == 200 || resp->status == 201) &&
+	    json_is_object(resp->json)) {
+		json_decref(l->ours);
+		l->ours = json_incref(resp->json);
+	}
 	lease_notify(l);
 }
 
@@ -316,7 +321,7 @@ lease_new(struct event_base *base, struct kube_client *client,
 		return r;
 	}
 	if (retry_ms == 0)
-		retry_ms = cfg->duration_s * 200;
+		retry_ms = cfg->duration_s * 100;
 	l->client = client;
 	l->writes = writes;
 	l->cb = cb;
@@ -343,6 +348,7 @@ lease_free(struct lease *l)
 	kube_request_cancel(l->req);
 	if (l->tick != NULL)
 		event_free(l->tick);
+	json_decref(l->ours);
 	free(l);
 }
 
@@ -358,4 +364,41 @@ const struct lease_elector *
 lease_state(const struct lease *l)
 {
 	return &l->e;
+}
+
+/* Give the Lease up on a graceful stop so another replica need not wait. */
+int
+lease_release(struct lease *l, struct kube_config *cfg, unsigned timeout_ms)
+{
+	struct kube_client_opts o = { .timeout_ms = (int)timeout_ms,
+	    .max_retries = -1 };
+	char path[512], err[256], now[LEASE_TIME_LEN], *text;
+	json_t *body, *spec, *resp = NULL;
+	long status = 0;
+	int r;
+
+	if (l == NULL || l->ours == NULL || !lease_leader(l))
+		return 0;
+	if ((body = json_deep_copy(l->ours)) == NULL)
+		return -ENOMEM;
+	lease_microtime(realtime_ms(), now);
+	spec = json_object_get(body, "spec");
+	json_object_set_new(spec, "holderIdentity", json_string(""));
+	json_object_set_new(spec, "renewTime", json_string(now));
+	text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (text == NULL)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), LEASE_API "%s/leases/%s", l->e.ns,
+	    l->e.name);
+	kube_request_cancel(l->req);
+	l->req = NULL;
+	r = kube_request_sync(cfg, &o, "PUT", path, "application/json", text,
+	    strlen(text), &status, &resp, err, sizeof(err));
+	free(text);
+	json_decref(resp);
+	l->e.leader = false;
+	if (r < 0)
+		return r;
+	return status == 200 ? 0 : -EIO;
 }

@@ -80,7 +80,7 @@ struct lease;
 typedef void (*lease_change_cb)(bool leader, void *arg);
 
 /*
- * Start electing on base with client every retry_ms (0: duration / 5).
+ * Start electing on base with client every retry_ms (0: duration / 10).
  * writes (may be NULL) counts Lease writes by verb. 0 or -errno.
  */
 int	 lease_new(struct event_base *base, struct kube_client *client,
@@ -91,6 +91,13 @@ int	 lease_new(struct event_base *base, struct kube_client *client,
 void	 lease_free(struct lease *l);
 /* Whether this replica may write now. */
 bool	 lease_leader(const struct lease *l);
+struct kube_config;
+/*
+ * On a graceful stop: if we hold the Lease, clear holderIdentity (blocking,
+ * within timeout_ms) so another replica takes over at once. 0 or -errno.
+ */
+int	 lease_release(struct lease *l, struct kube_config *cfg,
+	    unsigned timeout_ms);
 /* The elector state (for status and tests). */
 const struct lease_elector *lease_state(const struct lease *l);
 

@@ -322,6 +322,10 @@ quota_setup(struct quota_main *qm)
 static void
 quota_teardown(struct quota_main *qm)
 {
+	int r;
+
+	if (qm->kcfg != NULL && (r = quotad_release(&qm->q, qm->kcfg)) < 0)
+		log_warn("lease not released error=%s", strerror(-r));
 	quota_write_metrics(qm);
 	quotad_stop(&qm->q);
 	if (qm->metrics_ev != NULL)
@@ -337,6 +341,7 @@ quota_teardown(struct quota_main *qm)
 	config_free(qm->cfg);
 }
 
+/* Configure, start, run the event loop until a stop signal. */
 int
 main(int argc, char **argv)
 {

@@ -546,26 +546,37 @@ resync_cb(evutil_socket_t fd, short what, void *arg)
 	quotad_enqueue_all(q);
 }
 
-/* Register the metrics of the core. */
+/* Register the metrics of the core, from a table. */
 static int
 quotad_metrics(struct quotad *q, struct metrics *reg)
 {
+	const struct {
+		bool		 counter;
+		const char	*name, *help, *label;
+		struct metric	**m;
+	} t[] = {
+		{ true, "kpgpud_quota_reconciles_total", "Reconciles by result.",
+		  "result", &q->m.reconciles },
+		{ true, "kpgpud_quota_invalid_annotations_total",
+		  "Invalid annotations reported.", NULL, &q->m.invalid },
+		{ false, "kpgpud_quota_queue_depth",
+		  "Keys waiting in the work queue.", NULL, &q->m.depth },
+		{ true, "kpgpud_quota_api_writes_total", "API writes by verb.",
+		  "verb", &q->m.writes },
+		{ false, "kpgpud_quota_leader_active",
+		  "1 while this replica holds the Lease.", NULL, &q->m.leader },
+		{ true, "kpgpud_quota_resyncs_total", "Periodic resyncs.", NULL,
+		  &q->m.resyncs },
+	};
 	int r;
 
-	if ((r = metrics_counter(reg, "kpgpud_quota_reconciles_total",
-	    "Reconciles by result.", "result", NULL, 0, &q->m.reconciles)) < 0 ||
-	    (r = metrics_counter(reg, "kpgpud_quota_invalid_annotations_total",
-	    "Invalid annotations reported.", NULL, NULL, 0, &q->m.invalid)) < 0 ||
-	    (r = metrics_gauge(reg, "kpgpud_quota_queue_depth",
-	    "Keys waiting in the work queue.", NULL, NULL, 0, &q->m.depth)) < 0 ||
-	    (r = metrics_counter(reg, "kpgpud_quota_api_writes_total",
-	    "API writes by verb.", "verb", NULL, 0, &q->m.writes)) < 0 ||
-	    (r = metrics_gauge(reg, "kpgpud_quota_leader_active",
-	    "1 while this replica holds the Lease.", NULL, NULL, 0,
-	    &q->m.leader)) < 0 ||
-	    (r = metrics_counter(reg, "kpgpud_quota_resyncs_total",
-	    "Periodic resyncs.", NULL, NULL, 0, &q->m.resyncs)) < 0)
-		return r;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		r = t[i].counter ? metrics_counter(reg, t[i].name, t[i].help,
+		    t[i].label, NULL, 0, t[i].m) : metrics_gauge(reg,
+		    t[i].name, t[i].help, t[i].label, NULL, 0, t[i].m);
+		if (r < 0)
+			return r;
+	}
 	return 0;
 }
 
@@ -621,6 +632,17 @@ quotad_stop(struct quotad *q)
 	q->wq = NULL;
 	cache_free(q->cache);
 	q->cache = NULL;
+}
+
+/* Hand the Lease over before stopping: cancel our write, clear the holder. */
+int
+quotad_release(struct quotad *q, struct kube_config *cfg)
+{
+	if (q->cur != NULL) {
+		work_free(q->cur);
+		q->cur = NULL;
+	}
+	return lease_release(q->lease, cfg, 2000);
 }
 
 /* Refresh the gauges. */

@@ -26,6 +26,7 @@
 struct event_base;
 struct event;
 struct kube_client;
+struct kube_config;
 struct cache;
 struct metrics;
 struct metric;
@@ -79,6 +80,8 @@ int	 quotad_start(struct quotad *q, struct event_base *base,
 	    const struct quotad_config *cfg);
 /* Stop everything (a write in flight is cancelled). */
 void	 quotad_stop(struct quotad *q);
+/* Give up the Lease if we hold it (graceful stop); 0 or -errno. */
+int	 quotad_release(struct quotad *q, struct kube_config *cfg);
 /* Refresh the gauges (queue depth, leader) before rendering metrics. */
 void	 quotad_update_gauges(struct quotad *q);
 
