@@ -5,6 +5,8 @@
  */
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,6 +233,19 @@ split_listen(const char *spec, char *host, size_t hostlen, const char **port)
 	return 0;
 }
 
+/*
+ * Replies leave in more than one TLS record; without TCP_NODELAY (inherited
+ * by accepted sockets) Nagle holds the last one for the client's delayed
+ * ACK, some 40 ms per request.
+ */
+static int
+nodelay(int fd)
+{
+	int one = 1;
+
+	return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
 /* Bind and listen on --listen; the fd, or -errno with err set. */
 static int
 open_listener(const char *spec, char *err, size_t errlen)
@@ -255,7 +270,8 @@ open_listener(const char *spec, char *err, size_t errlen)
 	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
 	    0);
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
-	    sizeof(one)) < 0 || bind(fd, res->ai_addr, res->ai_addrlen) < 0 ||
+	    sizeof(one)) < 0 || nodelay(fd) < 0 ||
+	    bind(fd, res->ai_addr, res->ai_addrlen) < 0 ||
 	    listen(fd, 1024) < 0) {
 		rv = -errno;
 		snprintf(err, errlen, "--listen %s: %s", spec, strerror(errno));
@@ -281,11 +297,13 @@ listener(struct admit *a)
 		for (size_t i = 1; i < n; i++)
 			close(fds[i].fd);
 		fd_nonblock(fds[0].fd);
+		nodelay(fds[0].fd);
 		return fds[0].fd;
 	}
 	if (a->conf.listen_fd >= 0) {
 		fd_cloexec((int)a->conf.listen_fd);
 		fd_nonblock((int)a->conf.listen_fd);
+		nodelay((int)a->conf.listen_fd);
 		return (int)a->conf.listen_fd;
 	}
 	if ((fd = open_listener(a->conf.listen, err, sizeof(err))) < 0)
