@@ -214,7 +214,13 @@ class Api:
                                     res.schemas.get(res.version))
         if sch is None:
             return
-        found = schema.prune(body, sch)
+        walk = schema.prune(body, sch, walk=schema.Walk(res.kind))
+        ver = body["apiVersion"].rpartition("/")[2]
+        if walk.type_error:
+            raise err_bad_request('%s in version "%s" cannot be handled as '
+                                  'a %s: %s' % (res.kind, ver, res.kind,
+                                                walk.type_error))
+        found = walk.found
         if not found:
             return
         if who.field_validation == "Strict":

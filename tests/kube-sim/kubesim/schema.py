@@ -1,22 +1,30 @@
 """Known fields of the built-in types, for fieldValidation (unknown-field
 detection) and custom-resource pruning.
 
-A schema is None (anything goes), a dict of field -> schema (an object with
-known fields), {"*": schema} (a map with any keys) or [schema] (a list)."""
+A schema is None (anything goes), "s" / "i" / "b" (a string, integer or
+boolean leaf), a dict of field -> schema (an object with known fields; the
+optional key "__go__" names its Go type for decoding errors), {"*": schema}
+(a map with any keys) or [schema] (a list)."""
+
+import re
 
 ANY = None
 
-_OWNER = {"apiVersion": ANY, "kind": ANY, "name": ANY, "uid": ANY,
-          "controller": ANY, "blockOwnerDeletion": ANY}
+S, I, B = "s", "i", "b"
+_OWNER = {"__go__": "OwnerReference", "apiVersion": S, "kind": S,
+          "name": S, "uid": S, "controller": B, "blockOwnerDeletion": B}
 
-META = {"name": ANY, "generateName": ANY, "namespace": ANY, "selfLink": ANY,
-        "uid": ANY, "resourceVersion": ANY, "generation": ANY,
-        "creationTimestamp": ANY, "deletionTimestamp": ANY,
-        "deletionGracePeriodSeconds": ANY, "labels": ANY, "annotations": ANY,
-        "ownerReferences": [_OWNER], "finalizers": ANY, "managedFields": ANY}
+META = {"__go__": "ObjectMeta", "name": S, "generateName": S,
+        "namespace": S, "selfLink": S, "uid": S, "resourceVersion": S,
+        "generation": I, "creationTimestamp": ANY, "deletionTimestamp": ANY,
+        "deletionGracePeriodSeconds": I, "labels": {"*": S},
+        "annotations": {"*": S}, "ownerReferences": [_OWNER],
+        "finalizers": [S], "managedFields": ANY}
 
-_RESOURCES = {"limits": ANY, "requests": ANY,
-              "claims": [{"name": ANY, "request": ANY}]}
+_RESOURCES = {"__go__": "ResourceRequirements", "limits": ANY,
+              "requests": ANY,
+              "claims": [{"__go__": "ResourceClaim", "name": S,
+                          "request": S}]}
 
 _CONTAINER = {f: ANY for f in (
     "name", "image", "command", "args", "workingDir", "ports", "envFrom",
@@ -25,8 +33,10 @@ _CONTAINER = {f: ANY for f in (
     "startupProbe", "lifecycle", "terminationMessagePath",
     "terminationMessagePolicy", "imagePullPolicy", "securityContext",
     "stdin", "stdinOnce", "tty")}
-_CONTAINER["resources"] = _RESOURCES
-_EPHEMERAL = dict(_CONTAINER, targetContainerName=ANY)
+_CONTAINER.update({"__go__": "Container", "name": S, "image": S,
+                   "resources": _RESOURCES})
+_EPHEMERAL = dict(_CONTAINER, targetContainerName=S,
+                  __go__="EphemeralContainer")
 
 _POD_SPEC = {f: ANY for f in (
     "volumes", "restartPolicy", "terminationGracePeriodSeconds",
@@ -42,29 +52,39 @@ _POD_SPEC = {f: ANY for f in (
 _POD_SPEC.update({
     "containers": [_CONTAINER], "initContainers": [_CONTAINER],
     "ephemeralContainers": [_EPHEMERAL],
-    "resourceClaims": [{"name": ANY, "resourceClaimName": ANY,
-                        "resourceClaimTemplateName": ANY}]})
+    "resourceClaims": [{"__go__": "PodResourceClaim", "name": S,
+                        "resourceClaimName": S,
+                        "resourceClaimTemplateName": S}],
+    "__go__": "PodSpec", "nodeName": S, "restartPolicy": S})
 
-_SELECTOR = {"cel": {"expression": ANY}}
-_OPAQUE = {"driver": ANY, "parameters": ANY}
-_EXACT = {"deviceClassName": ANY, "selectors": [_SELECTOR],
-          "allocationMode": ANY, "count": ANY, "adminAccess": ANY,
-          "tolerations": ANY, "capacity": ANY}
-_SUB = dict(_EXACT, name=ANY)
+_SELECTOR = {"__go__": "DeviceSelector",
+             "cel": {"__go__": "CELDeviceSelector", "expression": S}}
+_OPAQUE = {"__go__": "OpaqueDeviceConfiguration", "driver": S,
+           "parameters": ANY}
+_EXACT = {"__go__": "ExactDeviceRequest", "deviceClassName": S,
+          "selectors": [_SELECTOR], "allocationMode": S, "count": I,
+          "adminAccess": B, "tolerations": ANY, "capacity": ANY}
+_SUB = dict(_EXACT, name=S, __go__="DeviceSubRequest")
 del _SUB["adminAccess"]
-_CLAIM_SPEC = {"devices": {
-    "requests": [{"name": ANY, "exactly": _EXACT, "firstAvailable": [_SUB]}],
-    "constraints": [{"requests": ANY, "matchAttribute": ANY,
-                     "distinctAttribute": ANY}],
-    "config": [{"requests": ANY, "opaque": _OPAQUE}]}}
+_CLAIM_SPEC = {"__go__": "ResourceClaimSpec", "devices": {
+    "__go__": "DeviceClaim",
+    "requests": [{"__go__": "DeviceRequest", "name": S, "exactly": _EXACT,
+                  "firstAvailable": [_SUB]}],
+    "constraints": [{"__go__": "DeviceConstraint", "requests": [S],
+                     "matchAttribute": S, "distinctAttribute": S}],
+    "config": [{"__go__": "DeviceClaimConfiguration", "requests": [S],
+                "opaque": _OPAQUE}]}}
 
 _DEVICE = {f: ANY for f in (
-    "name", "attributes", "capacity", "consumesCounters", "nodeName",
-    "nodeSelector", "allNodes", "taints", "bindsToNode", "bindingConditions",
+    "attributes", "capacity", "consumesCounters",
+    "nodeSelector", "taints", "bindsToNode", "bindingConditions",
     "bindingFailureConditions", "allowMultipleAllocations")}
+_DEVICE.update({"__go__": "Device", "name": S, "nodeName": S,
+                "allNodes": B})
 
 _SPECS = {
-    "namespaces": {"spec": {"finalizers": ANY}, "status": ANY},
+    "namespaces": {"spec": {"__go__": "NamespaceSpec", "finalizers": [S]},
+                   "status": ANY},
     "pods": {"spec": _POD_SPEC, "status": ANY},
     "resourcequotas": {"spec": {"hard": ANY, "scopes": ANY,
                                 "scopeSelector": ANY}, "status": ANY},
@@ -82,9 +102,10 @@ _SPECS = {
     "resourceclaimtemplates.resource.k8s.io": {"spec": {
         "metadata": META, "spec": _CLAIM_SPEC}},
     "resourceslices.resource.k8s.io": {"spec": {
-        "driver": ANY, "pool": {"name": ANY, "generation": ANY,
-                                "resourceSliceCount": ANY},
-        "nodeName": ANY, "nodeSelector": ANY, "allNodes": ANY,
+        "__go__": "ResourceSliceSpec",
+        "driver": S, "pool": {"__go__": "ResourcePool", "name": S,
+                              "generation": I, "resourceSliceCount": I},
+        "nodeName": S, "nodeSelector": ANY, "allNodes": B,
         "perDeviceNodeSelection": ANY, "devices": [_DEVICE],
         "sharedCounters": ANY}},
     "mutatingwebhookconfigurations.admissionregistration.k8s.io": {
@@ -139,28 +160,75 @@ def crd_schema(openapi):
     return out
 
 
-def prune(obj, schema, path="", found=None):
-    """Remove fields unknown to schema from obj; return their paths."""
-    if found is None:
-        found = []
+_JSON_TYPES = ((bool, "bool"), (str, "string"), (int, "number"),
+               (float, "number"), (list, "array"), (dict, "object"))
+_GO_TYPES = {"s": "string", "i": "int64", "b": "bool"}
+
+
+def _json_type(v):
+    """The JSON type name Go's decoder reports."""
+    for t, n in _JSON_TYPES:
+        if isinstance(v, t):
+            return n
+    return "null"
+
+
+def _leaf_ok(v, t):
+    """True when v fits the leaf type t (null always fits)."""
+    if v is None:
+        return True
+    if t == "s":
+        return isinstance(v, str)
+    if t == "b":
+        return isinstance(v, bool)
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+class Walk:
+    """State of one prune walk: unknown fields and the first type error."""
+
+    def __init__(self, kind):
+        self.found = []
+        self.type_error = None
+        self.go = kind
+
+    def bad_type(self, v, t, path, go):
+        """Record a Go-style decoding error (the first one wins)."""
+        if self.type_error is None:
+            field = re.sub(r"\[\d+\]", "", path)
+            self.type_error = ("json: cannot unmarshal %s into Go struct "
+                               "field %s.%s of type %s" % (
+                                   _json_type(v), go, field, _GO_TYPES[t]))
+
+
+def prune(obj, schema, path="", walk=None, go=None):
+    """Remove fields unknown to schema from obj; record type errors."""
+    if walk is None:
+        walk = Walk("Object")
+    go = go or walk.go
     if schema is None:
-        return found
+        return walk
+    if isinstance(schema, str):
+        if not _leaf_ok(obj, schema):
+            walk.bad_type(obj, schema, path, go)
+        return walk
     if isinstance(schema, list):
         if isinstance(obj, list):
             for i, x in enumerate(obj):
-                prune(x, schema[0], "%s[%d]" % (path, i), found)
-        return found
+                prune(x, schema[0], "%s[%d]" % (path, i), walk, go)
+        return walk
     if not isinstance(obj, dict):
-        return found
-    if "*" in schema and len(schema) == 1:
+        return walk
+    go = schema.get("__go__", go)
+    if "*" in schema:
         for k, v in obj.items():
-            prune(v, schema["*"], "%s[%s]" % (path, k), found)
-        return found
+            prune(v, schema["*"], path, walk, go)
+        return walk
     for k in list(obj.keys()):
         p = (path + "." + k) if path else k
-        if k not in schema:
-            found.append(p)
+        if k not in schema or k == "__go__":
+            walk.found.append(p)
             del obj[k]
         else:
-            prune(obj[k], schema[k], p, found)
-    return found
+            prune(obj[k], schema[k], p, walk, go)
+    return walk
