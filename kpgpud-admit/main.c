@@ -13,7 +13,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
+#include <event2/http.h>
 #include <event2/thread.h>
 
 #include "common/config.h"
@@ -45,6 +47,7 @@ struct admit_conf {
 	int64_t	 grace_ms;
 	int64_t	 max_namespaces;
 	char	*pidfile;
+	char	*metrics_listen;
 	bool	 allow_root;
 	bool	 debug;
 };
@@ -95,6 +98,10 @@ static const struct config_opt admit_opts[] = {
 	CONFIG_INT(C, max_namespaces, "max-namespaces", 0, "100000", 1,
 	    10000000, "Sync", "Most namespaces kept in the local map.",
 	    CONFIG_NORELOAD),
+	CONFIG_STRING(C, metrics_listen, "metrics-listen", 0, NULL, "General",
+	    "Also serve /metrics over plain HTTP on HOST:PORT (or :PORT for "
+	    "127.0.0.1); /metrics on the HTTPS port is always there.",
+	    CONFIG_NORELOAD),
 	CONFIG_PATH(C, pidfile, "pidfile", 0, NULL, "General",
 	    "Write and lock a pid file.", CONFIG_NORELOAD),
 	CONFIG_BOOL(C, allow_root, "allow-root", 0, "false", "General",
@@ -110,6 +117,7 @@ struct admit {
 	struct event_base	*base;
 	struct daemon		*daemon;
 	struct event		*tick;
+	struct evhttp		*mhttp;		/* --metrics-listen */
 	struct tls		*tls;
 	struct nscache		*cache;
 	struct syncconn		*sync;
@@ -174,6 +182,64 @@ reload_hook(void *arg)
 	log_set_debug(a->conf.debug);
 	check_tls(a);
 	return 0;
+}
+
+static int split_listen(const char *spec, char *host, size_t hostlen,
+    const char **port);
+
+/* Log the address a socket is bound to (the real port when 0 was asked). */
+static void
+log_address(const char *what, int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[128] = "?", port[16] = "?";
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+		getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host),
+		    port, sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
+	log_notice("%s address=%s port=%s", what, host, port);
+}
+
+/* GET /metrics on the plain-HTTP metrics listener. */
+static void
+metrics_cb(struct evhttp_request *req, void *arg)
+{
+	struct admit *a = arg;
+	struct buf b = BUF_INIT(0);
+	struct evbuffer *out = evhttp_request_get_output_buffer(req);
+
+	if (metrics_render(a->metrics, &b) < 0) {
+		evhttp_send_error(req, 500, "metrics unavailable");
+	} else {
+		evhttp_add_header(evhttp_request_get_output_headers(req),
+		    "Content-Type", "text/plain; version=0.0.4");
+		evbuffer_add(out, b.data ? b.data : "", b.len);
+		evhttp_send_reply(req, 200, "OK", NULL);
+	}
+	buf_free(&b);
+}
+
+/* Serve /metrics over plain HTTP on --metrics-listen, on the main loop. */
+static void
+metrics_listen(struct admit *a)
+{
+	struct evhttp_bound_socket *bound;
+	char host[256];
+	const char *port, *spec = a->conf.metrics_listen;
+
+	if (split_listen(spec, host, sizeof(host), &port) < 0)
+		fatal("--metrics-listen %s: not HOST:PORT", spec);
+	if ((a->mhttp = evhttp_new(a->base)) == NULL)
+		fatal("out of memory");
+	evhttp_set_allowed_methods(a->mhttp, EVHTTP_REQ_GET);
+	evhttp_set_max_headers_size(a->mhttp, 8192);
+	evhttp_set_max_body_size(a->mhttp, 0);
+	evhttp_set_cb(a->mhttp, "/metrics", metrics_cb, a);
+	if ((bound = evhttp_bind_socket_with_handle(a->mhttp, host[0] ? host :
+	    "127.0.0.1", (ev_uint16_t)atoi(port))) == NULL)
+		fatal("--metrics-listen %s: cannot bind", spec);
+	log_address("metrics", evhttp_bound_socket_get_fd(bound));
 }
 
 /* Register the metrics. */
@@ -377,6 +443,8 @@ setup(struct admit *a)
 	tv.tv_sec = a->conf.reload_interval_ms / 1000;
 	tv.tv_usec = (a->conf.reload_interval_ms % 1000) * 1000;
 	event_add(a->tick, &tv);
+	if (a->conf.metrics_listen != NULL)
+		metrics_listen(a);
 	log_listening(a, nthreads);
 }
 
@@ -389,6 +457,8 @@ teardown(struct admit *a)
 	server_free(a->server);
 	if (a->tick != NULL)
 		event_free(a->tick);
+	if (a->mhttp != NULL)
+		evhttp_free(a->mhttp);
 	daemon_free(a->daemon);
 	close(a->listen_fd);
 	tls_free(a->tls);
