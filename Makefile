@@ -139,10 +139,11 @@ bench:
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man8 \
-		$(DESTDIR)$(PREFIX)/share/man/man1
+		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
 	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 $(wildcard man/*.8) $(DESTDIR)$(PREFIX)/share/man/man8/
 	install -m 0644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5/
 	@if [ -d systemd ] && ls systemd/*.service >/dev/null 2>&1; then \
 		install -d $(DESTDIR)$(PREFIX)/lib/systemd/system \
 			$(DESTDIR)$(PREFIX)/lib/sysusers.d \
