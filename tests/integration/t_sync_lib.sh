@@ -154,3 +154,15 @@ r=json.load(sys.stdin)["roles"].get(sys.argv[1],{})
 bad=[v for v in r if v not in ("get","list","watch","nonresource")]
 sys.exit(1 if bad or not r else 0)' "$1"
 }
+
+# sync_finish: stop sync with SIGTERM (its leak check runs at exit under
+# ASan) and check that its log has no sanitizer report.
+sync_finish() {
+	sync_stop TERM
+	if grep -q 'Sanitizer\|runtime error:' "$SYNC_LOG"; then
+		grep -A30 'Sanitizer\|runtime error:' "$SYNC_LOG" | head -60
+		fail "no sanitizer report in the sync log"
+	else
+		ok "no sanitizer report in the sync log"
+	fi
+}
