@@ -123,12 +123,6 @@ expect_verdict() {
 	fi
 }
 
-# common/config.c's config_set_enum leaks its "one of" list when a value
-# matches a later entry (reported to its owner); nothing else is suppressed.
-printf 'leak:config_set_enum\n' >"$T/lsan.supp"
-LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$T/lsan.supp"
-export LSAN_OPTIONS
-
 mkdir -p "$T/tls"
 admit_ca "$T/tls"
 admit_cert "$T/tls" server
