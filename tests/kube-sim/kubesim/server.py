@@ -180,6 +180,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _read_body(self):
         """The request body (capped), or b''."""
+        if self._body_done:
+            return b""
+        self._body_done = True
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             out = b""
             while True:
@@ -198,6 +201,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise ApiError(413, "RequestEntityTooLarge", "Request entity too "
                            "large: limit is 3145728")
         return self.rfile.read(n) if n else b""
+
+    def _drain(self):
+        """Discard an unread request body so keep-alive stays in sync."""
+        if self._body_done:
+            return
+        try:
+            self._read_body()
+        except (ApiError, ValueError):
+            self.close_connection = True
 
     def _json_body(self):
         """The body as JSON (400 on garbage, 415 on other encodings)."""
@@ -238,6 +250,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         """Handle one request of any method."""
         sim = self.server.sim
         self.code = 0
+        self._body_done = False
         self.warnings = []
         self.role = "-"
         url = urllib.parse.urlsplit(self.path)
@@ -262,6 +275,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if self.code:
                 self.close_connection = True
             else:
+                self._drain()
                 self.send_error_obj(e)
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             self.close_connection = True
