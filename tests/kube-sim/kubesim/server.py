@@ -455,6 +455,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise err_bad_request("fieldValidation must be one of Strict, "
                                   "Warn, Ignore: %s" % fv)
         w = Who(self.user, self.role, dr, dict(self.q), fv)
+        self.warnings = w.warnings
         return w
 
     def _render(self, r, entry):
