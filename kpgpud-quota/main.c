@@ -247,7 +247,7 @@ static int
 quota_core_config(struct quota_main *qm, struct quotad_config *c)
 {
 	const struct quota_conf *f = &qm->conf;
-	char host[128] = "kpgpud";
+	char host[96] = "kpgpud";
 
 	memset(c, 0, sizeof(*c));
 	c->plan.quota_name = f->quota_name;

@@ -14,6 +14,7 @@
 #include "common/kube.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/resolved.h"
 #include "common/util.h"
 #include "kpgpud-quota/quota.h"
 #include "kpgpud-quota/reconcile.h"
@@ -26,7 +27,6 @@ struct qwork {
 	struct quotad		*q;
 	char			 key[WQ_KEY_MAX + 1];
 	struct plan		*plan;		/* NULL: clean up */
-	bool			 planned;	/* a valid winner exists */
 	struct rc_observed	 obs;
 	struct rc_actions	 ev;		/* events, first */
 	struct rc_actions	 acts;		/* the diff */
@@ -178,24 +178,13 @@ work_event(struct qwork *w, const struct plan_instance *in, const char *rv,
 		w->ev.n++;
 }
 
-/* The namespace's quotas arrived: diff and start writing. */
+/* Diff and start writing. */
 static void
-work_quotas(const struct kube_response *resp, void *arg)
+work_diff(struct qwork *w)
 {
-	struct qwork *w = arg;
-	json_t *items;
 	int r;
 
-	w->req = NULL;
-	items = json_object_get(resp->json, "items");
-	if (resp->status != 200 || !json_is_array(items)) {
-		log_warn("listing quotas failed key=%s status=%ld message=%s",
-		    log_q(w->key), resp->status, log_q(resp->message));
-		work_finish(w, resp->status == 0 && resp->error < 0 ?
-		    resp->error : -EIO);
-		return;
-	}
-	w->obs.quotas = json_incref(items);
+	reconcile_actions_clear(&w->acts);
 	if ((r = reconcile_diff(w->plan, &w->obs, &w->acts)) < 0) {
 		work_finish(w, r);
 		return;
@@ -204,6 +193,93 @@ work_quotas(const struct kube_response *resp, void *arg)
 		log_debug("reconcile key=%s writes=%d", log_q(w->key),
 		    w->acts.n);
 	work_next(w);
+}
+
+/* The failure of a read: back off. */
+static void
+work_read_failed(struct qwork *w, const char *what,
+    const struct kube_response *resp)
+{
+	log_warn("reading %s failed key=%s status=%ld message=%s", what,
+	    log_q(w->key), resp->status, log_q(resp->message));
+	work_finish(w, resp->status == 0 && resp->error < 0 ? resp->error :
+	    -EIO);
+}
+
+/*
+ * The Namespace as the API has it: the cache may lag behind our own last
+ * patch, and a Namespace write is only sent when the API still needs it.
+ */
+static void
+work_namespace(const struct kube_response *resp, void *arg)
+{
+	struct qwork *w = arg;
+	json_t *meta = json_object_get(resp->json, "metadata");
+	const char *label, *res;
+
+	w->req = NULL;
+	if (resp->status == 404) {
+		w->obs.ns_exists = false;
+		work_diff(w);
+		return;
+	}
+	if (resp->status != 200 || !json_is_object(meta)) {
+		work_read_failed(w, "namespace", resp);
+		return;
+	}
+	label = json_string_value(json_object_get(json_object_get(meta,
+	    "labels"), RESOLVED_LABEL));
+	res = json_string_value(json_object_get(json_object_get(meta,
+	    "annotations"), RESOLVED_ANNOTATION));
+	w->obs.ns_isolated = label != NULL && strcmp(label, "true") == 0;
+	free((char *)w->obs.ns_resolved);
+	w->obs.ns_resolved = res != NULL ? strdup(res) : NULL;
+	w->obs.ns_terminating = json_object_get(meta, "deletionTimestamp") !=
+	    NULL;
+	work_diff(w);
+}
+
+/* Whether the diff wants to write the Namespace itself. */
+static bool
+writes_namespace(const struct qwork *w)
+{
+	char path[RC_PATH_MAX];
+
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s", w->obs.ns);
+	for (int i = 0; i < w->acts.n; i++)
+		if (strcmp(w->acts.a[i].path, path) == 0)
+			return true;
+	return false;
+}
+
+/* The namespace's quotas arrived: diff, confirm the Namespace, write. */
+static void
+work_quotas(const struct kube_response *resp, void *arg)
+{
+	struct qwork *w = arg;
+	char path[RC_PATH_MAX];
+	json_t *items;
+	int r;
+
+	w->req = NULL;
+	items = json_object_get(resp->json, "items");
+	if (resp->status != 200 || !json_is_array(items)) {
+		work_read_failed(w, "quotas", resp);
+		return;
+	}
+	w->obs.quotas = json_incref(items);
+	if ((r = reconcile_diff(w->plan, &w->obs, &w->acts)) < 0) {
+		work_finish(w, r);
+		return;
+	}
+	if (!writes_namespace(w)) {
+		work_next(w);
+		return;
+	}
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s", w->obs.ns);
+	if ((r = kube_request(w->q->kc, "GET", path, NULL, NULL, 0,
+	    work_namespace, w, &w->req)) < 0)
+		work_finish(w, r);
 }
 
 /* Pick the oldest candidate, warn the others, and plan for it. */
