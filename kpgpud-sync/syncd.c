@@ -358,8 +358,13 @@ syncd_note(void *arg, struct reflector *rf, const struct reflector_note *n)
 	}
 	switch (n->event) {
 	case REFL_EV_LIST_DONE:
-		log_info("list done resource=%s items=%zu rv=%s", key,
-		    n->items, log_q(reflector_rv(rf)));
+		if (n->status == 404)
+			log_warn("collection not found, empty until it appears "
+			    "resource=%s retry_ms=%llu", key,
+			    (unsigned long long)n->delay_ms);
+		else
+			log_info("list done resource=%s items=%zu rv=%s", key,
+			    n->items, log_q(reflector_rv(rf)));
 		break;
 	case REFL_EV_LIST_FAILED:
 		syncd_api_error(sd, n->status);
