@@ -1,0 +1,63 @@
+/*
+ * libFuzzer target for kpgpud-quota's annotation parser and planner: the
+ * input is the value of an instance's kubeplus.io/gpu-isolation annotation.
+ * A rejection must come with a message; an accepted annotation must plan
+ * to DNS-valid names and a resolved annotation that kpgpud-admit parses.
+ * fuzz-sources: common/resolved.c kpgpud-quota/annotation.c kpgpud-quota/plan.c
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "common/resolved.h"
+#include "kpgpud-quota/plan.h"
+
+int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Plan one annotation under two configurations; check what comes out. */
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct plan_instance in;
+	struct plan_config cfg = { .owner_refs = true, .strict = true };
+	struct resolved *r;
+	struct plan *p = NULL;
+	char err[512];
+	json_t *j;
+	size_t n = size > ANNOTATION_MAX_LEN ? ANNOTATION_MAX_LEN : size;
+
+	memset(&in, 0, sizeof(in));
+	snprintf(in.api_version, sizeof(in.api_version), "kubeplus.io/v1");
+	snprintf(in.kind, sizeof(in.kind), "Agent");
+	snprintf(in.name, sizeof(in.name), "tenant-a");
+	snprintf(in.uid, sizeof(in.uid), "u");
+	in.has_annotation = true;
+	memcpy(in.annotation, data, n);
+	in.annotation_len = n;
+	err[0] = '\0';
+	if (plan_build(&in, &cfg, &p, err, sizeof(err)) < 0) {
+		if (err[0] == '\0')
+			abort();
+		return 0;
+	}
+	if (!plan_dns_label(p->claim_name) ||
+	    !plan_dns_subdomain(p->class_name) ||
+	    !plan_dns_subdomain(p->quota_name))
+		abort();
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		abort();
+	if (resolved_parse(p->resolved, strlen(p->resolved), r, err,
+	    sizeof(err)) < 0)
+		abort();
+	free(r);
+	if ((j = plan_to_json(p)) == NULL)
+		abort();
+	json_decref(j);
+	plan_free(p);
+	return 0;
+}
