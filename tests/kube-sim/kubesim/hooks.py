@@ -103,6 +103,12 @@ Controllers
 thread from server start; ``stop`` is a threading.Event set at shutdown
 (the thread is joined for up to 2 s).  A controller that raises is logged
 and restarted after 1 s.
+
+Configuration
+-------------
+``reg.options`` is a dict of the ``run ... --set KEY=VAL`` options (strings)
+and ``reg.dir`` the simulator's state directory (DIR), both set before
+``register(reg)`` is called.  ``reg.log(msg)`` writes a line to DIR/log.
 """
 
 import threading
@@ -249,6 +255,9 @@ class Registry:
         self.validating = []
         self.controllers = []
         self.lock = threading.Lock()
+        self.options = {}
+        self.dir = ""
+        self.log = lambda msg: None
 
     def add_mutating(self, name, fn, order=100):
         """Register fn(ctx) as a mutating admission hook."""

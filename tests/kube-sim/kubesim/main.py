@@ -170,6 +170,7 @@ def load_plugins(sim, which, options, d):
     """Import the part-2 modules and let them register."""
     sim.hooks.options = options
     sim.hooks.dir = d
+    sim.hooks.log = sim.log
     here = os.path.dirname(os.path.abspath(__file__))
     want = None if which == "all" else set(
         x for x in which.split(",") if x and x != "none")
