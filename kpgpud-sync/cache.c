@@ -738,7 +738,7 @@ cache_row_owned(sqlite3_stmt *st, struct cache_owned *o)
  * size sz; each *fields[i] is repointed into the copy (NULL stays NULL).
  */
 static void *
-cache_dup(const void *view, size_t sz, size_t *offs, size_t n)
+cache_dup(const void *view, size_t sz, const size_t *offs, size_t n)
 {
 	size_t total = sz, i, len;
 	char *p, *w;
@@ -777,31 +777,66 @@ cache_step_one(sqlite3_stmt *st)
 	return rc == SQLITE_DONE ? -ENOENT : cache_errno(rc);
 }
 
-/* Look up a Namespace by name. */
-int
-cache_ns_get(struct cache *c, const char *name, struct cache_ns **ret)
+#define OFF(t, f)	offsetof(struct t, f)
+static const size_t ns_offs[] = { OFF(cache_ns, name), OFF(cache_ns, uid),
+	OFF(cache_ns, rv), OFF(cache_ns, phase), OFF(cache_ns, resolved),
+	OFF(cache_ns, labels), OFF(cache_ns, annotations) };
+static const size_t in_offs[] = { OFF(cache_instance, gvr),
+	OFF(cache_instance, kind), OFF(cache_instance, ns),
+	OFF(cache_instance, name), OFF(cache_instance, uid),
+	OFF(cache_instance, rv), OFF(cache_instance, created),
+	OFF(cache_instance, isolation), OFF(cache_instance, deleted) };
+static const size_t ow_offs[] = { OFF(cache_owned, kind),
+	OFF(cache_owned, ns), OFF(cache_owned, name), OFF(cache_owned, uid),
+	OFF(cache_owned, rv), OFF(cache_owned, data) };
+#undef OFF
+#define NOFFS(a)	(sizeof(a) / sizeof(a[0]))
+
+/* Run the bound lookup id and copy its row (a view of table t) to the heap. */
+static int
+cache_get_row(struct cache *c, enum cache_stmt id, enum cache_table t,
+    void **ret)
 {
-	static size_t offs[] = {
-		offsetof(struct cache_ns, name), offsetof(struct cache_ns, uid),
-		offsetof(struct cache_ns, rv), offsetof(struct cache_ns, phase),
-		offsetof(struct cache_ns, resolved),
-		offsetof(struct cache_ns, labels),
-		offsetof(struct cache_ns, annotations),
-	};
-	sqlite3_stmt *st = c->st[ST_NS_GET];
-	struct cache_ns v, *p;
+	sqlite3_stmt *st = c->st[id];
+	union {
+		struct cache_ns		 ns;
+		struct cache_instance	 in;
+		struct cache_owned	 ow;
+	} v;
+	void *p;
 	int r;
 
-	cache_bind(st, 1, name);
 	if ((r = cache_step_one(st)) < 0)
 		return r;
-	cache_row_ns(st, &v);
-	p = cache_dup(&v, sizeof(v), offs, sizeof(offs) / sizeof(offs[0]));
+	if (t == CACHE_T_NS) {
+		cache_row_ns(st, &v.ns);
+		p = cache_dup(&v, sizeof(v.ns), ns_offs, NOFFS(ns_offs));
+	} else if (t == CACHE_T_INSTANCE) {
+		cache_row_instance(st, &v.in);
+		p = cache_dup(&v, sizeof(v.in), in_offs, NOFFS(in_offs));
+	} else {
+		cache_row_owned(st, &v.ow);
+		p = cache_dup(&v, sizeof(v.ow), ow_offs, NOFFS(ow_offs));
+	}
 	cache_done(st);
 	if (p == NULL)
 		return -ENOMEM;
 	*ret = p;
 	return 0;
+}
+
+/* Look up a Namespace by name. */
+int
+cache_ns_get(struct cache *c, const char *name, struct cache_ns **ret)
+{
+	void *p;
+	int r;
+
+	cache_bind(c->st[ST_NS_GET], 1, name);
+	r = cache_get_row(c, ST_NS_GET, CACHE_T_NS, &p);
+	if (r == 0)
+		*ret = p;
+	return r;
 }
 
 /* Look up an instance by its key. */
@@ -809,33 +844,14 @@ int
 cache_instance_get(struct cache *c, const char *gvr, const char *ns,
     const char *name, struct cache_instance **ret)
 {
-	static size_t offs[] = {
-		offsetof(struct cache_instance, gvr),
-		offsetof(struct cache_instance, kind),
-		offsetof(struct cache_instance, ns),
-		offsetof(struct cache_instance, name),
-		offsetof(struct cache_instance, uid),
-		offsetof(struct cache_instance, rv),
-		offsetof(struct cache_instance, created),
-		offsetof(struct cache_instance, isolation),
-		offsetof(struct cache_instance, deleted),
-	};
-	sqlite3_stmt *st = c->st[ST_IN_GET];
-	struct cache_instance v, *p;
+	void *p;
 	int r;
 
-	cache_bind(st, 1, gvr);
-	cache_bind(st, 2, ns);
-	cache_bind(st, 3, name);
-	if ((r = cache_step_one(st)) < 0)
-		return r;
-	cache_row_instance(st, &v);
-	p = cache_dup(&v, sizeof(v), offs, sizeof(offs) / sizeof(offs[0]));
-	cache_done(st);
-	if (p == NULL)
-		return -ENOMEM;
-	*ret = p;
-	return 0;
+	cache_bind3(c, ST_IN_GET, gvr, ns, name);
+	r = cache_get_row(c, ST_IN_GET, CACHE_T_INSTANCE, &p);
+	if (r == 0)
+		*ret = p;
+	return r;
 }
 
 /* Look up an owned object by its key. */
@@ -843,30 +859,14 @@ int
 cache_owned_get(struct cache *c, const char *kind, const char *ns,
     const char *name, struct cache_owned **ret)
 {
-	static size_t offs[] = {
-		offsetof(struct cache_owned, kind),
-		offsetof(struct cache_owned, ns),
-		offsetof(struct cache_owned, name),
-		offsetof(struct cache_owned, uid),
-		offsetof(struct cache_owned, rv),
-		offsetof(struct cache_owned, data),
-	};
-	sqlite3_stmt *st = c->st[ST_OW_GET];
-	struct cache_owned v, *p;
+	void *p;
 	int r;
 
-	cache_bind(st, 1, kind);
-	cache_bind(st, 2, ns);
-	cache_bind(st, 3, name);
-	if ((r = cache_step_one(st)) < 0)
-		return r;
-	cache_row_owned(st, &v);
-	p = cache_dup(&v, sizeof(v), offs, sizeof(offs) / sizeof(offs[0]));
-	cache_done(st);
-	if (p == NULL)
-		return -ENOMEM;
-	*ret = p;
-	return 0;
+	cache_bind3(c, ST_OW_GET, kind, ns, name);
+	r = cache_get_row(c, ST_OW_GET, CACHE_T_OWNED, &p);
+	if (r == 0)
+		*ret = p;
+	return r;
 }
 
 /* Free a cache_ns_get result. */
