@@ -30,10 +30,41 @@ struct qwork {
 	struct rc_observed	 obs;
 	struct rc_actions	 ev;		/* events, first */
 	struct rc_actions	 acts;		/* the diff */
+	uint32_t		 ev_key[RC_MAX_ACTIONS];	/* of each event */
 	int			 next;		/* index over ev then acts */
 	struct kube_req		*req;
 	const char		*result;	/* metric label */
 };
+
+/* A key for one report: instance, its version, reason and message. */
+static uint32_t
+event_key(const struct plan_instance *in, const char *rv, const char *reason,
+    const char *message)
+{
+	const char *parts[] = { in->kind, in->namespace, in->name, in->uid, rv,
+	    reason, message };
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		for (const char *c = parts[i]; *c != '\0'; c++)
+			h = (h ^ (unsigned char)*c) * 16777619u;
+		h = (h ^ 0xff) * 16777619u;
+	}
+	return h;
+}
+
+/* Whether a report is known to be on the server already. */
+static bool
+event_seen(const struct quotad *q, uint32_t key)
+{
+	unsigned n = q->nseen < QUOTAD_EVENTS_SEEN ? q->nseen :
+	    QUOTAD_EVENTS_SEEN;
+
+	for (unsigned i = 0; i < n; i++)
+		if (q->seen[i] == key)
+			return true;
+	return false;
+}
 
 /* Whether this replica may write now. */
 bool
@@ -123,6 +154,9 @@ work_wrote(const struct kube_response *resp, void *arg)
 	    &w->acts.a[i - w->ev.n];
 
 	w->req = NULL;
+	if (i < w->ev.n && (resp->status == 201 || resp->status == 409) &&
+	    !event_seen(w->q, w->ev_key[i]))
+		w->q->seen[w->q->nseen++ % QUOTAD_EVENTS_SEEN] = w->ev_key[i];
 	if (resp->status >= 200 && resp->status < 300 && i < w->ev.n) {
 		log_warn("reported %s", a->what);
 		if (strstr(a->what, "InvalidGPUIsolation") != NULL)
@@ -166,16 +200,18 @@ work_next(struct qwork *w)
 	metric_inc(w->q->m.writes, a->verb, NULL);
 }
 
-/* Add one Warning event to the work's events. */
+/* Add one Warning event to the work's events unless already reported. */
 static void
 work_event(struct qwork *w, const struct plan_instance *in, const char *rv,
     const char *reason, const char *message)
 {
-	if (w->ev.n >= RC_MAX_ACTIONS)
+	uint32_t key = event_key(in, rv, reason, message);
+
+	if (w->ev.n >= RC_MAX_ACTIONS || event_seen(w->q, key))
 		return;
 	if (reconcile_event(in, rv, reason, message, realtime_ms(),
 	    &w->ev.a[w->ev.n]) == 0)
-		w->ev.n++;
+		w->ev_key[w->ev.n++] = key;
 }
 
 /* Diff and start writing. */

@@ -22,6 +22,7 @@
 #define QUOTAD_GC_KEY		"classes"	/* the DeviceClass collector */
 #define QUOTAD_NS_PREFIX	"ns/"
 #define QUOTAD_MAX_CANDIDATES	16	/* instances per namespace considered */
+#define QUOTAD_EVENTS_SEEN	1024	/* reported events remembered */
 
 struct event_base;
 struct event;
@@ -69,6 +70,9 @@ struct quotad {
 	uint64_t		 generation;	/* last change applied */
 	bool			 leader;	/* last reported */
 	bool			 cache_warned;
+	/* events already on the server, by hash: not posted again */
+	uint32_t		 seen[QUOTAD_EVENTS_SEEN];
+	unsigned		 nseen;
 };
 
 /*
