@@ -407,13 +407,16 @@ rf_watch_event(const struct watch_event *ev, void *arg)
 	const char *rv = ev->resource_version;
 
 	rf->failures = 0;
-	if (ev->type == WATCH_ADDED || ev->type == WATCH_MODIFIED) {
-		if (rf->ops.put(rf->arg, rf, ev->object) < 0)
-			return;
-	} else if (ev->type == WATCH_DELETED) {
-		if (rf->ops.del(rf->arg, rf, ev->object) < 0)
-			return;
-	} else if (ev->type != WATCH_BOOKMARK)
+	/*
+	 * A failed put/del still moves the resourceVersion on: a malformed
+	 * object is skipped for good (a restart would only replay it), and a
+	 * failed cache write loses the whole batch, which is relisted.
+	 */
+	if (ev->type == WATCH_ADDED || ev->type == WATCH_MODIFIED)
+		(void)rf->ops.put(rf->arg, rf, ev->object);
+	else if (ev->type == WATCH_DELETED)
+		(void)rf->ops.del(rf->arg, rf, ev->object);
+	else if (ev->type != WATCH_BOOKMARK)
 		return;
 	if (rv != NULL && *rv != '\0' && strlen(rv) <= CACHE_RV_MAX &&
 	    strcmp(rv, rf->rv) != 0) {
