@@ -166,3 +166,13 @@ sync_finish() {
 		ok "no sanitizer report in the sync log"
 	fi
 }
+
+# cmp_ctl: kpgpuctl cache list (over sync.sock) shows every namespace and
+# exactly the isolated ones the API has.
+cmp_ctl() {
+	[ "$($CTL list | awk '{print $1}' | sort)" = \
+	    "$(kubectl get ns -o name | sed 's|^namespace/||' | sort)" ] &&
+	[ "$($CTL list | awk '$2 == "true" {print $1}' | sort)" = \
+	    "$(kubectl get ns -l kubeplus.io/gpu-isolation-enabled=true -o name |
+	    sed 's|^namespace/||' | sort)" ]
+}
