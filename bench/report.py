@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Records and the final report of scripts/bench.
+
+    report.py rec FILE JSON [KEY=VALUE...]   append JSON + fields to FILE
+    report.py last FILE                      one line about the last record
+    report.py final FILE OUT.json [KEY=VALUE...]
+        the table and the targets on stdout, everything in OUT.json
+
+Figures are reported, never asserted: a missed target is printed as
+"missed", and the exit status stays 0.
+"""
+
+import json
+import sys
+import time
+
+
+def value(v):
+    """A KEY=VALUE value as a number when it reads as one."""
+    for f in (int, float):
+        try:
+            return f(v)
+        except ValueError:
+            pass
+    return v
+
+
+def load(path):
+    """Every record of FILE."""
+    with open(path) as f:
+        return [json.loads(ln) for ln in f if ln.strip()]
+
+
+def derive(r):
+    """Add per-request server CPU to a wrk record."""
+    if "requests" in r and r.get("requests"):
+        r["server_cpu_us_per_req"] = round(
+            r["server_cpu_s"] * 1e6 / r["requests"], 1)
+    return r
+
+
+def line(r):
+    """A one-line summary of a record."""
+    if "rps" in r:
+        return ("%-28s %9.0f req/s  p50 %7.3f ms  p99 %7.3f ms  "
+                "%6.1f us CPU/req%s" % (
+                    r["name"], r["rps"], r["p50_ms"], r["p99_ms"],
+                    r.get("server_cpu_us_per_req", 0),
+                    "  ERRORS %s" % r["errors"] if any(
+                        r["errors"].values()) else ""))
+    keys = [k for k in r if k not in ("name", "section")]
+    return "%-28s %s" % (r.get("name", "?"), "  ".join(
+        "%s=%s" % (k, r[k]) for k in keys))
+
+
+def by_name(recs):
+    """Records keyed by name (the last one wins)."""
+    return {r.get("name"): r for r in recs}
+
+
+def ratio(a, b):
+    """a / b rounded, None when either is missing."""
+    if a is None or b in (None, 0):
+        return None
+    return round(a / b, 3)
+
+
+def get(d, name, key):
+    """d[name][key] or None."""
+    return d.get(name, {}).get(key)
+
+
+def targets(d):
+    """Each target: (what, figure, goal, met or None when not measured)."""
+    out = []
+
+    def add(what, fig, goal, ok):
+        out.append({"target": what, "figure": fig, "goal": goal,
+                    "met": None if fig is None else ok(fig)})
+
+    add("admit rps / nginx rps at 32 connections",
+        ratio(get(d, "admit c=32", "rps"), get(d, "nginx c=32", "rps")),
+        ">= 0.5", lambda x: x >= 0.5)
+    for c in (4, 32):
+        add("admit p99 / nginx p99 at %d connections" % c,
+            ratio(get(d, "admit c=%d" % c, "p99_ms"),
+                  get(d, "nginx c=%d" % c, "p99_ms")),
+            "<= 1.5", lambda x: x <= 1.5)
+    lo = get(d, "admit c=32", "rps")
+    for n in ("10k", "100k"):
+        add("admit rps with %s namespaces / with 10" % n,
+            ratio(get(d, "admit ns=%s" % n, "rps"), lo),
+            "within 0.9..1.1", lambda x: 0.9 <= x <= 1.1)
+    cpu = ratio(get(d, "admit 100 containers", "server_cpu_us_per_req"),
+                get(d, "admit 1 container", "server_cpu_us_per_req"))
+    body = ratio(get(d, "admit 100 containers", "body_bytes"),
+                 get(d, "admit 1 container", "body_bytes"))
+    add("CPU/request growth 1->100 containers vs body growth (%s)" % body,
+        cpu, "<= body growth", lambda x: body is not None and x <= body)
+    for n in ("10k", "100k"):
+        s = d.get("sync ingest ns=%s" % n, {})
+        add("sync ingest objects/s at %s namespaces" % n,
+            s.get("objects_per_s"), ">= 50000", lambda x: x >= 50000)
+    add("sync peak RSS at 100k namespaces (MB)",
+        get(d, "sync ingest ns=100k", "peak_rss_mb"), "< 64",
+        lambda x: x < 64)
+    add("propagation p99 (ms)", get(d, "propagation", "p99_ms"), "< 100",
+        lambda x: x < 100)
+    q = d.get("quota converge", {})
+    add("quota API writes/s / configured qps", q.get("rate_vs_qps"),
+        ">= 0.8 (rate-bound)", lambda x: x >= 0.8)
+    add("quota CPU / wall while converging", q.get("cpu_fraction"),
+        "< 0.5 (not CPU-bound)", lambda x: x < 0.5)
+    return out
+
+
+def final(path, outpath, meta):
+    """Print the table and the targets; write OUT.json."""
+    recs = [derive(r) for r in load(path)]
+    d = by_name(recs)
+    tg = targets(d)
+    print()
+    print("== kpgpud benchmark (%s) ==" % meta.get("mode", "full"))
+    section = None
+    for r in recs:
+        if r.get("section") != section:
+            section = r.get("section")
+            print("-- %s" % section)
+        print("  " + line(r))
+    print("-- targets (reported, not asserted)")
+    for t in tg:
+        st = "n/a" if t["met"] is None else ("met" if t["met"] else
+                                             "MISSED")
+        print("  %-58s %-10s %-22s %s" % (
+            t["target"], "-" if t["figure"] is None else t["figure"],
+            t["goal"], st))
+    doc = dict(meta, generated=time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                             time.gmtime()),
+               results=recs, targets=tg)
+    with open(outpath, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    print("written: %s" % outpath)
+
+
+def main():
+    """Dispatch."""
+    a = sys.argv[1:]
+    if a[0] == "rec":
+        r = json.loads(a[2])
+        for kv in a[3:]:
+            k, _, v = kv.partition("=")
+            r[k] = value(v)
+        with open(a[1], "a") as f:
+            f.write(json.dumps(r) + "\n")
+    elif a[0] == "last":
+        print("  " + line(derive(load(a[1])[-1])), flush=True)
+    elif a[0] == "final":
+        final(a[1], a[2], dict(kv.partition("=")[::2] for kv in a[3:]))
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
