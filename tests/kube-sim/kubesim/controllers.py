@@ -14,7 +14,9 @@ import time
 
 from .hooks import ApiError
 
-RESYNC = 2.0
+# Passes are event-driven and dropped watches are re-opened, so the
+# periodic full pass is only a safety net.
+RESYNC = 30.0
 DEBOUNCE = 0.02
 MIN_GAP = 0.02
 RS = "resource.k8s.io"
@@ -322,7 +324,7 @@ class NamespaceController:
     def relevant(self, ev):
         """Namespace changes and changes inside terminating namespaces."""
         if ev.resource.key == "namespaces":
-            return True
+            return bool(ev.object["metadata"].get("deletionTimestamp"))
         ns = ev.object["metadata"].get("namespace")
         return bool(ns) and ns in self.terminating
 
@@ -604,7 +606,7 @@ class GarbageCollector:
 def run_gc(api, stop):
     """Controller thread of the garbage collector."""
     gc = GarbageCollector(api)
-    event_loop(api, stop, gc.relevant, gc.pass_once, resync=10.0)
+    event_loop(api, stop, gc.relevant, gc.pass_once)
 
 
 def register(reg):
