@@ -108,6 +108,12 @@ def _open(h, r, match, initial):
         since = int(rv)
     except ValueError:
         raise ApiError(400, "BadRequest", "invalid resource version: %s" % rv)
+    if not store.wait_rv(since, 3.0):
+        raise ApiError(504, "Timeout", "Too large resource version: %d, "
+                       "current: %d" % (since, store.rv), {
+                           "causes": [{"reason": "ResourceVersionTooLarge",
+                                       "message": "Too large resource "
+                                       "version"}], "retryAfterSeconds": 1})
     return store.add_watcher(keys, since), [], since
 
 
@@ -119,7 +125,7 @@ def serve_watch(h, r):
     try:
         w, lines, last = _open(h, r, match, initial)
     except ApiError as e:
-        if e.code != 410:
+        if e.code not in (410, 504):
             raise
         _start(h)
         _chunk(h, dumps({"type": "ERROR", "object": e.status()}) + b"\n")
