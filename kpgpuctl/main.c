@@ -5,14 +5,6 @@
 #include "common/log.h"
 #include "kpgpuctl/ctl.h"
 
-/*
- * Weak while the subcommands land one by one; a missing one says so.
- */
-#pragma weak ctl_cmd_patch
-#pragma weak ctl_cmd_review
-#pragma weak ctl_cmd_render
-#pragma weak ctl_cmd_cache
-
 struct ctl_cmd {
 	const char	*name;
 	int		(*fn)(int, char **);
@@ -21,7 +13,9 @@ struct ctl_cmd {
 
 static const struct ctl_cmd ctl_cmds[] = {
 	{ "render", ctl_cmd_render,
-	    "render [--owner-ref] < instance.json\n"
+	    "render [--owner-ref] [--strict] [--strict-classes LIST] "
+	    "[--quota-name T]\n\t[--class-prefix P] [--gpu-class C] "
+	    "[--namespace-from name|namespace] < instance.json\n"
 	    "\tprint the objects kpgpud-quota would compose for an instance" },
 	{ "patch", ctl_cmd_patch,
 	    "patch --resolved JSON < pod.json\n"
@@ -62,14 +56,8 @@ main(int argc, char **argv)
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(ctl_cmds) / sizeof(ctl_cmds[0]); i++)
-		if (strcmp(argv[1], ctl_cmds[i].name) == 0) {
-			if (ctl_cmds[i].fn == NULL) {
-				fprintf(stderr, "kpgpuctl: %s is not built in\n",
-				    argv[1]);
-				return 1;
-			}
+		if (strcmp(argv[1], ctl_cmds[i].name) == 0)
 			return ctl_cmds[i].fn(argc - 1, argv + 1);
-		}
 	fprintf(stderr, "kpgpuctl: unknown command \"%s\"\n", argv[1]);
 	usage(stderr);
 	return 2;
