@@ -127,6 +127,13 @@ fuzz:
 	@scripts/deps
 	scripts/fuzz $(FUZZ_SECONDS) $(FUZZ_SRCS:tests/fuzz/%.c=%)
 
+# faults: every daemon under injected faults while under load (short mode;
+# FAULTS_FULL=1 for the long run).
+faults:
+	@scripts/deps
+	$(MAKE) VARIANT=test test-build
+	scripts/faults build/test
+
 demo:
 	@scripts/deps
 	$(MAKE) all
