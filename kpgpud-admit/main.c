@@ -7,6 +7,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,12 +65,13 @@ static const struct config_opt admit_opts[] = {
 	    "wins).", CONFIG_NORELOAD),
 	CONFIG_PATH(C, tls_cert, "tls-cert", 0, NULL, "Serving",
 	    "PEM certificate chain; reloaded when the file changes.",
-	    CONFIG_REQUIRED),
+	    CONFIG_REQUIRED | CONFIG_NORELOAD),
 	CONFIG_PATH(C, tls_key, "tls-key", 0, NULL, "Serving",
 	    "PEM private key; reloaded when the file changes.",
-	    CONFIG_REQUIRED),
+	    CONFIG_REQUIRED | CONFIG_NORELOAD),
 	CONFIG_PATH(C, client_ca, "client-ca", 0, NULL, "Serving",
-	    "Require client certificates signed by this CA (mutual TLS).", 0),
+	    "Require client certificates signed by this CA (mutual TLS).",
+	    CONFIG_NORELOAD),
 	CONFIG_INT(C, threads, "threads", 't', "0", 0, 64, "Serving",
 	    "HTTP worker threads; 0 = one per online CPU.", CONFIG_NORELOAD),
 	CONFIG_INT(C, max_body, "max-body", 0, "3145728", 1024, 64 << 20,
@@ -82,7 +84,8 @@ static const struct config_opt admit_opts[] = {
 	    3600000, "Serving", "Close connections idle this long.",
 	    CONFIG_NORELOAD),
 	CONFIG_DURATION(C, reload_interval_ms, "tls-reload-interval", 0, "1s",
-	    100, 3600000, "Serving", "How often to check the TLS files.", 0),
+	    100, 3600000, "Serving", "How often to check the TLS files.",
+	    CONFIG_NORELOAD),
 	CONFIG_DURATION(C, grace_ms, "shutdown-grace", 0, "5s", 0, 60000,
 	    "Serving", "How long requests in flight may finish at shutdown.",
 	    0),
@@ -91,10 +94,10 @@ static const struct config_opt admit_opts[] = {
 	    CONFIG_NORELOAD),
 	CONFIG_ENUM(C, miss_policy, "miss-policy", 0, "deny", miss_policies,
 	    "Sync", "Unknown namespace with sync unavailable: allow (no "
-	    "patch) or deny.", 0),
+	    "patch) or deny.", CONFIG_NORELOAD),
 	CONFIG_DURATION(C, lookup_timeout_ms, "lookup-timeout", 0, "2s", 10,
 	    30000, "Sync", "Bound on a read-through namespace lookup (also "
-	    "bounded by the review's ?timeout=).", 0),
+	    "bounded by the review's ?timeout=).", CONFIG_NORELOAD),
 	CONFIG_INT(C, max_namespaces, "max-namespaces", 0, "100000", 1,
 	    10000000, "Sync", "Most namespaces kept in the local map.",
 	    CONFIG_NORELOAD),
@@ -240,6 +243,15 @@ metrics_listen(struct admit *a)
 	    "127.0.0.1", (ev_uint16_t)atoi(port))) == NULL)
 		fatal("--metrics-listen %s: cannot bind", spec);
 	log_address("metrics", evhttp_bound_socket_get_fd(bound));
+}
+
+/* Watchdog gate: every worker loop must still be turning. */
+static bool
+alive_hook(void *arg)
+{
+	struct admit *a = arg;
+
+	return server_alive(a->server);
 }
 
 /* Register the metrics. */
@@ -479,6 +491,8 @@ main(int argc, char **argv)
 
 	memset(&a, 0, sizeof(a));
 	a.pid_fd = -1;
+	/* Before any worker thread can write to a closed connection. */
+	signal(SIGPIPE, SIG_IGN);
 	log_init("kpgpud-admit", false);
 	a.config = config_new("kpgpud-admit", admit_opts,
 	    sizeof(admit_opts) / sizeof(admit_opts[0]), &a.conf,
@@ -498,6 +512,7 @@ main(int argc, char **argv)
 		fatal("pidfile %s: %s", a.conf.pidfile, strerror(-rv));
 	setup(&a);
 	hooks.reload = reload_hook;
+	hooks.alive = alive_hook;
 	hooks.arg = &a;
 	if ((rv = daemon_new(a.base, &hooks, &a.daemon)) < 0)
 		fatal("daemon: %s", strerror(-rv));

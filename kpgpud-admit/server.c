@@ -22,6 +22,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
@@ -32,6 +33,8 @@
 #include "kpgpud-admit/tls.h"
 
 #define SRV_MAX_THREADS	64
+#define SRV_BEAT_MS	500	/* a worker's loop proves it turns */
+#define SRV_STUCK_MS	5000	/* no beat for this long: stuck */
 
 struct worker {
 	struct server		*srv;
@@ -41,7 +44,10 @@ struct worker {
 	struct event_base	*base;
 	struct evhttp		*http;
 	struct evhttp_bound_socket *bound;
+	struct event		*beat;
+	atomic_uint_least64_t	 last_beat_ms;
 	unsigned		 inflight;	/* worker thread only */
+	unsigned		 sending;	/* replies not yet flushed */
 	bool			 stopping;	/* worker thread only */
 	atomic_bool		 done;
 };
@@ -82,15 +88,46 @@ account(struct worker *w, const char *result, uint64_t t0_us)
 	    (double)(monotonic_usec() - t0_us) / 1e6);
 }
 
-/* One request is over; a stopping worker with none left finishes. */
+/* A stopping worker finishes once nothing is in flight or unsent. */
 static void
-request_done(struct worker *w)
+maybe_finish(struct worker *w)
 {
 	static const struct timeval now = { 0, 0 };
 
-	if (--w->inflight == 0 && w->stopping)
+	if (w->stopping && w->inflight == 0 && w->sending == 0)
 		event_base_once(w->base, -1, EV_TIMEOUT, worker_finish_cb, w,
 		    &now);
+}
+
+/* One request is over. */
+static void
+request_done(struct worker *w)
+{
+	w->inflight--;
+	maybe_finish(w);
+}
+
+/* A reply has been written out completely. */
+static void
+sent_cb(struct evhttp_request *req, void *arg)
+{
+	struct worker *w = arg;
+
+	evhttp_connection_set_closecb(evhttp_request_get_connection(req), NULL,
+	    NULL);
+	w->sending--;
+	maybe_finish(w);
+}
+
+/* The connection went away with a reply still unsent. */
+static void
+send_aborted(struct evhttp_connection *evcon, void *arg)
+{
+	struct worker *w = arg;
+
+	(void)evcon;
+	w->sending--;
+	maybe_finish(w);
 }
 
 /* Send a reply with a body. */
@@ -104,6 +141,13 @@ reply(struct worker *w, struct evhttp_request *req, int code,
 	if (w->stopping)
 		evhttp_add_header(h, "Connection", "close");
 	evbuffer_add(evhttp_request_get_output_buffer(req), body, len);
+	/* A detached request (peer gone) is freed at once, never completed. */
+	if (evhttp_request_get_connection(req) != NULL) {
+		w->sending++;
+		evhttp_request_set_on_complete_cb(req, sent_cb, w);
+		evhttp_connection_set_closecb(evhttp_request_get_connection(
+		    req), send_aborted, w);
+	}
 	evhttp_send_reply(req, code, reason, NULL);
 }
 
@@ -170,14 +214,18 @@ answer(struct worker *w, struct evhttp_request *req, struct review *rv,
 	review_free(rv);
 }
 
-/* The deferred request's connection went away before the answer. */
+/*
+ * The deferred request's connection is being freed. A request still on it
+ * is freed with it, so forget it; one evhttp already detached (the peer
+ * closed first) stays ours, and answering it frees it.
+ */
 static void
 job_conn_closed(struct evhttp_connection *evcon, void *arg)
 {
 	struct job *j = arg;
 
-	(void)evcon;
-	j->req = NULL;
+	if (j->req != NULL && evhttp_request_get_connection(j->req) == evcon)
+		j->req = NULL;
 }
 
 /* Worker side: the lookup's answer is back (or was cancelled). */
@@ -198,8 +246,9 @@ job_done_cb(evutil_socket_t fd, short what, void *arg)
 		account(w, "client_gone", j->t0_us);
 		goto done;
 	}
-	evhttp_connection_set_closecb(evhttp_request_get_connection(j->req),
-	    NULL, NULL);
+	if (evhttp_request_get_connection(j->req) != NULL)
+		evhttp_connection_set_closecb(evhttp_request_get_connection(
+		    j->req), NULL, NULL);
 	if (a->err < 0) {
 		snprintf(why, sizeof(why), "lookup failed: %s",
 		    strerror(-a->err));
@@ -408,6 +457,11 @@ handle_mutate(struct worker *w, struct evhttp_request *req)
 		account(w, "too_large", t0);
 		return;
 	}
+	if (FAULT("admit.mutate") < 0) {
+		reply_text(w, req, 500, "Internal Server Error", "fault");
+		account(w, "error", t0);
+		return;
+	}
 	body = len > 0 ? (const char *)evbuffer_pullup(in, -1) : "";
 	if (review_parse(body, len, &rv, err, sizeof(err)) < 0) {
 		log_warn("bad request bytes=%zu reason=%s", len, log_q(err));
@@ -515,7 +569,7 @@ worker_stop_cb(evutil_socket_t fd, short what, void *arg)
 		evhttp_del_accept_socket(w->http, w->bound);
 		w->bound = NULL;
 	}
-	if (w->inflight == 0)
+	if (w->inflight == 0 && w->sending == 0)
 		worker_finish_cb(-1, 0, w);
 }
 
@@ -538,8 +592,34 @@ worker_finish_cb(evutil_socket_t fd, short what, void *arg)
 		evhttp_free(w->http);
 		w->http = NULL;
 	}
+	if (w->beat != NULL)
+		event_del(w->beat);
 	atomic_store(&w->done, true);
 	event_base_loopexit(w->base, NULL);
+}
+
+/* Heartbeat of a worker's loop, read by the watchdog gate. */
+static void
+beat_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+
+	(void)fd;
+	(void)what;
+	atomic_store(&w->last_beat_ms, monotonic_ms());
+}
+
+/* Whether every worker's loop turned recently. */
+bool
+server_alive(struct server *s)
+{
+	uint64_t now = monotonic_ms();
+
+	for (int i = 0; i < s->cfg.nthreads; i++)
+		if (s->w[i].started && !atomic_load(&s->w[i].done) &&
+		    now - atomic_load(&s->w[i].last_beat_ms) > SRV_STUCK_MS)
+			return false;
+	return true;
 }
 
 /* A worker thread: its own loop until stopped. */
@@ -558,12 +638,16 @@ static int
 worker_init(struct server *s, struct worker *w, int idx)
 {
 	struct timeval idle = { (time_t)s->cfg.idle_timeout_s, 0 };
+	struct timeval beat = { 0, SRV_BEAT_MS * 1000 };
 	int fd;
 
 	w->srv = s;
 	w->idx = idx;
+	atomic_store(&w->last_beat_ms, monotonic_ms());
 	if ((w->base = event_base_new()) == NULL ||
-	    (w->http = evhttp_new(w->base)) == NULL)
+	    (w->http = evhttp_new(w->base)) == NULL ||
+	    (w->beat = event_new(w->base, -1, EV_PERSIST, beat_cb, w)) ==
+	    NULL || event_add(w->beat, &beat) < 0)
 		return -ENOMEM;
 	evhttp_set_bevcb(w->http, bevcb, w);
 	evhttp_set_gencb(w->http, handle, w);
@@ -707,6 +791,8 @@ server_free(struct server *s)
 			event_base_loop(w->base, EVLOOP_NONBLOCK);
 		if (w->http != NULL)
 			evhttp_free(w->http);
+		if (w->beat != NULL)
+			event_free(w->beat);
 		if (w->base != NULL)
 			event_base_free(w->base);
 	}

@@ -50,6 +50,8 @@ int	 server_start(struct server *s);
  * detach from sync and join the workers.
  */
 void	 server_stop(struct server *s, unsigned grace_ms);
+/* Whether every worker's loop turned within the last few seconds. */
+bool	 server_alive(struct server *s);
 /* Free everything (after server_stop; NULL ok). */
 void	 server_free(struct server *s);
 

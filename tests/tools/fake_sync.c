@@ -247,6 +247,7 @@ h_lookup(struct ipc_req *req, const struct ipc_msg *msg, void *arg)
 	    (fs->delay_ms % 1000) * 1000 };
 	struct fs_delayed *d;
 
+	log_info("lookup namespace=%s", msg->u.ns_lookup.ns);
 	if (fs->delay_ms == 0 || (d = calloc(1, sizeof(*d))) == NULL) {
 		answer_lookup(fs, req, msg->u.ns_lookup.ns);
 		return;
