@@ -38,6 +38,7 @@ struct admit_conf {
 	char	*tls_key;
 	char	*client_ca;
 	char	*sync_socket;
+	struct config_uids sync_uids;
 	int	 miss_policy;
 	int64_t	 lookup_timeout_ms;
 	int64_t	 max_body;
@@ -92,6 +93,9 @@ static const struct config_opt admit_opts[] = {
 	CONFIG_PATH(C, sync_socket, "sync-socket", 's',
 	    "/run/kpgpud/sync.sock", "Sync", "kpgpud-sync's socket.",
 	    CONFIG_NORELOAD),
+	CONFIG_UIDS(C, sync_uids, "sync-uids", 0, NULL, "Sync",
+	    "Uids kpgpud-sync may run as (checked with SO_PEERCRED); default: "
+	    "any.", CONFIG_NORELOAD),
 	CONFIG_ENUM(C, miss_policy, "miss-policy", 0, "deny", miss_policies,
 	    "Sync", "Unknown namespace with sync unavailable: allow (no "
 	    "patch) or deny.", CONFIG_NORELOAD),
@@ -428,6 +432,9 @@ setup(struct admit *a)
 	    (rv = setup_metrics(a)) < 0)
 		fatal("setup: %s", strerror(-rv));
 	sc.path = a->conf.sync_socket;
+	sc.nuids = (size_t)a->conf.sync_uids.n;
+	for (int i = 0; i < a->conf.sync_uids.n; i++)
+		sc.uids[i] = a->conf.sync_uids.uid[i];
 	sc.connected_gauge = a->m_connected;
 	if ((rv = syncconn_new(a->base, &sc, a->cache, &a->sync)) < 0)
 		fatal("sync link: %s", strerror(-rv));

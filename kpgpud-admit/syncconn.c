@@ -202,6 +202,8 @@ syncconn_new(struct event_base *base, const struct syncconn_config *cfg,
 	memset(&cc, 0, sizeof(cc));
 	cc.path = cfg->path;
 	cc.role = IPC_ROLE_ADMIT;
+	cc.nserver_uids = cfg->nuids < IPC_UIDS_MAX ? cfg->nuids : IPC_UIDS_MAX;
+	memcpy(cc.server_uids, cfg->uids, cc.nserver_uids * sizeof(uid_t));
 	cc.backoff_min_ms = 50;
 	cc.backoff_max_ms = cfg->backoff_max_ms ? cfg->backoff_max_ms : 400;
 	cc.on_connected = on_connected;

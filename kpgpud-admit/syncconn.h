@@ -9,7 +9,9 @@
 #define KPGPUD_ADMIT_SYNCCONN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "kpgpud-admit/nscache.h"
 
@@ -19,6 +21,8 @@ struct syncconn;
 
 struct syncconn_config {
 	const char	*path;		/* sync.sock */
+	uid_t		 uids[16];	/* sync's allowed uids (SO_PEERCRED) */
+	size_t		 nuids;		/* 0: any */
 	unsigned	 backoff_max_ms;	/* reconnect at least this often */
 	struct metric	*connected_gauge;	/* may be NULL */
 };
