@@ -131,6 +131,8 @@ lookup_cancel(struct ipc_req *req, void *arg)
 	struct lookup *lk = arg;
 
 	kube_request_cancel(lk->kr);
+	log_info("read-through abandoned namespace=%s reason=\"peer gone\"",
+	    log_q(lk->ns));
 	(void)ipc_req_error(req, ECANCELED, "peer gone");
 	lookup_free(lk);
 }
@@ -147,6 +149,8 @@ lookup_read_through(struct syncd *sd, struct ipc_req *req, const char *ns)
 
 	if (left == UINT32_MAX)
 		left = LOOKUP_DEFAULT_MS;
+	/* answer a little before the caller gives up, so it hears why */
+	left -= left / 10 < 100 ? left / 10 : 100;
 	if (left == 0) {
 		(void)ipc_req_error(req, ETIMEDOUT, "deadline already passed");
 		return;
