@@ -7,7 +7,7 @@ import random
 import time
 import uuid
 
-from . import checks, hooks, patch as patchmod, schema, selectors, validation
+from . import checks, patch as patchmod, schema, selector, validation
 from .hooks import (AdmissionContext, ApiError, err_already_exists,
                     err_bad_request, err_conflict, err_forbidden,
                     err_internal, err_invalid, err_not_found)
@@ -119,12 +119,12 @@ class Api:
              field_selector=None):
         """(items, resourceVersion) of the matching objects."""
         res = self._res(key)
-        lsel = selectors.parse_labels(label_selector)
-        fsel = selectors.parse_fields(field_selector, res.fields)
+        lsel = selector.parse_labels(label_selector)
+        fsel = selector.parse_fields(field_selector, res.fields)
 
         def match(o):
-            return (selectors.match_labels(lsel, o["metadata"].get("labels"))
-                    and selectors.match_fields(fsel, o))
+            return (selector.match_labels(lsel, o["metadata"].get("labels"))
+                    and selector.match_fields(fsel, o))
         entries, _, _, rv = self.store.scan(res, namespace, None, match, 0)
         return [e.copy() for e in entries], rv
 
@@ -607,5 +607,3 @@ class Api:
         """Storage key (for callers that index objects)."""
         return obj_key(res, ns, name)
 
-
-__all__ = ["Api", "Who", "INTERNAL_USER", "hooks"]

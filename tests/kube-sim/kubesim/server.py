@@ -9,15 +9,14 @@ import socketserver
 import ssl
 import sys
 import threading
-import time
 import urllib.parse
 
 from . import resources as resmod
 from . import tables
 from .api import Who
-from .faults import Faults
-from .hooks import ApiError, err_bad_request, err_internal, qualified
-from .selectors import match_fields, match_labels, parse_fields, parse_labels
+from .hooks import (ApiError, err_bad_request, err_internal, err_not_found,
+                    qualified)
+from .selector import match_fields, match_labels, parse_fields, parse_labels
 from .store import dumps
 
 MAX_BODY = 3 * 1024 * 1024
@@ -475,7 +474,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
         sim = self.server.sim
         e = sim.store.get(r.res, r.ns, r.name)
         if e is None:
-            from .hooks import err_not_found
             raise err_not_found(r.res, r.name)
         if self._wants_table():
             t = tables.table(r.res, r.version, [e.obj], e.rv,
@@ -728,5 +726,3 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         exc = sys.exc_info()[1]
         self.sim.log("connection error from %s: %r" % (client_address, exc))
 
-
-__all__ = ["Server", "Stats", "Faults", "time"]

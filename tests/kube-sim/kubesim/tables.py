@@ -140,22 +140,26 @@ def columns(res, version):
                            o["metadata"].get("creationTimestamp", "")])
     extra = getattr(res, "printer_columns", {}).get(version) or []
     if extra:
-        cols = [_NAME] + [_col(c.get("name", ""), c.get("description", ""),
-                               c.get("priority", 0),
-                               c.get("type", "string")) for c in extra]
-        has_age = any(c.get("jsonPath") == ".metadata.creationTimestamp"
-                      for c in extra)
-
-        def row(o):
-            cells = [o["metadata"]["name"]]
-            for c in extra:
-                if c.get("jsonPath") == ".metadata.creationTimestamp":
-                    cells.append(age(o))
-                else:
-                    cells.append(_jsonpath(o, c.get("jsonPath", "")))
-            return cells if has_age else cells
-        return cols, row
+        return _printer_columns(extra)
     return [_NAME, _AGE], lambda o: [o["metadata"]["name"], age(o)]
+
+
+def _printer_columns(extra):
+    """Columns of a CRD version's additionalPrinterColumns."""
+    cols = [_NAME] + [_col(c.get("name", ""), c.get("description", ""),
+                           c.get("priority", 0), c.get("type", "string"))
+                      for c in extra]
+
+    def row(o):
+        """Cells of one custom resource."""
+        cells = [o["metadata"]["name"]]
+        for c in extra:
+            if c.get("jsonPath") == ".metadata.creationTimestamp":
+                cells.append(age(o))
+            else:
+                cells.append(_jsonpath(o, c.get("jsonPath", "")))
+        return cells
+    return cols, row
 
 
 def table(res, version, objs, rv, cont=None, remaining=None,
