@@ -227,6 +227,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return None
         try:
             return json.loads(raw)
+        except RecursionError:
+            raise err_bad_request("the object provided is unrecognized: "
+                                  "exceeded max depth")
         except ValueError as e:
             raise err_bad_request("the object provided is unrecognized: %s" %
                                   e)
