@@ -20,6 +20,7 @@ from .selector import match_fields, match_labels, parse_fields, parse_labels
 from .store import dumps
 
 MAX_BODY = 3 * 1024 * 1024
+MAX_DEPTH = 100
 VERSION = {"major": "1", "minor": "34", "gitVersion": "v1.34.0",
            "gitCommit": "0000000000000000000000000000000000000000",
            "gitTreeState": "clean", "buildDate": "2025-08-27T00:00:00Z",
@@ -34,6 +35,19 @@ WRITER_RESOURCES = {"deviceclasses.resource.k8s.io",
 PATCH_TYPES = {"application/json-patch+json": "json",
                "application/merge-patch+json": "merge",
                "application/strategic-merge-patch+json": "strategic"}
+
+
+def _depth(v):
+    """Nesting depth of a JSON value (iterative, so it cannot overflow)."""
+    best, stack = 0, [(v, 1)]
+    while stack:
+        x, d = stack.pop()
+        best = max(best, d)
+        if isinstance(x, dict):
+            stack.extend((y, d + 1) for y in x.values())
+        elif isinstance(x, list):
+            stack.extend((y, d + 1) for y in x)
+    return best
 
 
 def authorized(role, verb, res, sub):
@@ -226,7 +240,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not raw:
             return None
         try:
-            return json.loads(raw)
+            body = json.loads(raw)
+            if _depth(body) > MAX_DEPTH:
+                raise RecursionError()
+            return body
         except RecursionError:
             raise err_bad_request("the object provided is unrecognized: "
                                   "exceeded max depth")
