@@ -114,6 +114,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
 
+    def setup(self):
+        super().setup()
+        # Headers and body are separate writes: without this, Nagle plus
+        # the client's delayed ACK stall every keep-alive answer ~40 ms.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, fmt, *args):
         pass
 
