@@ -70,6 +70,21 @@ sim_up() {
 	    >"$B/$1.out" 2>&1 || { cat "$B/$1.out"; return 1; }
 }
 
+# sim_idle: wait (bounded) until the simulator's controllers have caught up
+# with what was just created: under 0.05 s of CPU over half a second. A
+# busy simulator would steal the shared CPUs from what is measured.
+sim_idle() {
+	_sp=$(cat "$SIM/pid")
+	for _i in $(seq 1 240); do
+		_a=$(cpu_s "$_sp")
+		sleep 0.5
+		_b=$(cpu_s "$_sp")
+		awk -v a="$_a" -v b="$_b" 'BEGIN { exit !(b - a < 0.05) }' &&
+		    return 0
+	done
+	return 1
+}
+
 simload() {
 	python3 "$SRC/bench/simload.py" "$@"
 }
