@@ -1,6 +1,7 @@
 """Kind-specific validation: Pods (resource claims), resource.k8s.io/v1,
 CRDs, webhook configurations and Events."""
 
+from . import crdvalidate
 from .validation import (FieldError, GoValue, dns_label, dns_subdomain,
                          validate_meta)
 
@@ -478,4 +479,6 @@ def validate(res, obj, old):
         validate_webhooks(obj, errs)
     elif k == "events":
         validate_event(obj, errs)
+    elif not res.builtin:
+        crdvalidate.validate(res, obj, errs)
     return errs
