@@ -252,8 +252,8 @@ class ClaimController:
         try:
             tmpl = self.api.get("resourceclaimtemplates." + RS, ns, tname)
         except ApiError as e:
-            raise ApiError(e.code, e.reason, "resource claim template "
-                           "%r: %s" % (tname, e.message))
+            raise ApiError(e.code, e.reason, 'resource claim template '
+                           '"%s": %s' % (tname, e.message))
         tspec = tmpl.get("spec") or {}
         tmeta = tspec.get("metadata") or {}
         base = ("%s-%s-" % (md["name"], pc["name"]))[:CLAIM_BASE_MAX]
