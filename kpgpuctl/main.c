@@ -24,7 +24,8 @@ static const struct ctl_cmd ctl_cmds[] = {
 	    "review --resolved JSON < review.json\n"
 	    "\tprint the AdmissionReview response for a review" },
 	{ "cache", ctl_cmd_cache,
-	    "cache [--socket PATH] list | get NAMESPACE | status\n"
+	    "cache [--socket PATH] [--timeout MS] list [--prefix P] | "
+	    "get NAMESPACE | status\n\t| watch [--since GEN] [--count N]\n"
 	    "\tquery kpgpud-sync's cache over sync.sock" },
 };
 
