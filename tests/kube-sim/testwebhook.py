@@ -115,15 +115,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def setup(self):
+        """Per-connection socket options."""
         super().setup()
         # Headers and body are separate writes: without this, Nagle plus
         # the client's delayed ACK stall every keep-alive answer ~40 ms.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, fmt, *args):
-        pass
+        """Quiet: requests go to requests.log instead."""
 
     def _send(self, code, body, ctype="application/json"):
+        """Write a complete response with Content-Length (keep-alive)."""
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -131,6 +133,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _log(self, review):
+        """Append one request record to requests.log."""
         rec = {"path": self.path, "peer": "%s:%d" % self.client_address,
                "headers": {k.lower(): v for k, v in self.headers.items()},
                "review": review, "time": time.time()}
@@ -139,6 +142,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 f.write(json.dumps(rec) + "\n")
 
     def do_POST(self):
+        """Answer one AdmissionReview as the path's mode says."""
         n = int(self.headers.get("Content-Length") or 0)
         if n > MAX_BODY:
             self._send(413, b"too large", "text/plain")
@@ -196,6 +200,7 @@ class Server(http.server.ThreadingHTTPServer):
 
 
 def main():
+    """Make certificates, then serve until killed."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dir")
     ap.add_argument("--san", action="append", default=[])

@@ -123,12 +123,14 @@ class _Parser:
         self.depth = 0
 
     def peek(self, value=None):
+        """The next token (kind, value), or whether it is operator VALUE."""
         kind, val, _ = self.toks[self.i]
         if value is None:
             return kind, val
         return kind == "op" and val == value
 
     def take(self, value=None):
+        """Consume the next token, which must be operator VALUE if given."""
         kind, val, pos = self.toks[self.i]
         if value is not None and not (kind == "op" and val == value):
             got = "end of input" if kind == "eof" else repr(val)
@@ -138,11 +140,13 @@ class _Parser:
         return val
 
     def nest(self):
+        """Count one level of nesting; refuse absurdly deep expressions."""
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise CelSyntaxError("expression nested too deeply")
 
     def parse(self):
+        """The whole expression; trailing tokens are an error."""
         node = self.expr()
         kind, val, pos = self.toks[self.i]
         if kind != "eof":
@@ -151,6 +155,7 @@ class _Parser:
         return node
 
     def expr(self):
+        """expr := or-expr ['?' or-expr ':' expr]."""
         self.nest()
         cond = self.binary(0)
         if self.peek("?"):
@@ -166,6 +171,7 @@ class _Parser:
               ("+", "-"), ("*", "/", "%")]
 
     def binary(self, level):
+        """Left-associative binary operators of precedence LEVEL and up."""
         if level == len(self.LEVELS):
             return self.unary()
         left = self.binary(level + 1)
@@ -183,6 +189,7 @@ class _Parser:
                 left = ("bin", val, left, right)
 
     def unary(self):
+        """Prefix ! and -."""
         kind, val = self.peek()
         if kind == "op" and val in ("!", "-"):
             self.take()
@@ -193,6 +200,7 @@ class _Parser:
         return self.member()
 
     def member(self):
+        """Field selection, method calls and indexing after a primary."""
         node = self.primary()
         while True:
             if self.peek("."):
@@ -214,6 +222,7 @@ class _Parser:
                 return node
 
     def args(self):
+        """A parenthesised argument list."""
         self.take("(")
         out = []
         if not self.peek(")"):
@@ -225,6 +234,7 @@ class _Parser:
         return out
 
     def primary(self):
+        """Literals, identifiers, global calls, (expr) and [list]."""
         kind, val = self.peek()
         if kind == "lit":
             self.take()
@@ -277,6 +287,7 @@ class Semver:
         return (self.core, self.pre is None, pre)
 
     def compare(self, other):
+        """-1, 0 or 1 by semantic version precedence."""
         a, b = self.key(), other.key()
         return -1 if a < b else (1 if a > b else 0)
 
@@ -332,6 +343,7 @@ class _DomainMap:
         self.domains = domains
 
     def get(self, key):
+        """The attribute map of domain KEY (empty when unknown)."""
         if not isinstance(key, str):
             raise CelError("no such overload: map[string]... index %s"
                            % _type(key))

@@ -279,6 +279,7 @@ class _Conn(http.client.HTTPSConnection):
         self.tls = ctx
 
     def connect(self):
+        """TCP to the mapped address, TLS for the service name."""
         sock = socket.create_connection(self.dial, self.timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
