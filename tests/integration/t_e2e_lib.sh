@@ -6,7 +6,8 @@
 #   e2e_finish			stop it; no sanitizer report in a daemon log
 #   tenant NS NAME JSON		namespace + Agent with that isolation
 #   mkpod NS NAME [FIXTURE]	a pod from tests/fixtures/demo (renamed)
-#   claim_of / device_of / allocated / isolated / ns_clean / q / jp
+#   claim_of / device_of / allocated / isolated / ns_clean / q / jp /
+#   exists / gone
 #   admit_metric NAME		a series of admit's /metrics
 #   sim_stats			the simulator's request counts (JSON)
 
@@ -58,6 +59,10 @@ e2e_finish() {
 
 # q ARGS...: kubectl get, errors silenced.
 q() { kubectl get "$@" 2>/dev/null; }
+
+# exists ARGS... / gone ARGS...: kubectl get ARGS finds it / does not.
+exists() { kubectl get "$@" >/dev/null 2>&1; }
+gone() { ! kubectl get "$@" >/dev/null 2>&1; }
 
 # jp NS POD JSONPATH: one jsonpath of a pod.
 jp() { q pod -n "$1" "$2" -o jsonpath="$3"; }
