@@ -332,7 +332,7 @@ class Pool:
 
 
 POOL = Pool()
-STATS = {"calls": 0, "connections": 0}
+STATS = {"calls": 0, "connections": 0, "reinvocations": 0}
 
 
 def _describe(exc, target):
@@ -525,8 +525,28 @@ def call_webhook(hook, ctx):
     ctx.object.update(new)
 
 
+def _invoke(hook, ctx):
+    """Call one webhook, applying its failurePolicy to a failed call."""
+    try:
+        call_webhook(hook, ctx)
+    except CallError as e:
+        if (hook.get("failurePolicy") or "Fail") != "Ignore":
+            raise err_internal('failed calling webhook "%s": %s'
+                               % (hook.get("name", ""), e))
+
+
+def _snapshot(obj):
+    """A comparable copy of the object."""
+    return json.dumps(obj, sort_keys=True)
+
+
 def mutate(ctx):
-    """Mutating admission hook: run every matching webhook in order."""
+    """Mutating admission hook: run every matching webhook in order.
+
+    Round 0 calls each matching webhook once. A webhook with
+    reinvocationPolicy IfNeeded whose output a later webhook changed is
+    called once more in round 1 (a webhook skipped in round 0 is not).
+    """
     if ctx.resource.group == ADMISSION_GROUP or ctx.operation not in (
             "CREATE", "UPDATE", "DELETE", "CONNECT"):
         return
@@ -535,17 +555,22 @@ def mutate(ctx):
     except ApiError:
         return
     configs.sort(key=lambda c: c["metadata"]["name"])
+    called = []
     for cfg in configs:
         for hook in cfg.get("webhooks") or []:
             if not _webhook_matches(hook, ctx):
                 continue
-            try:
-                call_webhook(hook, ctx)
-            except CallError as e:
-                if (hook.get("failurePolicy") or "Fail") == "Ignore":
-                    continue
-                raise err_internal('failed calling webhook "%s": %s'
-                                   % (hook.get("name", ""), e))
+            _invoke(hook, ctx)
+            if hook.get("reinvocationPolicy") == "IfNeeded" and \
+                    ctx.object is not None:
+                called.append((hook, _snapshot(ctx.object)))
+    if not called:
+        return
+    final = _snapshot(ctx.object)
+    again = [h for h, seen in called if seen != final]
+    for hook in again:
+        STATS["reinvocations"] += 1
+        _invoke(hook, ctx)
 
 
 def register(reg):
