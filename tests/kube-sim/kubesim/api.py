@@ -571,37 +571,41 @@ class Api:
 
     def do_delete(self, res, ns, name, who, preconditions=None):
         """DELETE; returns (entry, gone) where gone says it was removed."""
-        cur = self.store.get(res, ns, name)
-        if cur is None:
-            raise err_not_found(res, name)
-        self._check_preconditions(res, name, cur.obj, preconditions)
-        ctx = self._admission("DELETE", res, ns, name, None, cur.obj, who)
-        self.hooks.run_mutating(ctx)
-        with self.store.lock:
-            if self.store.get(res, ns, name) is not cur:
-                return self.do_delete(res, ns, name, who, preconditions)
-            self.hooks.run_validating(ctx)
-            who.warnings.extend(ctx.warnings)
-            old = cur.obj
-            keep = bool(old["metadata"].get("finalizers")) or \
-                who.options.get("propagationPolicy") in ("Foreground",
-                                                         "Orphan")
-            if res.key == "namespaces":
-                keep = keep or bool((old.get("spec") or {}).get(
-                    "finalizers"))
-            new = self._deleting_state(res, old, who) if keep else \
-                copy.deepcopy(old)
-            if keep and new == old:
-                return cur, False
-            if who.dry_run:
-                return Entry(res, new, cur.rv), not keep
-            new["metadata"]["resourceVersion"] = str(self.store.next_rv())
-            etype = "MODIFIED" if keep else "DELETED"
-            entry = self.store.commit(etype, res, new, old)
-            if res.key == "customresourcedefinitions.apiextensions.k8s.io" \
-                    and not keep:
-                self._crd_changed(entry, "DELETED")
-            return entry, not keep
+        for _ in range(20):
+            cur = self.store.get(res, ns, name)
+            if cur is None:
+                raise err_not_found(res, name)
+            self._check_preconditions(res, name, cur.obj, preconditions)
+            ctx = self._admission("DELETE", res, ns, name, None, cur.obj, who)
+            self.hooks.run_mutating(ctx)
+            with self.store.lock:
+                if self.store.get(res, ns, name) is cur:
+                    return self._commit_delete(res, cur, ctx, who)
+        raise err_conflict(res, name)
+
+    def _commit_delete(self, res, cur, ctx, who):
+        """The locked part of a delete: validating hooks, then mark or
+        remove the object."""
+        self.hooks.run_validating(ctx)
+        who.warnings.extend(ctx.warnings)
+        old = cur.obj
+        keep = bool(old["metadata"].get("finalizers")) or \
+            who.options.get("propagationPolicy") in ("Foreground", "Orphan")
+        if res.key == "namespaces":
+            keep = keep or bool((old.get("spec") or {}).get("finalizers"))
+        new = self._deleting_state(res, old, who) if keep else \
+            copy.deepcopy(old)
+        if keep and new == old:
+            return cur, False
+        if who.dry_run:
+            return Entry(res, new, cur.rv), not keep
+        new["metadata"]["resourceVersion"] = str(self.store.next_rv())
+        etype = "MODIFIED" if keep else "DELETED"
+        entry = self.store.commit(etype, res, new, old)
+        if res.key == "customresourcedefinitions.apiextensions.k8s.io" \
+                and not keep:
+            self._crd_changed(entry, "DELETED")
+        return entry, not keep
 
     def key_of(self, res, ns, name):
         """Storage key (for callers that index objects)."""
