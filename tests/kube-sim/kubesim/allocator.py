@@ -400,7 +400,7 @@ class Scheduler:
         md = pod["metadata"]
         ns = md["namespace"]
         claims = []
-        for pcn, cname in pod_claim_names(pod).items():
+        for cname in pod_claim_names(pod).values():
             c = by_name.get((ns, cname)) if cname else None
             if c is None or c["metadata"].get("deletionTimestamp"):
                 return
