@@ -3,6 +3,7 @@
 
 import time
 
+from . import tables
 from .hooks import ApiError
 from .store import dumps
 
@@ -25,7 +26,15 @@ def _start(h):
 
 
 def _line(h, r, etype, entry):
-    """One event line for an entry in the watched version."""
+    """One event line for an entry in the watched version (as a one-row
+    Table, column definitions in the first only, when kubectl asks)."""
+    if h.table_watch:
+        t = tables.table(r.res, r.version, [entry.obj], entry.rv,
+                         include=h.q.get("includeObject", "Metadata"))
+        if h.table_sent:
+            t["columnDefinitions"] = None
+        h.table_sent = True
+        return dumps({"type": etype, "object": t}) + b"\n"
     return (b'{"type":"' + etype.encode() + b'","object":' +
             h._render(r, entry) + b'}\n')
 
@@ -36,7 +45,7 @@ def _event_line(h, r, ev, match):
     if r.ns and obj["metadata"].get("namespace") != r.ns:
         return None
     if match is None:
-        if ev.entry.res.builtin:
+        if ev.entry.res.builtin and not h.table_watch:
             return ev.line()
         return _line(h, r, ev.type, ev.entry)
     new_ok = match(obj)
@@ -122,6 +131,8 @@ def serve_watch(h, r):
     sim = h.server.sim
     match = h._matcher(r)
     timeout, bookmarks, initial = _params(h)
+    h.table_watch = h._wants_table()
+    h.table_sent = False
     try:
         w, lines, last = _open(h, r, match, initial)
     except ApiError as e:
