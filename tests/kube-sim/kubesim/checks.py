@@ -443,14 +443,35 @@ def validate_webhooks(obj, errs):
                                    'supported values: "Fail", "Ignore"'))
 
 
+def _event_series(obj, errs):
+    """Checks of a "new" Event (eventTime set)."""
+    for f in ("reportingComponent", "reportingInstance", "action", "reason"):
+        if not obj.get(f):
+            errs.append(FieldError("Required", f))
+    for f, cap in (("reportingInstance", 128), ("action", 128),
+                   ("reason", 128)):
+        if len(obj.get(f) or "") > cap:
+            errs.append(FieldError("Invalid", f, "", "can have at most %d "
+                                   "characters" % cap))
+
+
 def validate_event(obj, errs):
-    """Event checks: the involved object's namespace must match."""
+    """legacyValidateEvent: namespaces must agree; new-style events need
+    their reporting fields."""
     io = obj.get("involvedObject") or {}
     ns = obj["metadata"].get("namespace", "")
-    if io.get("namespace") and io["namespace"] != ns:
-        errs.append(FieldError("Invalid", "involvedObject.namespace",
-                               io["namespace"], "does not match "
-                               "event.namespace"))
+    ion = io.get("namespace") or ""
+    if not obj.get("eventTime"):
+        ok = ns in ("", "default") if not ion else ns == ion
+    else:
+        ok = bool(ion) or ns in ("default", "kube-system")
+        _event_series(obj, errs)
+    if not ok:
+        errs.append(FieldError("Invalid", "involvedObject.namespace", ion,
+                               "does not match event.namespace"))
+    if len(obj.get("message") or "") > 1024:
+        errs.append(FieldError("Invalid", "message", "", "can have at most "
+                               "1024 characters"))
 
 
 def validate(res, obj, old):
