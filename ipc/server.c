@@ -25,6 +25,7 @@
 
 #include "common/fault.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "ipc/ipc.h"
 
 #define SRV_DEF_OUTBUF		(4u * 1024 * 1024)
@@ -739,7 +740,10 @@ ipc_server_new(struct event_base *base, const struct ipc_server_config *cfg,
 	if ((srv->reaper = event_new(base, -1, 0, reaper_cb, srv)) == NULL)
 		goto fail;
 	if (cfg->listen_fd >= 0) {
+		/* a launcher may pass a blocking socket: accept must not block */
 		fd = cfg->listen_fd;
+		if ((rc = fd_nonblock(fd)) < 0 || (rc = fd_cloexec(fd)) < 0)
+			goto fail;
 	} else {
 		if ((rc = bind_path(cfg->path, &fd)) < 0)
 			goto fail;

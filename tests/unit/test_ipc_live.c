@@ -555,8 +555,11 @@ TEST(passed_listen_fd_and_fault_arm)
 
 		event_add(w.tick, &tv);
 	}
-	/* what systemd would pass: a bound, listening socket */
-	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	/*
+	 * a bound, listening socket as a launcher passes it; blocking, as
+	 * launchers other than systemd may leave it
+	 */
+	lfd = socket(AF_UNIX, SOCK_STREAM, 0);
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
 	strcpy(sun.sun_path, w.path);
@@ -567,6 +570,8 @@ TEST(passed_listen_fd_and_fault_arm)
 	sc.role = IPC_ROLE_QUOTA;
 	sc.allowed_types = IPC_BIT(IPC_FAULT_ARM);
 	REQUIRE(ipc_server_new(w.base, &sc, &w.srv) == 0);
+	CHECK((fcntl(lfd, F_GETFL) & O_NONBLOCK) != 0);
+	CHECK((fcntl(lfd, F_GETFD) & FD_CLOEXEC) != 0);
 	memset(&cc, 0, sizeof(cc));
 	cc.path = w.path;
 	cc.role = IPC_ROLE_CTL;
