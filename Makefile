@@ -155,7 +155,7 @@ install: all
 		install -d $(DESTDIR)$(PREFIX)/lib/systemd/system \
 			$(DESTDIR)$(PREFIX)/lib/sysusers.d \
 			$(DESTDIR)$(PREFIX)/lib/tmpfiles.d; \
-		install -m 0644 systemd/*.service systemd/*.target \
+		install -m 0644 systemd/*.service systemd/*.socket systemd/*.target \
 			$(DESTDIR)$(PREFIX)/lib/systemd/system/; \
 		install -m 0644 systemd/kpgpud.sysusers \
 			$(DESTDIR)$(PREFIX)/lib/sysusers.d/kpgpud.conf; \
