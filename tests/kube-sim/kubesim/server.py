@@ -679,10 +679,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                            '"Background", "Orphan", "nil"' % pol)
         if body.get("orphanDependents") is True:
             pol = "Orphan"
+        elif body.get("orphanDependents") is False and not pol:
+            pol = "Background"
         dry = "All" in (body.get("dryRun") or []) or \
             self.q.get("dryRun") == "All"
         who = self._who(dry)
         who.options["propagationPolicy"] = pol or "Background"
+        if "orphanDependents" in body:
+            who.options["orphanDependents"] = body["orphanDependents"]
         return who, body.get("preconditions")
 
     def _do_delete(self, r):
@@ -693,10 +697,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                            "allow this method on the requested resource")
         who, pre = self._delete_options()
         entry, gone = sim.api.do_delete(r.res, r.ns, r.name, who, pre)
-        self.warnings = who.warnings
         if gone and not r.res.return_deleted:
             return self.send_obj(200, self._success(r, entry))
-        self.send_obj(200, self._render(r, entry))
+        code = 202 if not gone and who.options.get(
+            "orphanDependents") is False else 200
+        self.send_obj(code, self._render(r, entry))
 
     def _do_deletecollection(self, r):
         """DELETE a collection (with selectors)."""
