@@ -24,6 +24,12 @@ class T:
         self.dir = tempfile.mkdtemp(prefix="kube-sim-test.")
         self.sims = []
         atexit.register(self.finish)
+        signal.signal(signal.SIGTERM, self._killed)
+
+    def _killed(self, signum, frame):
+        """SIGTERM (e.g. a test timeout): count a failure, clean up."""
+        self.check("test terminated by signal %d" % signum, False)
+        sys.exit(1)
 
     def check(self, desc, cond, detail=""):
         """Record one check."""
