@@ -12,6 +12,9 @@
 #   sim_stats			the simulator's request counts (JSON)
 
 E2E=$T/dev
+# bound of every wait for the stack to converge (seconds; a loaded CI
+# machine with sanitizers is slow, success returns at once)
+W=${E2E_WAIT:-90}
 DEMOFIX=$KPGPUD_SRCDIR/tests/fixtures/demo
 DEVCTL=$KPGPUD_SRCDIR/scripts/kpgpud-dev
 MIGSLICE=gpu-node-mig-gpu.nvidia.com-fx01
