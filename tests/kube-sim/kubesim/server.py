@@ -210,7 +210,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                    "entity too large: limit is 3145728")
         n = int(self.headers.get("Content-Length") or 0)
         if n > MAX_BODY:
-            self.close_connection = True
+            if n > 8 * MAX_BODY:
+                self.close_connection = True
+            else:
+                while n > 0:
+                    n -= len(self.rfile.read(min(n, 65536)) or b"x" * n)
             raise ApiError(413, "RequestEntityTooLarge", "Request entity too "
                            "large: limit is 3145728")
         return self.rfile.read(n) if n else b""

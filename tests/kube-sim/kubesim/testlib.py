@@ -25,6 +25,13 @@ class T:
         self.sims = []
         atexit.register(self.finish)
         signal.signal(signal.SIGTERM, self._killed)
+        sys.excepthook = self._crashed
+
+    def _crashed(self, etype, value, tb):
+        """An uncaught exception is a failed test, not a silent end."""
+        import traceback
+        traceback.print_exception(etype, value, tb)
+        self.check("test raised %s: %s" % (etype.__name__, value), False)
 
     def _killed(self, signum, frame):
         """SIGTERM (e.g. a test timeout): count a failure, clean up."""
