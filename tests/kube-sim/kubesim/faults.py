@@ -10,7 +10,8 @@ from .hooks import ApiError, err_bad_request
 _KNOWN = {"error_rate", "error_code", "retry_after", "error_count",
           "error_verbs", "error_resources", "error_roles", "latency_ms",
           "pause", "drop_watches", "forget_history", "bookmark_seconds",
-          "reset"}
+          "reset", "garbage_count", "garbage_mode", "watch_garbage"}
+GARBAGE_MODES = ("junk", "truncate")
 
 
 class Faults:
@@ -33,6 +34,8 @@ class Faults:
         self.error_resources = None
         self.error_roles = None
         self.latency_ms = 0
+        self.garbage_count = 0
+        self.garbage_mode = "junk"
         self.injected = 0
         self.running.set()
 
@@ -47,6 +50,8 @@ class Faults:
                     "error_resources": self.error_resources,
                     "error_roles": self.error_roles,
                     "latency_ms": self.latency_ms,
+                    "garbage_count": self.garbage_count,
+                    "garbage_mode": self.garbage_mode,
                     "paused": not self.running.is_set(),
                     "bookmark_seconds": self.bookmark_seconds,
                     "injected": self.injected}
@@ -99,6 +104,14 @@ class Faults:
             if "bookmark_seconds" in body:
                 self.bookmark_seconds = float(self._number(
                     body, "bookmark_seconds", 0.05, 3600))
+            if "garbage_count" in body:
+                self.garbage_count = int(self._number(body, "garbage_count",
+                                                      0, 10 ** 9))
+            if "garbage_mode" in body:
+                if body["garbage_mode"] not in GARBAGE_MODES:
+                    raise err_bad_request("garbage_mode must be one of %s" %
+                                          ", ".join(GARBAGE_MODES))
+                self.garbage_mode = body["garbage_mode"]
         if "pause" in body:
             if body["pause"]:
                 self.running.clear()
@@ -106,6 +119,9 @@ class Faults:
                 self.running.set()
         if body.get("drop_watches"):
             out["dropped_watches"] = sim.store.drop_watchers()
+        if body.get("watch_garbage"):
+            out["garbage_watches"] = sim.store.inject_raw(
+                b'{"type":"ADDED","object":{"kind":\x00garbage\n')
         if body.get("forget_history"):
             sim.store.forget_history()
             out["history_start"] = sim.store.history_start
@@ -142,6 +158,16 @@ class Faults:
             self.injected += 1
             code, ra = self.error_code, self.retry_after
         raise self._error(code, ra)
+
+    def garbage(self, role, verb, rkey):
+        """The garbage mode for this response, or None (consumes one)."""
+        with self.lock:
+            if not self.garbage_count or verb == "watch" or \
+                    not self._matches(role, verb, rkey):
+                return None
+            self.garbage_count -= 1
+            self.injected += 1
+            return self.garbage_mode
 
     def _error(self, code, retry_after):
         """The injected error, worded as the real server's."""

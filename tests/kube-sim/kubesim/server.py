@@ -125,6 +125,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     """One HTTP/1.1 connection (keep-alive) of the simulated API server."""
 
     protocol_version = "HTTP/1.1"
+    garbage = None
     server_version = "kube-sim"
     sys_version = ""
     timeout = 600
@@ -161,7 +162,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
     # --- responses ---------------------------------------------------------
 
     def _send(self, code, body, ctype="application/json", headers=None):
-        """Write a complete response."""
+        """Write a complete response (or garbage, when injected)."""
+        mode = self.garbage
+        self.garbage = None
+        if mode == "junk":
+            body = b'{"kind":\x00 this is not JSON'
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Cache-Control", "no-cache, private")
@@ -172,7 +177,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Warning", '299 - "%s"' % w.replace(
                 '"', '\\"'))
         self.end_headers()
-        if self.command != "HEAD":
+        if mode == "truncate":
+            self.wfile.write(body[:len(body) // 2])
+            self.close_connection = True
+        elif self.command != "HEAD":
             self.wfile.write(body)
         self.code = code
 
@@ -273,6 +281,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         """Handle one request of any method."""
         sim = self.server.sim
         self.code = 0
+        self.garbage = None
         self._body_done = False
         self.warnings = []
         self.role = "-"
@@ -290,6 +299,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 verb = self._verb(route)
                 rkey = route.res.key + ("/" + route.sub if route.sub else "")
             sim.faults.before(self.role, verb, rkey)
+            if route is not None:
+                self.garbage = sim.faults.garbage(self.role, verb, rkey)
             if route is None:
                 return self._nonresource(path)
             self._authorize(verb, route)

@@ -69,6 +69,16 @@ class Event:
         return self._line
 
 
+class RawLine:
+    """A line written to a watch stream as is (fault injection)."""
+
+    __slots__ = ("raw", "rv")
+
+    def __init__(self, raw, rv):
+        self.raw = raw
+        self.rv = rv
+
+
 def obj_key(res, namespace, name):
     """Storage key: 'ns/name' for namespaced resources, else 'name'."""
     return (namespace + "/" + name) if res.namespaced else name
@@ -270,6 +280,14 @@ class Store:
             ws = list(self.watchers)
         for w in ws:
             w.close()
+        return len(ws)
+
+    def inject_raw(self, line):
+        """Queue a raw (garbage) line to every open watch (fault)."""
+        with self.lock:
+            ws = list(self.watchers)
+            for w in ws:
+                w.push(RawLine(line, self.rv))
         return len(ws)
 
     def forget_history(self):

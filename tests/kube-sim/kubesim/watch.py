@@ -179,7 +179,7 @@ def _stream(h, r, w, match, timeout, bookmarks, last):
         out = []
         for e in [ev] + w.drain(BATCH):
             last = e.rv
-            line = _event_line(h, r, e, match)
+            line = getattr(e, "raw", None) or _event_line(h, r, e, match)
             if line is not None:
                 out.append(line)
         if out:
