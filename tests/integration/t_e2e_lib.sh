@@ -99,17 +99,20 @@ sys.stdout.write("".join(out))' "$_fx" "$2" |
 	    kubectl create -n "$1" -f - >"$T/out" 2>&1
 }
 
+LABEL='{.metadata.labels.kubeplus\.io/gpu-isolation-enabled}'
+RESOLVED='{.metadata.annotations.kubeplus\.io/gpu-isolation-resolved}'
+
 # isolated NS: kpgpud-quota labelled and annotated the namespace.
 isolated() {
-	[ "$(q ns "$1" -o jsonpath='{.metadata.labels.kubeplus\.io/gpu-isolation-enabled}')" = true ] &&
-	    [ -n "$(q ns "$1" -o jsonpath='{.metadata.annotations.kubeplus\.io/gpu-isolation-resolved}')" ]
+	[ "$(q ns "$1" -o jsonpath="$LABEL")" = true ] &&
+	    [ -n "$(q ns "$1" -o jsonpath="$RESOLVED")" ]
 }
 
 # ns_clean NS: the namespace exists without kpgpud's label or annotation.
 ns_clean() {
 	q ns "$1" >/dev/null &&
-	[ -z "$(q ns "$1" -o jsonpath='{.metadata.labels.kubeplus\.io/gpu-isolation-enabled}')" ] &&
-	    [ -z "$(q ns "$1" -o jsonpath='{.metadata.annotations.kubeplus\.io/gpu-isolation-resolved}')" ]
+	    [ -z "$(q ns "$1" -o jsonpath="$LABEL")" ] &&
+	    [ -z "$(q ns "$1" -o jsonpath="$RESOLVED")" ]
 }
 
 # claim_of NS POD: the claim generated for the pod's kubeplus-gpu entry.
