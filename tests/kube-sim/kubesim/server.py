@@ -114,11 +114,12 @@ class Stats:
     def snapshot(self, sim):
         """The /sim/stats document."""
         with self.lock:
-            return {"total": self.total, "roles": json.loads(json.dumps(
-                self.roles)), "resources": json.loads(json.dumps(
-                    self.resources)), "codes": json.loads(json.dumps(
-                        self.codes)), "watches_open": len(sim.store.watchers),
-                "resource_version": sim.store.rv}
+            out = json.loads(json.dumps({
+                "total": self.total, "roles": self.roles,
+                "resources": self.resources, "codes": self.codes}))
+        out["watches_open"] = len(sim.store.http_watchers())
+        out["resource_version"] = sim.store.rv
+        return out
 
 
 class Handler(http.server.BaseHTTPRequestHandler):

@@ -96,11 +96,12 @@ class Watcher:
         self.cond = threading.Condition(threading.Lock())
         self.closed = False
         self.overflow = False
+        self.http = False
 
     def push(self, ev):
         """Queue one event (called with the store lock held)."""
         with self.cond:
-            if len(self.queue) >= self.MAX_QUEUE:
+            if self.http and len(self.queue) >= self.MAX_QUEUE:
                 self.overflow = True
                 self.closed = True
             else:
@@ -274,10 +275,15 @@ class Store:
         with self.lock:
             self.watchers.discard(w)
 
-    def drop_watchers(self):
-        """Close every open watch (fault injection)."""
+    def http_watchers(self):
+        """The watches of HTTP clients (not of in-process controllers)."""
         with self.lock:
-            ws = list(self.watchers)
+            return [w for w in self.watchers if w.http]
+
+    def drop_watchers(self):
+        """Close every open HTTP watch (fault injection)."""
+        with self.lock:
+            ws = [w for w in self.watchers if w.http]
         for w in ws:
             w.close()
         return len(ws)
@@ -285,7 +291,7 @@ class Store:
     def inject_raw(self, line):
         """Queue a raw (garbage) line to every open watch (fault)."""
         with self.lock:
-            ws = list(self.watchers)
+            ws = [w for w in self.watchers if w.http]
             for w in ws:
                 w.push(RawLine(line, self.rv))
         return len(ws)

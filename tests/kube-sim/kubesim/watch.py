@@ -142,6 +142,7 @@ def serve_watch(h, r):
         _chunk(h, dumps({"type": "ERROR", "object": e.status()}) + b"\n")
         _chunk(h, b"")
         return
+    w.http = True
     try:
         _start(h)
         for i in range(0, len(lines), BATCH):
