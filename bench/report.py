@@ -165,7 +165,7 @@ def targets(d):
     add("propagation p99 (ms)", get(d, "propagation", "p99_ms"), "< 100",
         lambda x: x < 100)
     q = d.get("quota converge", {})
-    add("quota API writes/s / configured qps", q.get("rate_vs_qps"),
+    add("quota API requests/s / configured qps", q.get("rate_vs_qps"),
         ">= 0.8 (rate-bound)", lambda x: x >= 0.8)
     add("quota CPU / wall while converging", q.get("cpu_fraction"),
         "< 0.5 (not CPU-bound)", lambda x: x < 0.5)

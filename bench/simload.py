@@ -235,6 +235,7 @@ def cmd_prop(api, url, ca, review, n):
     api.bulk([ns_obj(t) for t in tenants])
     api.bulk([quota_obj(t, "agent-" + t) for t in tenants])
     lat, whole = [], []
+    _, before = api.req("GET", "/sim/stats")
     for t in tenants:
         body = review_for(review, t)
         end = time.monotonic() + 30
@@ -254,9 +255,13 @@ def cmd_prop(api, url, ca, review, n):
         t2 = time.monotonic()
         lat.append(t2 - t1)
         whole.append(t2 - t0)
+    _, after = api.req("GET", "/sim/stats")
     out = summary(whole)
     out["after_create_p50_ms"] = pct(lat, 50)
     out["after_create_p99_ms"] = pct(lat, 99)
+    out["quota_requests_per_instance"] = round(
+        (writes_of(after, "writer")[2] - writes_of(before, "writer")[2]) /
+        float(n), 2)
     print(json.dumps(out))
 
 
@@ -266,18 +271,20 @@ def _known_open(conn, body):
 
 
 def writes_of(stats, role):
-    """Object writes of role (Events and Leases apart), and all writes."""
+    """Object writes of role (Events and Leases apart), all its writes and
+    all its requests (reads too: they share the client's rate limit)."""
     r = stats.get("resources", {}).get(role, {})
-    objs = alls = 0
+    objs = alls = reqs = 0
     for verb, res in r.items():
-        if verb not in ("create", "update", "patch", "delete",
-                        "deletecollection"):
-            continue
         for k, v in res.items():
+            reqs += v
+            if verb not in ("create", "update", "patch", "delete",
+                            "deletecollection"):
+                continue
             alls += v
             if k not in ("events", "leases.coordination.k8s.io"):
                 objs += v
-    return objs, alls
+    return objs, alls, reqs
 
 
 def converged(api, prefix, n):
@@ -310,14 +317,15 @@ def cmd_quota(api, n, timeout):
         time.sleep(0.25)
     t2 = time.monotonic()
     _, after = api.req("GET", "/sim/stats")
-    ob, ab = writes_of(before, "writer")
-    oa, aa = writes_of(after, "writer")
+    ob, ab, rb = writes_of(before, "writer")
+    oa, aa, ra = writes_of(after, "writer")
     print(json.dumps({"instances": n, "converged": done,
                       "create_s": round(t1 - t0, 3),
                       "seconds": round(t2 - t0, 3),
                       "object_writes_per_instance": round((oa - ob) / n, 2),
                       "writes_per_instance": round((aa - ab) / n, 2),
-                      "writes": aa - ab}))
+                      "requests_per_instance": round((ra - rb) / n, 2),
+                      "writes": aa - ab, "requests": ra - rb}))
 
 
 def cmd_listrate(api, limit):
