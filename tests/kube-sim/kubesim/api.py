@@ -384,12 +384,17 @@ class Api:
             md.pop("generateName", None)
 
     def _bump_generation(self, res, new, old):
-        """metadata.generation: +1 on a spec (or non-metadata) change."""
+        """metadata.generation: +1 on a spec (or non-metadata) change;
+        Deployments also count annotation changes (copied to ReplicaSets)."""
         if not res.generation:
             return
         gen = old["metadata"].get("generation", 1)
         if res.generation == "spec":
             changed = new.get("spec") != old.get("spec")
+        elif res.generation == "spec+annotations":
+            changed = new.get("spec") != old.get("spec") or \
+                new["metadata"].get("annotations") != \
+                old["metadata"].get("annotations")
         else:
             skip = {"metadata", "status"} if "status" in res.subresources \
                 else {"metadata"}

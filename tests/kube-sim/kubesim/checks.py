@@ -474,6 +474,74 @@ def validate_event(obj, errs):
                                "1024 characters"))
 
 
+def validate_service(obj, errs):
+    """ValidateService: ports are required unless headless or ExternalName."""
+    spec = obj.get("spec") or {}
+    if not spec.get("ports") and spec.get("clusterIP") != "None" and \
+            spec.get("type") != "ExternalName":
+        errs.append(FieldError("Required", "spec.ports"))
+
+
+def _go_strmap(m):
+    """A map[string]string as Go's %#v prints it (keys sorted)."""
+    return GoValue("map[string]string{%s}" % ", ".join(
+        '"%s":"%s"' % (k, m[k]) for k in sorted(m)))
+
+
+def _selector_matches(sel, labels):
+    """A metav1.LabelSelector (matchLabels, matchExpressions) on labels."""
+    for k, v in (sel.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in sel.get("matchExpressions") or []:
+        op, k, vals = e.get("operator"), e.get("key"), e.get("values") or []
+        if (op == "In" and labels.get(k) not in vals) or \
+                (op == "NotIn" and k in labels and labels[k] in vals) or \
+                (op == "Exists" and k not in labels) or \
+                (op == "DoesNotExist" and k in labels):
+            return False
+    return True
+
+
+def validate_deployment(obj, errs):
+    """ValidateDeploymentSpec: a selector that selects the template."""
+    spec = obj.get("spec") or {}
+    sel = spec.get("selector")
+    if not isinstance(sel, dict):
+        errs.append(FieldError("Required", "spec.selector"))
+        return
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get(
+        "labels") or {}
+    if (sel.get("matchLabels") or sel.get("matchExpressions")) and \
+            not _selector_matches(sel, labels):
+        errs.append(FieldError("Invalid", "spec.template.metadata.labels",
+                               _go_strmap(labels), "`selector` does not "
+                               "match template `labels`"))
+
+
+def validate_binding(res, obj, old, errs):
+    """ValidateRoleBinding / ClusterRoleBinding: roleRef, immutable."""
+    ref = obj.get("roleRef") or {}
+    group = "rbac.authorization.k8s.io"
+    if ref.get("apiGroup") != group:
+        errs.append(FieldError("NotSupported", "roleRef.apiGroup",
+                               ref.get("apiGroup") or "",
+                               'supported values: "%s"' % group))
+    kinds = ["ClusterRole"] if res.kind == "ClusterRoleBinding" else \
+        ["Role", "ClusterRole"]
+    if ref.get("kind") not in kinds:
+        errs.append(FieldError("NotSupported", "roleRef.kind",
+                               ref.get("kind") or "", "supported values: " +
+                               ", ".join('"%s"' % k for k in kinds)))
+    if not ref.get("name"):
+        errs.append(FieldError("Required", "roleRef.name"))
+    if old is not None and (old.get("roleRef") or {}) != ref:
+        errs.append(FieldError("Invalid", "roleRef", GoValue(
+            'rbac.RoleRef{APIGroup:"%s", Kind:"%s", Name:"%s"}' % (
+                ref.get("apiGroup", ""), ref.get("kind", ""),
+                ref.get("name", ""))), "cannot change roleRef"))
+
+
 def validate(res, obj, old):
     """All validation errors of an object (a list of FieldError)."""
     errs = []
@@ -500,6 +568,13 @@ def validate(res, obj, old):
         validate_webhooks(obj, errs)
     elif k == "events":
         validate_event(obj, errs)
+    elif k == "services":
+        validate_service(obj, errs)
+    elif k == "deployments.apps":
+        validate_deployment(obj, errs)
+    elif k in ("rolebindings.rbac.authorization.k8s.io",
+               "clusterrolebindings.rbac.authorization.k8s.io"):
+        validate_binding(res, obj, old, errs)
     elif not res.builtin:
         crdvalidate.validate(res, obj, errs)
     return errs

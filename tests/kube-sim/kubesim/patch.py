@@ -166,6 +166,10 @@ _MERGE_PRIMITIVE = {"finalizers"}
 def _smp_list(field, target, patch):
     """Merge one list under strategic merge patch rules."""
     key = _MERGE_KEYS.get(field)
+    if field == "ports" and not any(isinstance(x, dict) and "containerPort"
+                                    in x for x in list(patch) +
+                                    list(target or [])):
+        key = "port"    # a Service's ports (ServicePort merges by port)
     if field in _MERGE_PRIMITIVE:
         out = list(target or [])
         for v in patch:

@@ -87,6 +87,38 @@ def _builtins():
                      "customresourcedefinitions", "CustomResourceDefinition",
                      False, ["crd", "crds"], ["status"], generation="spec",
                      return_deleted=False),
+    ] + _workload_builtins()
+
+
+def _workload_builtins():
+    """The kinds a deployment manifest uses (core, apps, policy, RBAC):
+    scope, short names, status subresources, generation and the delete
+    reply (the object for ServiceAccounts and Services, whose storage sets
+    ReturnDeletedObject; a Success Status for the others) as in 1.34."""
+    rbac = "rbac.authorization.k8s.io"
+    return [
+        ResourceInfo("", "v1", "serviceaccounts", "ServiceAccount", True,
+                     ["sa"]),
+        ResourceInfo("", "v1", "secrets", "Secret", True,
+                     return_deleted=False, fields=["type"]),
+        ResourceInfo("", "v1", "configmaps", "ConfigMap", True, ["cm"],
+                     return_deleted=False),
+        ResourceInfo("", "v1", "services", "Service", True, ["svc"],
+                     ["status"], categories=["all"]),
+        ResourceInfo("apps", "v1", "deployments", "Deployment", True,
+                     ["deploy"], ["status"], generation="spec+annotations",
+                     return_deleted=False, categories=["all"]),
+        ResourceInfo("policy", "v1", "poddisruptionbudgets",
+                     "PodDisruptionBudget", True, ["pdb"], ["status"],
+                     generation="spec", return_deleted=False),
+        ResourceInfo(rbac, "v1", "roles", "Role", True,
+                     return_deleted=False),
+        ResourceInfo(rbac, "v1", "rolebindings", "RoleBinding", True,
+                     return_deleted=False),
+        ResourceInfo(rbac, "v1", "clusterroles", "ClusterRole", False,
+                     return_deleted=False),
+        ResourceInfo(rbac, "v1", "clusterrolebindings", "ClusterRoleBinding",
+                     False, return_deleted=False),
     ]
 
 
@@ -210,7 +242,8 @@ def _group_doc(group, versions):
 def discovery_apis(reg):
     """GET /apis (legacy APIGroupList)."""
     groups = reg.group_versions()
-    order = ["admissionregistration.k8s.io", "apiextensions.k8s.io",
+    order = ["apps", "policy", "rbac.authorization.k8s.io",
+             "admissionregistration.k8s.io", "apiextensions.k8s.io",
              "coordination.k8s.io", "resource.k8s.io"]
     names = [g for g in order if g in groups] + sorted(
         g for g in groups if g not in order)

@@ -114,6 +114,50 @@ _SPECS = {
                                                        "status": ANY},
 }
 
+_STRMAP = {"*": S}
+_RULE = {"__go__": "PolicyRule", "verbs": [S], "apiGroups": [S],
+         "resources": [S], "resourceNames": [S], "nonResourceURLs": [S]}
+_BINDING = {
+    "subjects": [{"__go__": "Subject", "kind": S, "apiGroup": S, "name": S,
+                  "namespace": S}],
+    "roleRef": {"__go__": "RoleRef", "apiGroup": S, "kind": S, "name": S}}
+_SERVICE_SPEC = {f: ANY for f in (
+    "selector", "clusterIP", "clusterIPs", "type", "externalIPs",
+    "sessionAffinity", "loadBalancerIP", "loadBalancerSourceRanges",
+    "externalName", "externalTrafficPolicy", "healthCheckNodePort",
+    "publishNotReadyAddresses", "sessionAffinityConfig", "ipFamilies",
+    "ipFamilyPolicy", "allocateLoadBalancerNodePorts", "loadBalancerClass",
+    "internalTrafficPolicy", "trafficDistribution")}
+_SERVICE_SPEC.update({
+    "__go__": "ServiceSpec", "type": S, "clusterIP": S,
+    "selector": _STRMAP,
+    "ports": [{"__go__": "ServicePort", "name": S, "protocol": S,
+               "appProtocol": S, "port": I, "targetPort": ANY,
+               "nodePort": I}]})
+_SPECS.update({
+    "serviceaccounts": {"secrets": ANY, "imagePullSecrets": ANY,
+                        "automountServiceAccountToken": B},
+    "secrets": {"data": _STRMAP, "stringData": _STRMAP, "type": S,
+                "immutable": B},
+    "configmaps": {"data": _STRMAP, "binaryData": _STRMAP, "immutable": B},
+    "services": {"spec": _SERVICE_SPEC, "status": ANY},
+    "deployments.apps": {"spec": {
+        "__go__": "DeploymentSpec", "replicas": I, "selector": ANY,
+        "template": {"__go__": "PodTemplateSpec", "metadata": META,
+                     "spec": _POD_SPEC},
+        "strategy": ANY, "minReadySeconds": I, "revisionHistoryLimit": I,
+        "paused": B, "progressDeadlineSeconds": I}, "status": ANY},
+    "poddisruptionbudgets.policy": {"spec": {
+        "__go__": "PodDisruptionBudgetSpec", "minAvailable": ANY,
+        "maxUnavailable": ANY, "selector": ANY,
+        "unhealthyPodEvictionPolicy": S}, "status": ANY},
+    "roles.rbac.authorization.k8s.io": {"rules": [_RULE]},
+    "clusterroles.rbac.authorization.k8s.io": {"rules": [_RULE],
+                                               "aggregationRule": ANY},
+    "rolebindings.rbac.authorization.k8s.io": _BINDING,
+    "clusterrolebindings.rbac.authorization.k8s.io": _BINDING,
+})
+
 
 def builtin_schema(key):
     """Top-level schema of a built-in resource, or None if unknown."""

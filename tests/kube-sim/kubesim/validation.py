@@ -1,12 +1,19 @@
 """Defaulting and validation of the built-in types, with the real server's
 field paths and error texts (pkg/apis/*/validation)."""
 
+import base64
 import re
 
 DNS1123_LABEL_RE = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')
 DNS1123_SUB_RE = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?'
                             r'(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
 LABEL_VALUE_RE = re.compile(r'^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$')
+DNS1035_RE = re.compile(r'^[a-z]([-a-z0-9]*[a-z0-9])?$')
+DNS1035_MSG = ("a DNS-1035 label must consist of lower case alphanumeric "
+               "characters or '-', start with an alphabetic character, and "
+               "end with an alphanumeric character (e.g. 'my-name',  or "
+               "'abc-123', regex used for validation is "
+               "'[a-z]([-a-z0-9]*[a-z0-9])?')")
 QNAME_RE = re.compile(r'^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$')
 
 LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case "
@@ -97,6 +104,28 @@ def dns_label(name, path, errs):
         errs.append(FieldError("Invalid", path, name, LABEL_MSG))
 
 
+def dns1035_label(name, path, errs):
+    """Append errors for a value that must be a DNS-1035 label (Service
+    names)."""
+    if len(name) > 63:
+        errs.append(FieldError("Invalid", path, name,
+                               "must be no more than 63 characters"))
+    if not DNS1035_RE.match(name):
+        errs.append(FieldError("Invalid", path, name, DNS1035_MSG))
+
+
+def path_segment(name, path, errs):
+    """Append errors for a name that must be a path segment (RBAC
+    objects: "system:foo" is fine)."""
+    if name in (".", ".."):
+        errs.append(FieldError("Invalid", path, name, "may not be '%s'" %
+                               name))
+    for bad in ("/", "%"):
+        if bad in name:
+            errs.append(FieldError("Invalid", path, name,
+                                   "may not contain '%s'" % bad))
+
+
 def dns_subdomain(name, path, errs):
     """Append errors for a value that must be an RFC 1123 subdomain."""
     if len(name) > 253:
@@ -125,6 +154,10 @@ def validate_meta(obj, res, errs, label_name=False):
                                "name or generateName is required"))
     elif label_name:
         dns_label(name, "metadata.name", errs)
+    elif res.key == "services":
+        dns1035_label(name, "metadata.name", errs)
+    elif res.group == "rbac.authorization.k8s.io":
+        path_segment(name, "metadata.name", errs)
     elif res.key != "events" and res.key != "leases.coordination.k8s.io":
         dns_subdomain(name, "metadata.name", errs)
     for k, v in (md.get("labels") or {}).items():
@@ -157,9 +190,8 @@ def _default_container(c):
         c["imagePullPolicy"] = "Always" if latest else "IfNotPresent"
 
 
-def default_pod(obj):
-    """Pod defaults (pkg/apis/core/v1/defaults.go, the parts clients see)."""
-    spec = obj.setdefault("spec", {})
+def _default_pod_spec(spec):
+    """PodSpec defaults (SetDefaults_PodSpec and the containers')."""
     for f in ("containers", "initContainers"):
         for c in spec.get(f) or []:
             if isinstance(c, dict):
@@ -170,6 +202,12 @@ def default_pod(obj):
     spec.setdefault("securityContext", {})
     spec.setdefault("schedulerName", "default-scheduler")
     spec.setdefault("enableServiceLinks", True)
+
+
+def default_pod(obj):
+    """Pod defaults (pkg/apis/core/v1/defaults.go, the parts clients see)."""
+    spec = obj.setdefault("spec", {})
+    _default_pod_spec(spec)
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     spec.setdefault("priority", 0)
     st = obj.setdefault("status", {})
@@ -221,6 +259,59 @@ def default_webhooks(obj):
                 r.setdefault("scope", "*")
 
 
+def default_deployment(obj):
+    """apps/v1 SetDefaults_Deployment plus the pod template's defaults."""
+    spec = obj.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("replicas", 1)
+    st = spec.setdefault("strategy", {})
+    if isinstance(st, dict):
+        st.setdefault("type", "RollingUpdate")
+        if st["type"] == "RollingUpdate":
+            ru = st.setdefault("rollingUpdate", {})
+            if isinstance(ru, dict):
+                ru.setdefault("maxUnavailable", "25%")
+                ru.setdefault("maxSurge", "25%")
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    tmpl = spec.get("template")
+    if isinstance(tmpl, dict) and isinstance(tmpl.get("spec"), dict):
+        _default_pod_spec(tmpl["spec"])
+
+
+def default_service(obj):
+    """v1 SetDefaults_Service (no cluster IP allocation here)."""
+    spec = obj.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    for p in spec.get("ports") or []:
+        if not isinstance(p, dict):
+            continue
+        p.setdefault("protocol", "TCP")
+        if p.get("targetPort") in (None, 0, ""):
+            p["targetPort"] = p.get("port")
+    if spec["type"] != "ExternalName":
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    if spec["type"] in ("NodePort", "LoadBalancer"):
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+
+
+def default_secret(obj):
+    """Secret: type Opaque; stringData folded into data (base64), as the
+    v1 conversion does."""
+    if not obj.get("type"):
+        obj["type"] = "Opaque"
+    sd = obj.pop("stringData", None)
+    if isinstance(sd, dict) and sd:
+        data = obj.get("data") if isinstance(obj.get("data"), dict) else {}
+        for k, v in sd.items():
+            data[k] = base64.b64encode(str(v).encode()).decode()
+        obj["data"] = data
+
+
 def apply_defaults(res, obj):
     """Fill in the defaults of the kind (idempotent)."""
     k = res.key
@@ -235,6 +326,12 @@ def apply_defaults(res, obj):
         default_claim_spec((obj.get("spec") or {}).get("spec"))
     elif k == "mutatingwebhookconfigurations.admissionregistration.k8s.io":
         default_webhooks(obj)
+    elif k == "deployments.apps":
+        default_deployment(obj)
+    elif k == "services":
+        default_service(obj)
+    elif k == "secrets":
+        default_secret(obj)
     elif k == "customresourcedefinitions.apiextensions.k8s.io":
         spec = obj.setdefault("spec", {})
         spec.setdefault("conversion", {"strategy": "None"})
