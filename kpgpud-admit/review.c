@@ -266,6 +266,21 @@ answer_plain(const struct review *rv, enum review_ns ns, json_t *resp,
 		    "is unavailable and the namespace is not known yet); "
 		    "retry shortly", rv->ns);
 		return set_denial(resp, rep, 503, "ServiceUnavailable");
+	case REVIEW_NS_UNRESOLVED_ALLOW:
+		rep->result = REVIEW_MISS_ALLOWED;
+		return json_array_append_new(warnings, json_sprintf(
+		    "kpgpud: namespace %s is labelled for GPU isolation but "
+		    "kpgpud has not (yet) resolved its claim (no or an invalid "
+		    RESOLVED_ANNOTATION " annotation); pod admitted "
+		    "without its GPU claim; check kpgpud-quota", rv->ns));
+	case REVIEW_NS_UNRESOLVED_DENY:
+		rep->result = REVIEW_MISS_DENIED;
+		snprintf(rep->message, sizeof(rep->message), "namespace \"%s\" "
+		    "is labelled for GPU isolation but kpgpud has not (yet) "
+		    "resolved its claim (no or an invalid "
+		    RESOLVED_ANNOTATION " annotation); retry shortly, "
+		    "and check kpgpud-quota if this persists", rv->ns);
+		return set_denial(resp, rep, 503, "ServiceUnavailable");
 	case REVIEW_NS_OPEN:
 	default:
 		rep->result = REVIEW_OPEN;

@@ -22,6 +22,9 @@ enum review_ns {
 	REVIEW_NS_OPEN,		/* known, not isolated: pass */
 	REVIEW_NS_MISS_ALLOW,	/* unknown, miss policy allow: pass, warn */
 	REVIEW_NS_MISS_DENY,	/* unknown, miss policy deny */
+	REVIEW_NS_UNRESOLVED_ALLOW,	/* labelled isolated, no usable
+					   resolved annotation; policy allow */
+	REVIEW_NS_UNRESOLVED_DENY,	/* the same, miss policy deny */
 };
 
 /* How a review ended, for metrics and logs. */

@@ -182,6 +182,14 @@ miss(struct worker *w)
 	    REVIEW_NS_MISS_ALLOW;
 }
 
+/* The miss policy's answer for a labelled namespace not resolved yet. */
+static enum review_ns
+unresolved(struct worker *w)
+{
+	return w->srv->cfg.miss_deny ? REVIEW_NS_UNRESOLVED_DENY :
+	    REVIEW_NS_UNRESOLVED_ALLOW;
+}
+
 /* Build and send the AdmissionReview response; frees the review. */
 static void
 answer(struct worker *w, struct evhttp_request *req, struct review *rv,
@@ -261,7 +269,7 @@ job_done_cb(evutil_socket_t fd, short what, void *arg)
 			if (a->resolved == NULL)
 				snprintf(why, sizeof(why), "no annotation");
 			fallback(w, "unresolved", j->rv, j->ns, why);
-			ns = miss(w);
+			ns = unresolved(w);
 		}
 	}
 	answer(w, j->req, j->rv, ns, &r, j->t0_us);
@@ -399,7 +407,7 @@ decide(struct worker *w, struct evhttp_request *req, struct review *rv,
 		case NSCACHE_UNRESOLVED:
 			fallback(w, "unresolved", rv, ns, "annotation "
 			    "missing or invalid");
-			st = miss(w);
+			st = unresolved(w);
 			break;
 		case NSCACHE_MISSING:
 		default:

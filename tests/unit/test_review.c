@@ -283,6 +283,56 @@ TEST(open_namespace_and_miss_policies)
 	    "status"), "code")), 503);
 	CHECK(strstr(json_string_value(json_object_get(json_object_get(resp,
 	    "status"), "message")), "\"team-a\"") != NULL);
+	CHECK(strstr(rep->message, "cannot tell whether namespace") != NULL);
+	CHECK(strstr(rep->message, "not known yet") != NULL);
+	json_decref(resp);
+	review_reply_free(rep);
+	free(body);
+}
+
+TEST(unresolved_namespace_is_not_called_unknown)
+{
+	char *body = fixture_text("review-pod-create.json");
+	struct review_reply *rep;
+	const char *w, *m;
+	json_t *resp;
+
+	REQUIRE(body != NULL);
+	REQUIRE((rep = run(body, REVIEW_NS_UNRESOLVED_ALLOW, NULL)) != NULL);
+	CHECK(rep->allowed);
+	CHECK_INT(rep->result, REVIEW_MISS_ALLOWED);
+	resp = response_of(rep);
+	CHECK(json_object_get(resp, "patch") == NULL);
+	w = json_string_value(json_array_get(json_object_get(resp,
+	    "warnings"), 0));
+	REQUIRE(w != NULL);
+	CHECK(strstr(w, "team-a") != NULL);
+	CHECK(strstr(w, "labelled for GPU isolation") != NULL);
+	CHECK(strstr(w, "kubeplus.io/gpu-isolation-resolved") != NULL);
+	CHECK(strstr(w, "kpgpud-quota") != NULL);
+	CHECK(strstr(w, "not known yet") == NULL);
+	json_decref(resp);
+	review_reply_free(rep);
+
+	REQUIRE((rep = run(body, REVIEW_NS_UNRESOLVED_DENY, NULL)) != NULL);
+	CHECK(!rep->allowed);
+	CHECK_INT(rep->result, REVIEW_MISS_DENIED);
+	resp = response_of(rep);
+	CHECK(json_is_false(json_object_get(resp, "allowed")));
+	CHECK_INT(json_integer_value(json_object_get(json_object_get(resp,
+	    "status"), "code")), 503);
+	m = json_string_value(json_object_get(json_object_get(resp, "status"),
+	    "message"));
+	REQUIRE(m != NULL);
+	CHECK_STR(m, rep->message);
+	CHECK(strstr(m, "\"team-a\"") != NULL);
+	CHECK(strstr(m, "labelled for GPU isolation") != NULL);
+	CHECK(strstr(m, "not (yet) resolved") != NULL);
+	CHECK(strstr(m, "kubeplus.io/gpu-isolation-resolved") != NULL);
+	CHECK(strstr(m, "retry shortly") != NULL);
+	CHECK(strstr(m, "kpgpud-quota") != NULL);
+	CHECK(strstr(m, "cannot tell") == NULL);
+	CHECK(strstr(m, "cache is unavailable") == NULL);
 	json_decref(resp);
 	review_reply_free(rep);
 	free(body);
