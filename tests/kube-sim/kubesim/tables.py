@@ -138,10 +138,133 @@ def columns(res, version):
         return ([_NAME, _col("Created At", typ="date")],
                 lambda o: [o["metadata"]["name"],
                            o["metadata"].get("creationTimestamp", "")])
+    if k in _WORKLOAD:
+        return _WORKLOAD[k]()
     extra = getattr(res, "printer_columns", {}).get(version) or []
     if extra:
         return _printer_columns(extra)
     return [_NAME, _AGE], lambda o: [o["metadata"]["name"], age(o)]
+
+
+def _spec(o):
+    """The spec of an object (a dict)."""
+    return o.get("spec") if isinstance(o.get("spec"), dict) else {}
+
+
+def _svc_ports(spec):
+    """PORT(S) of a Service: 443/TCP,30080:80/TCP style."""
+    out = []
+    for p in spec.get("ports") or []:
+        proto = p.get("protocol") or "TCP"
+        if p.get("nodePort"):
+            out.append("%s:%s/%s" % (p.get("port"), p["nodePort"], proto))
+        else:
+            out.append("%s/%s" % (p.get("port"), proto))
+    return ",".join(out) or "<none>"
+
+
+def _labels_text(m):
+    """labels.FormatLabels: a=b,c=d or <none>."""
+    return ",".join("%s=%s" % (k, m[k]) for k in sorted(m or {})) or \
+        "<none>"
+
+
+def _service_row(o):
+    """Cells of a Service."""
+    spec = _spec(o)
+    ips = spec.get("clusterIPs") or ([spec["clusterIP"]] if
+                                     spec.get("clusterIP") else [])
+    ext = ",".join(spec.get("externalIPs") or []) or (
+        spec.get("externalName") or "<none>")
+    return [o["metadata"]["name"], spec.get("type", "ClusterIP"),
+            ips[0] if ips else "<none>", ext, _svc_ports(spec), age(o),
+            _labels_text(spec.get("selector"))]
+
+
+def _deploy_row(o):
+    """Cells of a Deployment."""
+    spec, st = _spec(o), o.get("status") or {}
+    tmpl = ((spec.get("template") or {}).get("spec") or {}).get(
+        "containers") or []
+    sel = spec.get("selector") or {}
+    return [o["metadata"]["name"], "%d/%d" % (st.get("readyReplicas", 0),
+                                              spec.get("replicas", 0)),
+            st.get("updatedReplicas", 0), st.get("availableReplicas", 0),
+            age(o), ",".join(c.get("name", "") for c in tmpl),
+            ",".join(c.get("image", "") for c in tmpl),
+            _labels_text(sel.get("matchLabels"))]
+
+
+def _binding_row(o):
+    """Cells of a RoleBinding or ClusterRoleBinding."""
+    ref = o.get("roleRef") or {}
+    subs = o.get("subjects") or []
+
+    def of(kind):
+        return ",".join((s.get("namespace", "") + ":" if kind ==
+                         "ServiceAccount" else "") + s.get("name", "")
+                        for s in subs if s.get("kind") == kind)
+    return [o["metadata"]["name"], "%s/%s" % (ref.get("kind", ""),
+                                              ref.get("name", "")),
+            age(o), of("User"), of("Group"), of("ServiceAccount")]
+
+
+def _pdb_row(o):
+    """Cells of a PodDisruptionBudget."""
+    spec, st = _spec(o), o.get("status") or {}
+    return [o["metadata"]["name"], str(spec.get("minAvailable", "N/A")),
+            str(spec.get("maxUnavailable", "N/A")),
+            st.get("disruptionsAllowed", 0), age(o)]
+
+
+def _count(o, *fields):
+    """Number of keys in the given map fields of an object."""
+    return sum(len(o.get(f) or {}) for f in fields)
+
+
+_CREATED = _col("Created At", typ="date")
+_INT = "integer"
+_WORKLOAD = {
+    "configmaps": lambda: (
+        [_NAME, _col("Data", typ=_INT), _AGE],
+        lambda o: [o["metadata"]["name"], _count(o, "data", "binaryData"),
+                   age(o)]),
+    "secrets": lambda: (
+        [_NAME, _col("Type"), _col("Data", typ=_INT), _AGE],
+        lambda o: [o["metadata"]["name"], o.get("type", ""),
+                   _count(o, "data"), age(o)]),
+    "serviceaccounts": lambda: (
+        [_NAME, _col("Secrets", typ=_INT), _AGE],
+        lambda o: [o["metadata"]["name"], len(o.get("secrets") or []),
+                   age(o)]),
+    "services": lambda: (
+        [_NAME, _col("Type"), _col("Cluster-IP"), _col("External-IP"),
+         _col("Port(s)"), _AGE, _col("Selector", priority=1)],
+        _service_row),
+    "deployments.apps": lambda: (
+        [_NAME, _col("Ready"), _col("Up-to-date", typ=_INT),
+         _col("Available", typ=_INT), _AGE, _col("Containers", priority=1),
+         _col("Images", priority=1), _col("Selector", priority=1)],
+        _deploy_row),
+    "poddisruptionbudgets.policy": lambda: (
+        [_NAME, _col("Min Available"), _col("Max Unavailable"),
+         _col("Allowed Disruptions", typ=_INT), _AGE], _pdb_row),
+    "roles.rbac.authorization.k8s.io": lambda: (
+        [_NAME, _CREATED], lambda o: [o["metadata"]["name"],
+                                      o["metadata"].get("creationTimestamp",
+                                                        "")]),
+    "clusterroles.rbac.authorization.k8s.io": lambda: (
+        [_NAME, _CREATED], lambda o: [o["metadata"]["name"],
+                                      o["metadata"].get("creationTimestamp",
+                                                        "")]),
+}
+_BINDING_COLS = [_NAME, _col("Role"), _AGE, _col("Users", priority=1),
+                 _col("Groups", priority=1),
+                 _col("ServiceAccounts", priority=1)]
+_WORKLOAD["rolebindings.rbac.authorization.k8s.io"] = \
+    lambda: (_BINDING_COLS, _binding_row)
+_WORKLOAD["clusterrolebindings.rbac.authorization.k8s.io"] = \
+    lambda: (_BINDING_COLS, _binding_row)
 
 
 def _printer_columns(extra):
