@@ -1,8 +1,11 @@
-"""Decoding of the Kubernetes protobuf encoding for the few kinds typed
-clients (kubectl create namespace / quota) send as protobuf.
+"""Decoding of the Kubernetes protobuf encoding for the kinds typed clients
+(kubectl create namespace / quota / configmap / secret / serviceaccount /
+role / rolebinding / clusterrole / clusterrolebinding) send as protobuf.
 
 Envelope: b"k8s\\x00" + runtime.Unknown{typeMeta=1{apiVersion=1, kind=2},
 raw=2, contentEncoding=3, contentType=4}; raw is the kind's message."""
+
+import base64
 
 from .hooks import err_bad_request
 
@@ -36,7 +39,40 @@ QUOTA_SPEC = {1: ("hard", ("map", QUANTITY)), 2: ("scopes", ("rep", "str")),
 QUOTA = {1: ("metadata", META), 2: ("spec", QUOTA_SPEC),
          3: ("status", {1: ("hard", ("map", QUANTITY)),
                         2: ("used", ("map", QUANTITY))})}
-KINDS = {"Namespace": NAMESPACE, "ResourceQuota": QUOTA}
+CONFIGMAP = {1: ("metadata", META), 2: ("data", ("map", "str")),
+             3: ("binaryData", ("map", "b64")), 4: ("immutable", "bool")}
+SECRET = {1: ("metadata", META), 2: ("data", ("map", "b64")),
+          3: ("type", "str"), 4: ("stringData", ("map", "str")),
+          5: ("immutable", "bool")}
+OBJREF = {1: ("kind", "str"), 2: ("namespace", "str"), 3: ("name", "str"),
+          4: ("uid", "str"), 5: ("apiVersion", "str"),
+          6: ("resourceVersion", "str"), 7: ("fieldPath", "str")}
+SERVICEACCOUNT = {1: ("metadata", META), 2: ("secrets", ("rep", OBJREF)),
+                  3: ("imagePullSecrets", ("rep", {1: ("name", "str")})),
+                  4: ("automountServiceAccountToken", "bool")}
+RULE = {1: ("verbs", ("rep", "str")), 2: ("apiGroups", ("rep", "str")),
+        3: ("resources", ("rep", "str")),
+        4: ("resourceNames", ("rep", "str")),
+        5: ("nonResourceURLs", ("rep", "str"))}
+SELECTOR = {1: ("matchLabels", ("map", "str")),
+            2: ("matchExpressions", ("rep", {
+                1: ("key", "str"), 2: ("operator", "str"),
+                3: ("values", ("rep", "str"))}))}
+ROLE = {1: ("metadata", META), 2: ("rules", ("rep", RULE))}
+CLUSTERROLE = dict(ROLE)
+CLUSTERROLE[3] = ("aggregationRule", {1: ("clusterRoleSelectors",
+                                          ("rep", SELECTOR))})
+BINDING = {1: ("metadata", META),
+           2: ("subjects", ("rep", {1: ("kind", "str"), 2: ("apiGroup", "str"),
+                                    3: ("name", "str"),
+                                    4: ("namespace", "str")})),
+           3: ("roleRef", {1: ("apiGroup", "str"), 2: ("kind", "str"),
+                           3: ("name", "str")})}
+KINDS = {"Namespace": NAMESPACE, "ResourceQuota": QUOTA,
+         "ConfigMap": CONFIGMAP, "Secret": SECRET,
+         "ServiceAccount": SERVICEACCOUNT, "Role": ROLE,
+         "ClusterRole": CLUSTERROLE, "RoleBinding": BINDING,
+         "ClusterRoleBinding": BINDING}
 
 
 def _varint(buf, i):
@@ -85,6 +121,8 @@ def _scalar(t, v, depth):
         return bool(v)
     if t == "bytes":
         return bytes(v)
+    if t == "b64":
+        return base64.b64encode(bytes(v)).decode()
     return decode(v, t, depth + 1)
 
 
