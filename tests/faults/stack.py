@@ -188,7 +188,7 @@ class Stack:
                  self.path("run", "sync.sock")] + list(args),
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                 text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
+        except (subprocess.TimeoutExpired, OSError):
             return None
         return r.stdout if r.returncode == 0 else None
 
