@@ -179,12 +179,15 @@ def final(path, outpath, meta):
     tg = targets(d)
     print()
     print("== kpgpud benchmark (%s) ==" % meta.get("mode", "full"))
-    section = None
+    sections = []
     for r in recs:
-        if r.get("section") != section:
-            section = r.get("section")
-            print("-- %s" % section)
-        print("  " + line(r))
+        if r.get("section") not in sections:
+            sections.append(r.get("section"))
+    for sec in sections:
+        print("-- %s" % sec)
+        for r in recs:
+            if r.get("section") == sec:
+                print("  " + line(r))
     print("-- targets (reported, not asserted)")
     for t in tg:
         st = "n/a" if t["met"] is None else ("met" if t["met"] else
