@@ -33,6 +33,10 @@ struct qwork {
 	uint32_t		 ev_key[RC_MAX_ACTIONS];	/* of each event */
 	int			 next;		/* index over ev then acts */
 	struct kube_req		*req;
+	struct kube_list	*list;		/* the collector's claim list */
+	bool			 keep[RC_MAX_ACTIONS];	/* class still
+						   requested: not deleted */
+	bool			 requeue;	/* look again after a backoff */
 	const char		*result;	/* metric label */
 };
 
@@ -106,6 +110,7 @@ work_free(struct qwork *w)
 	if (w == NULL)
 		return;
 	kube_request_cancel(w->req);
+	kube_list_cancel(w->list);
 	plan_free(w->plan);
 	for (int i = 0; i < w->obs.nowned; i++)
 		json_decref(w->obs.owned[i].data);
@@ -124,7 +129,13 @@ work_finish(struct qwork *w, int r)
 	struct quotad *q = w->q;
 	uint64_t now = monotonic_ms(), delay = 0;
 
-	if (r == 0) {
+	if (r == 0 && w->requeue) {
+		metric_inc(q->m.reconciles, w->result ? w->result : "ok",
+		    NULL);
+		(void)wq_add_rate_limited(q->wq, w->key, now, &delay);
+		log_debug("requeued key=%s retry_ms=%llu", log_q(w->key),
+		    (unsigned long long)delay);
+	} else if (r == 0) {
 		metric_inc(q->m.reconciles, w->result ? w->result : "ok",
 		    NULL);
 		wq_forget(q->wq, w->key);
@@ -499,14 +510,51 @@ gc_used_cb(const struct cache_instance *ci, void *arg)
 	return 0;
 }
 
+/*
+ * Call fn with every DeviceClass a claim spec's devices member requests:
+ * requests[].exactly.deviceClassName and requests[].firstAvailable[]
+ * .deviceClassName.
+ */
+static void
+requested_classes(json_t *devices, void (*fn)(const char *, void *),
+    void *arg)
+{
+	json_t *req, *sub;
+	const char *cls;
+	size_t i, j;
+
+	json_array_foreach(json_object_get(devices, "requests"), i, req) {
+		cls = json_string_value(json_object_get(json_object_get(req,
+		    "exactly"), "deviceClassName"));
+		if (cls != NULL)
+			fn(cls, arg);
+		json_array_foreach(json_object_get(req, "firstAvailable"), j,
+		    sub) {
+			cls = json_string_value(json_object_get(sub,
+			    "deviceClassName"));
+			if (cls != NULL)
+				fn(cls, arg);
+		}
+	}
+}
+
+/* Remember one class as used. */
+static void
+gc_use(const char *cls, void *arg)
+{
+	struct gc_ctx *g = arg;
+
+	if (g->nused < GC_MAX_CLASSES &&
+	    (g->used[g->nused] = strdup(cls)) != NULL)
+		g->nused++;
+}
+
 /* Remember the classes an owned claim or template requests. */
 static int
 gc_ref_cb(const struct cache_owned *o, void *arg)
 {
 	struct gc_ctx *g = arg;
-	json_t *data, *dev, *req;
-	const char *cls;
-	size_t i;
+	json_t *data, *dev;
 
 	if (strcmp(o->kind, CACHE_KIND_CLAIMTEMPLATE) != 0 &&
 	    strcmp(o->kind, CACHE_KIND_CLAIM) != 0)
@@ -517,21 +565,85 @@ gc_ref_cb(const struct cache_owned *o, void *arg)
 	if (strcmp(o->kind, CACHE_KIND_CLAIMTEMPLATE) == 0)
 		dev = json_object_get(json_object_get(json_object_get(data,
 		    "spec"), "spec"), "devices");
-	json_array_foreach(json_object_get(dev, "requests"), i, req) {
-		cls = json_string_value(json_object_get(json_object_get(req,
-		    "exactly"), "deviceClassName"));
-		if (cls != NULL && g->nused < GC_MAX_CLASSES &&
-		    (g->used[g->nused] = strdup(cls)) != NULL)
-			g->nused++;
-	}
+	requested_classes(dev, gc_use, g);
 	json_decref(data);
 	return 0;
+}
+
+struct gc_claim {
+	struct qwork	*w;
+	json_t		*claim;
+};
+
+/* A class a claim requests: keep the deletion of that class back. */
+static void
+gc_claim_class(const char *cls, void *arg)
+{
+	struct gc_claim *x = arg;
+	struct qwork *w = x->w;
+	json_t *md = json_object_get(x->claim, "metadata");
+	const char *name;
+
+	for (int i = 0; i < w->acts.n; i++) {
+		name = strrchr(w->acts.a[i].path, '/');
+		if (w->keep[i] || name == NULL || strcmp(name + 1, cls) != 0)
+			continue;
+		w->keep[i] = true;
+		log_info("class still requested, kept class=%s claim_ns=%s "
+		    "claim=%s", log_q(cls),
+		    log_q(json_string_value(json_object_get(md, "namespace"))),
+		    log_q(json_string_value(json_object_get(md, "name"))));
+	}
+}
+
+/* One page of every ResourceClaim: mark the classes still requested. */
+static void
+gc_claims_page(json_t *items, void *arg)
+{
+	struct gc_claim x = { arg, NULL };
+	size_t i;
+
+	json_array_foreach(items, i, x.claim)
+		requested_classes(json_object_get(json_object_get(x.claim,
+		    "spec"), "devices"), gc_claim_class, &x);
+}
+
+/*
+ * The claim list is complete: delete only the classes no claim requests
+ * (claims generated from a template carry no kpgpud label, so the cache
+ * does not have them), and look again later for the ones kept.
+ */
+static void
+gc_claims_end(const struct kube_response *resp, const char *rv, void *arg)
+{
+	struct qwork *w = arg;
+	int n = 0;
+
+	(void)rv;
+	w->list = NULL;
+	if (resp->status != 200) {
+		work_read_failed(w, "resourceclaims", resp);
+		return;
+	}
+	for (int i = 0; i < w->acts.n; i++) {
+		if (w->keep[i]) {
+			free(w->acts.a[i].body);
+			w->requeue = true;
+			continue;
+		}
+		if (n != i)
+			w->acts.a[n] = w->acts.a[i];
+		n++;
+	}
+	w->acts.n = n;
+	work_next(w);
 }
 
 /*
  * Collect the DeviceClasses nothing uses any more: neither a valid plan
  * nor an owned claim or template (an invalid annotation keeps its last
- * good state, class included).
+ * good state, class included), nor any ResourceClaim in the cluster, which
+ * is listed from the API only when there is a class to delete.
  */
 static int
 work_gc(struct qwork *w, struct cache *c)
@@ -559,8 +671,13 @@ work_gc(struct qwork *w, struct cache *c)
 	free(g);
 	if (r < 0)
 		return r;
-	work_next(w);
-	return 0;
+	if (w->acts.n == 0) {
+		work_next(w);
+		return 0;
+	}
+	return kube_list_start(w->q->kc, "/apis/resource.k8s.io/v1/"
+	    "resourceclaims", NULL, 0, NULL, gc_claims_page, gc_claims_end, w,
+	    &w->list);
 }
 
 /* Start processing a key handed out by the queue. */

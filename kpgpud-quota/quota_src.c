@@ -180,10 +180,14 @@ on_change(struct quotad *q, const struct ipc_change *ch)
 		quotad_enqueue(q, QUOTAD_GC_KEY);
 		break;
 	case IPC_TOPIC_OWNED:
-		if (strcmp(ch->kind, CACHE_KIND_DEVICECLASS) == 0)
+		if (strcmp(ch->kind, CACHE_KIND_DEVICECLASS) == 0) {
 			quotad_enqueue_all(q);
-		else
-			quotad_enqueue_ns(q, ch->ns);
+			break;
+		}
+		quotad_enqueue_ns(q, ch->ns);
+		/* a claim or template gone may have held the last use */
+		if (ch->deleted && strcmp(ch->kind, CACHE_KIND_QUOTA) != 0)
+			quotad_enqueue(q, QUOTAD_GC_KEY);
 		break;
 	default:
 		break;
