@@ -153,7 +153,11 @@ int	 cache_generation(struct cache *c, uint64_t *ret_gen);
 /*
  * Writer: insert or update. *ret_gen (may be NULL) receives the row's new
  * generation, or 0 when the stored row already had this resourceVersion and
- * nothing changed. -EINVAL for a missing key field or an oversized value.
+ * nothing changed. An owned row is compared by uid and data instead: a new
+ * resourceVersion whose reduced data is the same (a status-only change)
+ * leaves the row, its resourceVersion included, as it was and gives 0, so
+ * no change is published for it. -EINVAL for a missing key field or an
+ * oversized value.
  */
 int	 cache_ns_put(struct cache *c, const struct cache_ns *ns,
 	    uint64_t *ret_gen);

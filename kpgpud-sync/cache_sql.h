@@ -103,7 +103,7 @@ static const char *const cache_sql[ST__COUNT] = {
 	    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"
 	    " ON CONFLICT(kind, ns, name) DO UPDATE SET uid = excluded.uid,"
 	    " rv = excluded.rv, data = excluded.data, gen = excluded.gen"
-	    " WHERE rv IS NOT excluded.rv OR uid IS NOT excluded.uid",
+	    " WHERE data IS NOT excluded.data OR uid IS NOT excluded.uid",
 	[ST_OW_DEL] = "DELETE FROM owned WHERE kind = ?1 AND ns = ?2"
 	    " AND name = ?3",
 	[ST_OW_GET] = "SELECT " OW_COLS " FROM owned WHERE kind = ?1"

@@ -260,6 +260,42 @@ TEST(owned_filters_and_counts)
 	cleanup();
 }
 
+TEST(owned_status_only_change_is_no_change)
+{
+	struct cache *c;
+	struct cache_owned o = { .kind = CACHE_KIND_CLAIM, .ns = "a",
+	    .name = "shared", .uid = "u", .rv = "1",
+	    .data = "{\"spec\":{\"x\":1}}" };
+	struct cache_owned *got = NULL;
+	uint64_t g = 0;
+
+	REQUIRE(fresh() != NULL);
+	REQUIRE(open_rw(&c) == 0);
+	CHECK(cache_owned_put(c, &o, &g) == 0 && g == g0 + 1);
+	/* a new resourceVersion, same reduced data: nothing to publish */
+	o.rv = "2";
+	CHECK(cache_owned_put(c, &o, &g) == 0);
+	CHECK_INT(g, 0);
+	REQUIRE(cache_owned_get(c, CACHE_KIND_CLAIM, "a", "shared",
+	    &got) == 0);
+	CHECK_STR(got->rv, "1");
+	cache_owned_free(got);
+	/* the data changed: a new generation, the new resourceVersion */
+	o.rv = "3";
+	o.data = "{\"spec\":{\"x\":2}}";
+	CHECK(cache_owned_put(c, &o, &g) == 0 && g == g0 + 2);
+	/* recreated under the same name: a new uid is a change too */
+	o.rv = "4";
+	o.uid = "u2";
+	CHECK(cache_owned_put(c, &o, &g) == 0 && g == g0 + 3);
+	REQUIRE(cache_owned_get(c, CACHE_KIND_CLAIM, "a", "shared",
+	    &got) == 0);
+	CHECK_STR(got->rv, "4");
+	cache_owned_free(got);
+	cache_free(c);
+	cleanup();
+}
+
 TEST(rollback_discards_batch)
 {
 	struct cache *c;
