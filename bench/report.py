@@ -118,6 +118,24 @@ def get(d, name, key):
     return d.get(name, {}).get(key)
 
 
+def ceiling(d):
+    """admit / nginx for every pair of runs with the same load."""
+    out = []
+    for name, r in d.items():
+        if not (name or "").startswith("admit ") or "rps" not in r:
+            continue
+        n = d.get("nginx " + name[len("admit "):])
+        if n is None:
+            continue
+        out.append({"name": name + " / nginx",
+                    "rps": ratio(r["rps"], n["rps"]),
+                    "p50": ratio(r["p50_ms"], n["p50_ms"]),
+                    "p99": ratio(r["p99_ms"], n["p99_ms"]),
+                    "cpu": ratio(r["server_cpu_us_per_req"],
+                                 n["server_cpu_us_per_req"])})
+    return out
+
+
 def targets(d):
     """Each target: (what, figure, goal, met or None when not measured)."""
     out = []
@@ -188,6 +206,12 @@ def final(path, outpath, meta):
         for r in recs:
             if r.get("section") == sec:
                 print("  " + line(r))
+    cmp = ceiling(d)
+    if cmp:
+        print("-- admit as a ratio of the nginx ceiling (same run)")
+        for c in cmp:
+            print("  %-28s req/s %.3f  p50 %.2f  p99 %.2f  CPU/req %.1f" % (
+                c["name"], c["rps"], c["p50"], c["p99"], c["cpu"]))
     print("-- targets (reported, not asserted)")
     for t in tg:
         st = "n/a" if t["met"] is None else ("met" if t["met"] else
@@ -197,7 +221,7 @@ def final(path, outpath, meta):
             t["goal"], st))
     doc = dict(meta, generated=time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                              time.gmtime()),
-               results=recs, targets=tg)
+               results=recs, ceiling=cmp, targets=tg)
     with open(outpath, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
