@@ -67,12 +67,17 @@ parse_opts(int argc, char **argv, struct admit_opts *o, const char *usage)
 			o->resolved = argv[++i];
 		else if (strcmp(argv[i], "--open") == 0)
 			o->ns = REVIEW_NS_OPEN;
-		else if (strcmp(argv[i], "--miss") == 0 && i + 1 < argc) {
+		else if ((strcmp(argv[i], "--miss") == 0 ||
+		    strcmp(argv[i], "--unresolved") == 0) && i + 1 < argc) {
+			bool miss = argv[i][2] == 'm';
+
 			i++;
 			if (strcmp(argv[i], "allow") == 0)
-				o->ns = REVIEW_NS_MISS_ALLOW;
+				o->ns = miss ? REVIEW_NS_MISS_ALLOW :
+				    REVIEW_NS_UNRESOLVED_ALLOW;
 			else if (strcmp(argv[i], "deny") == 0)
-				o->ns = REVIEW_NS_MISS_DENY;
+				o->ns = miss ? REVIEW_NS_MISS_DENY :
+				    REVIEW_NS_UNRESOLVED_DENY;
 			else
 				goto bad;
 		} else if (strcmp(argv[i], "--pretty") == 0)
@@ -162,7 +167,7 @@ int
 ctl_cmd_review(int argc, char **argv)
 {
 	static const char usage[] = "kpgpuctl review --resolved JSON | --open "
-	    "| --miss allow|deny < review.json";
+	    "| --miss allow|deny | --unresolved allow|deny < review.json";
 	struct admit_opts o = { 0 };
 	struct resolved r;
 	struct review *rv = NULL;

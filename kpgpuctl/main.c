@@ -21,7 +21,8 @@ static const struct ctl_cmd ctl_cmds[] = {
 	    "patch --resolved JSON < pod.json\n"
 	    "\tprint the RFC 6902 patch kpgpud-admit would return for a pod" },
 	{ "review", ctl_cmd_review,
-	    "review --resolved JSON < review.json\n"
+	    "review --resolved JSON | --open | --miss allow|deny\n"
+	    "\t| --unresolved allow|deny < review.json\n"
 	    "\tprint the AdmissionReview response for a review" },
 	{ "cache", ctl_cmd_cache,
 	    "cache [--socket PATH] [--timeout MS] list [--prefix P] | "
