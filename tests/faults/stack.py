@@ -11,6 +11,7 @@ kpgpud-dev looks).
 
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import time
@@ -143,7 +144,30 @@ class Stack:
         return self.reap(name)
 
     def start(self, name):
-        """Start a daemon again as it ran before (same argv, uid, groups)."""
+        """Start a daemon again as it ran before (same argv, uid, groups).
+        admit binds its old port again, which an outgoing connection of
+        this busy machine may hold for a moment (the port is ephemeral):
+        started again until it listens, for up to 20 s."""
+        pid = self.launch(name)
+        if name != "admit":
+            return pid
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            if self.alive(name):
+                try:
+                    socket.create_connection(("127.0.0.1", self.port),
+                                             timeout=1).close()
+                    return pid
+                except OSError:
+                    pass
+            else:
+                self.reap(name, 1)
+                pid = self.launch(name)
+            time.sleep(0.1)
+        return pid
+
+    def launch(self, name):
+        """Exec a daemon once, as it ran before."""
         sp = self.specs[name]
         argv = list(sp["argv"])
         if name == "admit" and "--listen-fd" in argv:
