@@ -1,4 +1,7 @@
-/* AdmissionReview in and out: see review.h. */
+/*
+ * AdmissionReview in and out: see review.h. The body is validated whole by
+ * jscan.c; jansson builds only the members listed in review_nodes.
+ */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "kpgpud-admit/jscan.h"
 #include "kpgpud-admit/patch.h"
 #include "kpgpud-admit/review.h"
 
@@ -19,6 +23,62 @@ struct review {
 	char		 uid[REVIEW_UID_MAX + 1];
 	char		 ns[64];	/* "" when the request just passes */
 };
+
+/*
+ * The members of a review that review_check() and patch_build() read: the
+ * fast path builds nothing else, so a member either starts reading must be
+ * added here (test_review_diff and fuzz_review_diff compare the two paths).
+ */
+enum {
+	N_ROOT, N_API, N_KIND, N_REQ, N_UID, N_RKIND, N_OP, N_SUB, N_NS,
+	N_OBJ, N_META, N_MNS, N_SPEC, N_CLAIMS, N_CTRS, N_CTR, N_CTR_NAME,
+	N_CTR_RES, N_INITS, N_INIT, N_INIT_NAME, N_INIT_RES, N_COUNT
+};
+static const struct jscan_node review_nodes[N_COUNT] = {
+	[N_ROOT] = { -1, NULL },
+	[N_API] = { N_ROOT, "apiVersion" },
+	[N_KIND] = { N_ROOT, "kind" },
+	[N_REQ] = { N_ROOT, "request" },
+	[N_UID] = { N_REQ, "uid" },
+	[N_RKIND] = { N_REQ, "kind" },
+	[N_OP] = { N_REQ, "operation" },
+	[N_SUB] = { N_REQ, "subResource" },
+	[N_NS] = { N_REQ, "namespace" },
+	[N_OBJ] = { N_REQ, "object" },
+	[N_META] = { N_OBJ, "metadata" },
+	[N_MNS] = { N_META, "namespace" },
+	[N_SPEC] = { N_OBJ, "spec" },
+	[N_CLAIMS] = { N_SPEC, "resourceClaims" },
+	[N_CTRS] = { N_SPEC, "containers" },
+	[N_CTR] = { N_CTRS, NULL },
+	[N_CTR_NAME] = { N_CTR, "name" },
+	[N_CTR_RES] = { N_CTR, "resources" },
+	[N_INITS] = { N_SPEC, "initContainers" },
+	[N_INIT] = { N_INITS, NULL },
+	[N_INIT_NAME] = { N_INIT, "name" },
+	[N_INIT_RES] = { N_INIT, "resources" },
+};
+
+/*
+ * The members of one container that patch_build() reads, in the order of the
+ * element nodes above (N_CTR, N_CTR_NAME, N_CTR_RES).
+ */
+enum { NC_ROOT, NC_NAME, NC_RESOURCES, NC_COUNT };
+#define REVIEW_LIST_CAP	128	/* containers per list recorded by the scan;
+				   longer lists are walked again */
+static const struct jscan_node ctr_nodes[NC_COUNT] = {
+	[NC_ROOT] = { -1, NULL },
+	[NC_NAME] = { NC_ROOT, "name" },
+	[NC_RESOURCES] = { NC_ROOT, "resources" },
+};
+
+/* A schema, and for the review the containers the scan recorded. */
+struct schema {
+	const struct jscan_node	*nodes;
+	size_t			 n;
+	struct jscan_list	*lists;		/* by element node, or NULL */
+};
+static const struct schema ctr_schema = { ctr_nodes, NC_COUNT, NULL };
 
 /* Write a formatted reason into err when the caller gave a buffer. */
 __attribute__((format(printf, 3, 4)))
@@ -78,16 +138,41 @@ parse_pod(struct review *rv, const json_t *req, char *err, size_t errlen)
 	return 0;
 }
 
-/* Parse and check an AdmissionReview request body; see review.h. */
-int
-review_parse(const char *body, size_t len, struct review **ret, char *err,
-    size_t errlen)
+/* Check a parsed body (rv->root) and fill in rv's uid and namespace. */
+static int
+review_check(struct review *rv, char *err, size_t errlen)
 {
-	struct review *rv;
 	const json_t *req;
 	const char *s;
+
+	if (!json_is_object(rv->root))
+		return seterr(err, errlen, "body is not a JSON object");
+	s = str(rv->root, "apiVersion");
+	if (s == NULL || strcmp(s, REVIEW_API) != 0)
+		return seterr(err, errlen, "apiVersion must be %s", REVIEW_API);
+	s = str(rv->root, "kind");
+	if (s == NULL || strcmp(s, REVIEW_KIND) != 0)
+		return seterr(err, errlen, "kind must be %s", REVIEW_KIND);
+	req = json_object_get(rv->root, "request");
+	if (!json_is_object(req))
+		return seterr(err, errlen, "request is missing");
+	s = str(req, "uid");
+	if (s == NULL || s[0] == '\0' || strlen(s) > REVIEW_UID_MAX)
+		return seterr(err, errlen, "request.uid is missing or too "
+		    "long");
+	memcpy(rv->uid, s, strlen(s) + 1);
+	if (is_pod_create(req))
+		return parse_pod(rv, req, err, errlen);
+	return 0;
+}
+
+/* Parse and check a body with jansson reading all of it; see review.h. */
+int
+review_parse_full(const char *body, size_t len, struct review **ret,
+    char *err, size_t errlen)
+{
+	struct review *rv;
 	json_error_t jerr;
-	int e = -EINVAL;
 
 	if ((rv = calloc(1, sizeof(*rv))) == NULL)
 		return -ENOMEM;
@@ -97,38 +182,162 @@ review_parse(const char *body, size_t len, struct review **ret, char *err,
 		    "%d)", jerr.text, jerr.line, jerr.column);
 		goto fail;
 	}
-	if (!json_is_object(rv->root)) {
-		seterr(err, errlen, "body is not a JSON object");
-		goto fail;
-	}
-	s = str(rv->root, "apiVersion");
-	if (s == NULL || strcmp(s, REVIEW_API) != 0) {
-		seterr(err, errlen, "apiVersion must be %s", REVIEW_API);
-		goto fail;
-	}
-	s = str(rv->root, "kind");
-	if (s == NULL || strcmp(s, REVIEW_KIND) != 0) {
-		seterr(err, errlen, "kind must be %s", REVIEW_KIND);
-		goto fail;
-	}
-	req = json_object_get(rv->root, "request");
-	if (!json_is_object(req)) {
-		seterr(err, errlen, "request is missing");
-		goto fail;
-	}
-	s = str(req, "uid");
-	if (s == NULL || s[0] == '\0' || strlen(s) > REVIEW_UID_MAX) {
-		seterr(err, errlen, "request.uid is missing or too long");
-		goto fail;
-	}
-	memcpy(rv->uid, s, strlen(s) + 1);
-	if (is_pod_create(req) && (e = parse_pod(rv, req, err, errlen)) < 0)
+	if (review_check(rv, err, errlen) < 0)
 		goto fail;
 	*ret = rv;
 	return 0;
 fail:
 	review_free(rv);
 	return -EINVAL;
+}
+
+/*
+ * jansson's value of the span sp of body (already validated). A string
+ * without escapes is its bytes, already checked as UTF-8 without NUL.
+ */
+static json_t *
+load_span(const char *body, struct jscan_span sp)
+{
+	const char *v = body + sp.off;
+
+	if (v[0] == '"' && memchr(v + 1, '\\', sp.len - 2) == NULL)
+		return json_stringn_nocheck(v + 1, sp.len - 2);
+	return json_loadb(v, sp.len, JSON_DECODE_ANY, NULL);
+}
+
+static json_t *build_value(const char *body, const struct schema *sc,
+    const struct jscan_span *sp, int n);
+
+/* An object of the present schema children of node p. */
+static json_t *
+build_object(const char *body, const struct schema *sc,
+    const struct jscan_span *sp, int p)
+{
+	json_t *o = json_object(), *v;
+
+	for (size_t i = (size_t)p + 1; o != NULL && i < sc->n; i++) {
+		if (sc->nodes[i].parent != p || sp[i].len == 0)
+			continue;
+		v = build_value(body, sc, sp, (int)i);
+		if (v == NULL || json_object_set_new(o, sc->nodes[i].key, v) < 0) {
+			json_decref(o);
+			o = NULL;
+		}
+	}
+	return o;
+}
+
+/* One container of a list: only its name and resources. */
+static json_t *
+build_container(const char *body, struct jscan_span el)
+{
+	struct jscan_span sp[NC_COUNT];
+
+	if (body[el.off] != '{')
+		return load_span(body, el);
+	if (jscan_run(body + el.off, el.len, ctr_schema.nodes, ctr_schema.n,
+	    sp, NULL) < 0)
+		return NULL;
+	return build_object(body + el.off, &ctr_schema, sp, NC_ROOT);
+}
+
+/* A list longer than the scan recorded: walk its elements again. */
+static json_t *
+build_long_list(const char *body, struct jscan_span sp)
+{
+	json_t *a = json_array(), *e;
+	struct jscan_span el;
+	size_t pos = sp.off;
+
+	while (a != NULL &&
+	    jscan_next_elem(body, sp.off + sp.len, &pos, &el) == 1) {
+		e = build_container(body, el);
+		if (e == NULL || json_array_append_new(a, e) < 0) {
+			json_decref(a);
+			a = NULL;
+		}
+	}
+	return a;
+}
+
+/* A list of containers, each object reduced to what the patch reads. */
+static json_t *
+build_list(const char *body, struct jscan_span sp, const struct jscan_list *l)
+{
+	json_t *a, *e;
+
+	if (l->n > l->cap)
+		return build_long_list(body, sp);
+	a = json_array();
+	for (size_t k = 0; a != NULL && k < l->n; k++) {
+		const struct jscan_span *rec = l->rec + k * l->width;
+
+		if (body[rec[0].off] == '{')
+			e = build_object(body, &ctr_schema, rec, NC_ROOT);
+		else
+			e = load_span(body, rec[0]);
+		if (e == NULL || json_array_append_new(a, e) < 0) {
+			json_decref(a);
+			a = NULL;
+		}
+	}
+	return a;
+}
+
+/*
+ * The value of node n as jansson would build it, keeping only the members
+ * in the schema of the objects that have schema children.
+ */
+static json_t *
+build_value(const char *body, const struct schema *sc,
+    const struct jscan_span *sp, int n)
+{
+	char c = body[sp[n].off];
+
+	for (size_t i = (size_t)n + 1; i < sc->n; i++) {
+		if (sc->nodes[i].parent != n)
+			continue;
+		if (c == '[' && sc->nodes[i].key == NULL)
+			return build_list(body, sp[n], &sc->lists[i]);
+		if (c == '{' && sc->nodes[i].key != NULL)
+			return build_object(body, sc, sp, n);
+	}
+	return load_span(body, sp[n]);
+}
+
+/*
+ * Parse and check a request body; see review.h. The scanner validates the
+ * whole body and jansson builds only the members review_check() and the
+ * patch read. A body the scanner refuses goes through the full parse, for
+ * jansson's own error message and its verdict (see jscan.h on NUL bytes).
+ */
+int
+review_parse(const char *body, size_t len, struct review **ret, char *err,
+    size_t errlen)
+{
+	struct jscan_span sp[N_COUNT], recs[2][REVIEW_LIST_CAP * NC_COUNT];
+	struct jscan_list lists[N_COUNT] = {
+		[N_CTR] = { recs[0], REVIEW_LIST_CAP, NC_COUNT, 0 },
+		[N_INIT] = { recs[1], REVIEW_LIST_CAP, NC_COUNT, 0 },
+	};
+	const struct schema sc = { review_nodes, N_COUNT, lists };
+	struct review *rv;
+
+	if (jscan_run(body, len, review_nodes, N_COUNT, sp, lists) < 0)
+		return review_parse_full(body, len, ret, err, errlen);
+	if ((rv = calloc(1, sizeof(*rv))) == NULL)
+		return -ENOMEM;
+	if ((rv->root = build_value(body, &sc, sp, N_ROOT)) ==
+	    NULL) {
+		review_free(rv);
+		return review_parse_full(body, len, ret, err, errlen);
+	}
+	if (review_check(rv, err, errlen) < 0) {
+		review_free(rv);
+		return -EINVAL;
+	}
+	*ret = rv;
+	return 0;
 }
 
 /* Free a parsed review; NULL is fine. */

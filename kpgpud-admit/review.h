@@ -56,6 +56,13 @@ struct review_reply {
  */
 int	 review_parse(const char *body, size_t len, struct review **ret,
 	    char *err, size_t errlen);
+/*
+ * The same with jansson parsing the whole body: the reference the default
+ * path (a validating scanner, then jansson on the few members read) must
+ * agree with byte for byte.
+ */
+int	 review_parse_full(const char *body, size_t len, struct review **ret,
+	    char *err, size_t errlen);
 void	 review_free(struct review *rv);
 /* The namespace whose isolation decides, or NULL when none is needed. */
 const char *review_namespace(const struct review *rv);

@@ -1,0 +1,76 @@
+/*
+ * A single-pass JSON scanner for untrusted request bodies: it validates a
+ * whole document as strictly as jansson's json_loadb() with no flags does
+ * (RFC 8259 grammar, an object or array at the top, strict UTF-8, no
+ * \u0000, no lone surrogates, integers within 64 bits, finite reals, at
+ * most JSCAN_MAX_DEPTH levels, nothing but white space after the value)
+ * and records where a few members chosen by a schema are, without building a
+ * tree or allocating. Duplicate members: the last one wins, as in jansson;
+ * member names are compared after unescaping. One difference: jansson
+ * skips a single NUL byte right after a number or a literal (its stream
+ * loses a pushed-back NUL); jscan refuses it, as RFC 8259 does, so a caller
+ * that must answer exactly as jansson would re-parse what jscan refuses.
+ * Pure: no I/O, no logging. Reals are range-checked with strtod(), so
+ * LC_NUMERIC must be "C".
+ */
+#ifndef KPGPUD_JSCAN_H
+#define KPGPUD_JSCAN_H
+
+#include <stddef.h>
+
+#define JSCAN_MAX_DEPTH	2048	/* jansson's JSON_PARSER_MAX_DEPTH */
+#define JSCAN_MAX_NODES	32
+
+/*
+ * One member the caller wants: node 0 is the document itself. A node with
+ * no key stands for each element of its parent (an array); its spans, and
+ * those of its descendants (the nodes right after it), are copied for each
+ * element into the caller's struct jscan_list.
+ */
+struct jscan_node {
+	int		 parent;	/* index of the parent node; -1 for 0 */
+	const char	*key;		/* member name (ASCII) in the parent;
+					   NULL: each element */
+};
+
+/* Where a value is in the document; len 0 when it is absent. */
+struct jscan_span {
+	size_t		 off;
+	size_t		 len;
+};
+
+/*
+ * The elements of a list, for an element node e: element k's spans (of e
+ * and its descendants, width of them) are rec[k * width ...].
+ */
+struct jscan_list {
+	struct jscan_span	*rec;		/* cap * width spans */
+	size_t			 cap;		/* elements rec can hold */
+	size_t			 width;		/* e and its descendants */
+	size_t			 n;		/* elements in the list; more
+						   than cap: not all recorded */
+};
+
+/*
+ * Validate buf and fill spans[i] for each of the nnodes schema nodes (the
+ * last occurrence of each, within the last occurrence of its parent), and
+ * lists[e] for each element node e (lists may be NULL when there is none;
+ * the caller sets rec, cap and width). Returns 0, or -EINVAL when buf is not
+ * JSON as jansson reads it (spans are then unspecified). nnodes is at most
+ * JSCAN_MAX_NODES; parents come before their children.
+ */
+int	 jscan_run(const char *buf, size_t len, const struct jscan_node *nodes,
+	    size_t nnodes, struct jscan_span *spans, struct jscan_list *lists);
+
+/* 0 when buf is one JSON document (as json_loadb(buf, len, 0) reads it). */
+int	 jscan_validate(const char *buf, size_t len);
+
+/*
+ * Step through the elements of an array that jscan_run() accepted: *pos
+ * starts at the '[' and is advanced; returns 1 with the next element in
+ * *elem, 0 after the last one.
+ */
+int	 jscan_next_elem(const char *buf, size_t len, size_t *pos,
+	    struct jscan_span *elem);
+
+#endif
