@@ -30,6 +30,9 @@
 #define LLVMFuzzerTestOneInput fuzz_review_one
 #include "tests/fuzz/fuzz_review.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_review_diff_one
+#include "tests/fuzz/fuzz_review_diff.c"
+#undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_watchstream_one
 #include "tests/fuzz/fuzz_watchstream.c"
 #undef LLVMFuzzerTestOneInput
@@ -115,4 +118,5 @@ TEST(ipc) { run_target("ipc", fuzz_ipc_one); }
 TEST(kubeconfig) { run_target("kubeconfig", fuzz_kubeconfig_one); }
 TEST(plan) { run_target("plan", fuzz_plan_one); }
 TEST(review) { run_target("review", fuzz_review_one); }
+TEST(review_diff) { run_target("review_diff", fuzz_review_diff_one); }
 TEST(watchstream) { run_target("watchstream", fuzz_watchstream_one); }
