@@ -80,7 +80,8 @@ static const struct config_opt quota_opts[] = {
 	    "The write bearer token file (re-read when it changes).",
 	    CONFIG_NORELOAD),
 	CONFIG_INT(QC, qps, "qps", 0, "20", 1, 100000, "API",
-	    "Requests per second to the API server.", CONFIG_NORELOAD),
+	    "Requests per second to the API server; reconciles are started "
+	    "at the same rate.", CONFIG_NORELOAD),
 	CONFIG_INT(QC, burst, "burst", 0, "40", 1, 100000, "API",
 	    "Request burst.", CONFIG_NORELOAD),
 	CONFIG_ENUM(QC, tenant_ns, "tenant-namespace", 0, "name",
@@ -270,6 +271,9 @@ quota_core_config(struct quota_main *qm, struct quotad_config *c)
 	c->resync_ms = (uint64_t)f->resync_ms;
 	c->wq.base_ms = (uint64_t)f->backoff_base_ms;
 	c->wq.max_ms = (uint64_t)f->backoff_max_ms;
+	/* the API limiter bounds the writes; the queue must not be slower */
+	c->wq.qps = (double)f->qps;
+	c->wq.burst = (unsigned)f->burst;
 	c->leader_elect = f->leader_elect;
 	if (f->identity != NULL)
 		snprintf(qm->identity, sizeof(qm->identity), "%s", f->identity);
