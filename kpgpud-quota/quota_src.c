@@ -226,8 +226,15 @@ on_subscribed(struct ipc_client *c, int err, const struct ipc_msg *reply,
 	log_info("subscribed to sync generation=%llu full=%d",
 	    (unsigned long long)reply->u.snapshot.generation,
 	    reply->u.snapshot.full);
-	if (reply->u.snapshot.full)
+	if (reply->u.snapshot.full) {
+		/*
+		 * A full snapshot may come from a cache sync rebuilt (a removed
+		 * or corrupt file replaced): reopen it, never read the old one.
+		 */
+		cache_free(q->cache);
+		q->cache = NULL;
 		quotad_enqueue_all(q);
+	}
 }
 
 /* Connected to sync: subscribe from where we were. */
