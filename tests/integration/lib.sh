@@ -41,6 +41,33 @@ t_bg() {
 	_t_pids="$_t_pids $!"
 }
 
+# free_ports [N]: N (default 1) distinct loopback TCP ports nothing uses
+# now, one per line, taken below the kernel's ephemeral range so that no
+# outgoing connection made meanwhile (kubectl, a watch) can occupy one
+# before the daemon that is told to listen on it binds it.
+free_ports() {
+	python3 - "${1:-1}" <<'EOF'
+import random, socket, sys
+want = int(sys.argv[1])
+try:
+    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    lo = 32768
+got = []
+while len(got) < want:
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", random.randrange(10000, lo) if lo > 11000 else 0))
+        port = s.getsockname()[1]
+    except OSError:
+        port = 0
+    s.close()
+    if port and port not in got:
+        got.append(port)
+print("\n".join(map(str, got)))
+EOF
+}
+
 ok()   { echo "ok   $*"; _t_pass=$((_t_pass + 1)); }
 fail() { echo "FAIL $*"; _t_fail=$((_t_fail + 1)); }
 
