@@ -136,6 +136,7 @@ reply(struct worker *w, struct evhttp_request *req, int code,
     const char *reason, const char *ctype, const char *body, size_t len)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	struct evhttp_connection *conn = evhttp_request_get_connection(req);
 
 	evhttp_add_header(h, "Content-Type", ctype);
 	if (w->stopping)
@@ -149,6 +150,9 @@ reply(struct worker *w, struct evhttp_request *req, int code,
 		    req), send_aborted, w);
 	}
 	evhttp_send_reply(req, code, reason, NULL);
+	if (conn != NULL)
+		evbuffer_pullup(bufferevent_get_output(
+		    evhttp_connection_get_bufferevent(conn)), -1);
 }
 
 /* Send a plain-text error reply. */
@@ -641,6 +645,26 @@ worker_main(void *arg)
 	return NULL;
 }
 
+/*
+ * A worker's event base. On epoll, libevent's change list folds the
+ * enable/disable pairs evhttp and bufferevent_openssl make for every
+ * request into at most one epoll_ctl per loop turn; nothing in a worker
+ * dup()s a descriptor, which is the change list's one caveat.
+ */
+static struct event_base *
+worker_base_new(void)
+{
+	struct event_config *ec = event_config_new();
+	struct event_base *base;
+
+	if (ec == NULL)
+		return NULL;
+	event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+	base = event_base_new_with_config(ec);
+	event_config_free(ec);
+	return base;
+}
+
 /* Set one worker up on its own base with its own copy of the listener. */
 static int
 worker_init(struct server *s, struct worker *w, int idx)
@@ -652,7 +676,7 @@ worker_init(struct server *s, struct worker *w, int idx)
 	w->srv = s;
 	w->idx = idx;
 	atomic_store(&w->last_beat_ms, monotonic_ms());
-	if ((w->base = event_base_new()) == NULL ||
+	if ((w->base = worker_base_new()) == NULL ||
 	    (w->http = evhttp_new(w->base)) == NULL ||
 	    (w->beat = event_new(w->base, -1, EV_PERSIST, beat_cb, w)) ==
 	    NULL || event_add(w->beat, &beat) < 0)
