@@ -149,11 +149,18 @@ ctl_cmd_patch(int argc, char **argv)
 		fprintf(stderr, "denied: %s\n", p->message);
 		goto fail;
 	}
-	s = json_dumps(p->ops, o.pretty ? JSON_INDENT(2) : JSON_COMPACT);
-	if (s == NULL)
-		goto fail;
-	printf("%s\n", s);
-	free(s);
+	if (!o.pretty)
+		printf("%s\n", p->ops);
+	else {
+		json_t *ops = json_loadb(p->ops, p->ops_len, 0, &jerr);
+
+		s = json_dumps(ops, JSON_INDENT(2));
+		json_decref(ops);
+		if (s == NULL)
+			goto fail;
+		printf("%s\n", s);
+		free(s);
+	}
 	rc = 0;
 fail:
 	patch_out_free(p);

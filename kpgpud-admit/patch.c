@@ -15,6 +15,8 @@
 struct patch_ctx {
 	const struct resolved	*r;
 	struct patch_out	*out;
+	struct buf		 ops;	/* the array so far, without "]" */
+	struct buf		 claim;	/* the pod claim entry, as JSON */
 	char			*err;
 	size_t			 errlen;
 };
@@ -34,6 +36,25 @@ bad_pod(struct patch_ctx *c, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/*
+ * Cut a UTF-8 sequence that a bounded printf split at the end of s, so the
+ * text stays valid UTF-8 (the rest of s came from a validated review).
+ */
+static void
+utf8_trim(char *s)
+{
+	size_t n = strlen(s), i = n, need;
+	unsigned char lead;
+
+	while (i > 0 && n - i < 4 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
+		i--;
+	if (i == 0 || (lead = (unsigned char)s[i - 1]) < 0xc0)
+		return;
+	need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+	if (n - (i - 1) < need)
+		s[i - 1] = '\0';
+}
+
 /* Add one warning for the AdmissionReview response; extra ones are dropped. */
 __attribute__((format(printf, 2, 3)))
 static void
@@ -44,9 +65,10 @@ warn(struct patch_ctx *c, const char *fmt, ...)
 	if (c->out->nwarnings >= PATCH_MAX_WARNINGS)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(c->out->warnings[c->out->nwarnings++], PATCH_WARNING_MAX,
+	vsnprintf(c->out->warnings[c->out->nwarnings], PATCH_WARNING_MAX,
 	    fmt, ap);
 	va_end(ap);
+	utf8_trim(c->out->warnings[c->out->nwarnings++]);
 }
 
 /* Whether a resource name is a device-plugin GPU (nvidia.com/gpu, ...). */
@@ -58,37 +80,52 @@ patch_is_legacy_gpu(const char *resource)
 	    strncmp(resource, "nvidia.com/mig-", 15) == 0;
 }
 
-/* Append {"op": op, "path": path[, "value": value]} (value is stolen). */
+/*
+ * Append {"op": op, "path": path[, "value": value]}; value is JSON text
+ * (NULL for "remove"). Written as jansson's compact dump would write it.
+ */
 static int
-add_op(struct patch_ctx *c, const char *op, const char *path, json_t *value)
+add_op(struct patch_ctx *c, const char *op, const char *path,
+    const char *value)
 {
-	json_t *o = json_object();
-	int bad = o == NULL || (value == NULL && strcmp(op, "remove") != 0);
+	struct buf *b = &c->ops;
+	int bad;
 
-	if (o != NULL) {
-		bad |= json_object_set_new(o, "op", json_string(op));
-		bad |= json_object_set_new(o, "path", json_string(path));
-		if (value != NULL) {
-			bad |= json_object_set_new(o, "value", value);
-			value = NULL;
-		}
-		if (!bad)
-			bad = json_array_append(c->out->ops, o);
-	}
-	json_decref(value);
-	json_decref(o);
-	return bad ? -ENOMEM : 0;
+	bad = buf_puts(b, c->out->nops++ == 0 ? "[{\"op\":\"" : ",{\"op\":\"")
+	    | buf_puts(b, op) | buf_puts(b, "\",\"path\":")
+	    | buf_put_json(b, path, strlen(path));
+	if (value != NULL)
+		bad |= buf_puts(b, ",\"value\":") | buf_puts(b, value);
+	return bad | buf_putc(b, '}') ? -ENOMEM : 0;
 }
 
-/* The pod-level claim this namespace's pods must carry. */
-static json_t *
-pod_claim(const struct resolved *r)
+/* The pod-level claim entry this namespace's pods must carry, as JSON. */
+static int
+pod_claim(struct patch_ctx *c)
 {
-	if (r->claim_template[0] != '\0')
-		return json_pack("{s:s, s:s}", "name", RESOLVED_POD_CLAIM,
-		    "resourceClaimTemplateName", r->claim_template);
-	return json_pack("{s:s, s:s}", "name", RESOLVED_POD_CLAIM,
-	    "resourceClaimName", r->claim);
+	const struct resolved *r = c->r;
+	bool tmpl = r->claim_template[0] != '\0';
+	const char *v = tmpl ? r->claim_template : r->claim;
+
+	return buf_puts(&c->claim, "{\"name\":\"" RESOLVED_POD_CLAIM "\",")
+	    | buf_puts(&c->claim, tmpl ? "\"resourceClaimTemplateName\":" :
+	    "\"resourceClaimName\":") | buf_put_json(&c->claim, v, strlen(v))
+	    | buf_putc(&c->claim, '}') ? -ENOMEM : 0;
+}
+
+/* Whether a list entry is exactly the claim entry of pod_claim(). */
+static bool
+is_pod_claim(const json_t *e, const struct resolved *r)
+{
+	bool tmpl = r->claim_template[0] != '\0';
+	const char *want = tmpl ? r->claim_template : r->claim;
+	const json_t *v = json_object_get(e, tmpl ?
+	    "resourceClaimTemplateName" : "resourceClaimName");
+
+	return json_object_size(e) == 2 && json_string_length(json_object_get(
+	    e, "name")) == strlen(RESOLVED_POD_CLAIM) && json_is_string(v) &&
+	    json_string_length(v) == strlen(want) &&
+	    strcmp(json_string_value(v), want) == 0;
 }
 
 /* Whether a list entry is an object whose "name" is name. */
@@ -105,49 +142,45 @@ static int
 pod_claims(struct patch_ctx *c, const json_t *spec)
 {
 	json_t *rc = json_object_get(spec, "resourceClaims");
-	json_t *want, *e;
+	struct buf list = BUF_INIT(0);
+	json_t *e;
 	char path[64];
 	size_t i;
+	int rv;
 
-	if ((want = pod_claim(c->r)) == NULL)
-		return -ENOMEM;
-	if (rc == NULL || json_is_null(rc))
-		return add_op(c, "add", "/spec/resourceClaims",
-		    json_pack("[o]", want));
-	if (!json_is_array(rc)) {
-		json_decref(want);
-		return bad_pod(c, "spec.resourceClaims is not a list");
+	if (rc == NULL || json_is_null(rc)) {
+		rv = buf_putc(&list, '[') | buf_puts(&list, buf_str(&c->claim))
+		    | buf_putc(&list, ']') ? -ENOMEM :
+		    add_op(c, "add", "/spec/resourceClaims", buf_str(&list));
+		buf_free(&list);
+		return rv;
 	}
+	if (!json_is_array(rc))
+		return bad_pod(c, "spec.resourceClaims is not a list");
 	json_array_foreach(rc, i, e) {
 		if (!named(e, RESOLVED_POD_CLAIM))
 			continue;
-		if (json_equal(e, want)) {
-			json_decref(want);
+		if (is_pod_claim(e, c->r))
 			return 0;
-		}
 		/* Same name, other source: the isolated claim must win. */
 		warn(c, "pod claim \"%s\" replaced by the namespace's GPU claim",
 		    RESOLVED_POD_CLAIM);
 		snprintf(path, sizeof(path), "/spec/resourceClaims/%zu", i);
-		return add_op(c, "replace", path, want);
+		return add_op(c, "replace", path, buf_str(&c->claim));
 	}
-	return add_op(c, "add", "/spec/resourceClaims/-", want);
+	return add_op(c, "add", "/spec/resourceClaims/-", buf_str(&c->claim));
 }
 
-/* Escape a map key as one JSON Pointer token (RFC 6901). */
-static void
-ptr_token(char *dst, size_t cap, const char *key)
+/* Append a map key as one JSON Pointer token (RFC 6901). */
+static int
+ptr_token(struct buf *b, const char *key)
 {
-	size_t n = 0;
+	int bad = 0;
 
-	for (; *key != '\0' && n + 3 < cap; key++) {
-		if (*key == '~' || *key == '/') {
-			dst[n++] = '~';
-			dst[n++] = *key == '~' ? '0' : '1';
-		} else
-			dst[n++] = *key;
-	}
-	dst[n] = '\0';
+	for (; *key != '\0'; key++)
+		bad |= *key == '~' ? buf_puts(b, "~0") : *key == '/' ?
+		    buf_puts(b, "~1") : buf_putc(b, *key);
+	return bad;
 }
 
 /* Drop the legacy GPU keys from resources.limits/requests of a container. */
@@ -155,11 +188,12 @@ static int
 drop_legacy(struct patch_ctx *c, const char *base, const json_t *res)
 {
 	static const char *const maps[] = { "limits", "requests" };
-	char path[512], tok[300];
+	struct buf path = BUF_INIT(0);
 	const char *key;
 	json_t *v;
+	int rv = 0;
 
-	for (size_t m = 0; m < 2; m++) {
+	for (size_t m = 0; m < 2 && rv == 0; m++) {
 		json_t *map = json_object_get(res, maps[m]);
 
 		if (!json_is_object(map))
@@ -167,14 +201,17 @@ drop_legacy(struct patch_ctx *c, const char *base, const json_t *res)
 		json_object_foreach(map, key, v) {
 			if (!patch_is_legacy_gpu(key))
 				continue;
-			ptr_token(tok, sizeof(tok), key);
-			snprintf(path, sizeof(path), "%s/resources/%s/%s",
-			    base, maps[m], tok);
-			if (add_op(c, "remove", path, NULL) < 0)
-				return -ENOMEM;
+			buf_reset(&path);
+			if (buf_printf(&path, "%s/resources/%s/", base,
+			    maps[m]) < 0 || ptr_token(&path, key) != 0 ||
+			    add_op(c, "remove", buf_str(&path), NULL) < 0) {
+				rv = -ENOMEM;
+				break;
+			}
 		}
 	}
-	return 0;
+	buf_free(&path);
+	return rv;
 }
 
 /* The first legacy GPU resource a container asks for, or NULL. */
@@ -208,16 +245,16 @@ container_ref(struct patch_ctx *c, const char *base, const json_t *ctr)
 
 	if (res == NULL || json_is_null(res)) {
 		snprintf(path, sizeof(path), "%s/resources", base);
-		return add_op(c, "add", path, json_pack("{s:[{s:s}]}",
-		    "claims", "name", RESOLVED_POD_CLAIM));
+		return add_op(c, "add", path,
+		    "{\"claims\":[{\"name\":\"" RESOLVED_POD_CLAIM "\"}]}");
 	}
 	if (!json_is_object(res))
 		return bad_pod(c, "%s/resources is not an object", base);
 	claims = json_object_get(res, "claims");
 	if (claims == NULL || json_is_null(claims)) {
 		snprintf(path, sizeof(path), "%s/resources/claims", base);
-		return add_op(c, "add", path, json_pack("[{s:s}]",
-		    "name", RESOLVED_POD_CLAIM));
+		return add_op(c, "add", path,
+		    "[{\"name\":\"" RESOLVED_POD_CLAIM "\"}]");
 	}
 	if (!json_is_array(claims))
 		return bad_pod(c, "%s/resources/claims is not a list", base);
@@ -225,8 +262,7 @@ container_ref(struct patch_ctx *c, const char *base, const json_t *ctr)
 		if (named(e, RESOLVED_POD_CLAIM))
 			return 0;
 	snprintf(path, sizeof(path), "%s/resources/claims/-", base);
-	return add_op(c, "add", path, json_pack("{s:s}", "name",
-	    RESOLVED_POD_CLAIM));
+	return add_op(c, "add", path, "{\"name\":\"" RESOLVED_POD_CLAIM "\"}");
 }
 
 /* Apply the legacy-GPU policy to one container; *grab: give it the claim. */
@@ -264,6 +300,7 @@ container_legacy(struct patch_ctx *c, const char *base, const json_t *ctr,
 		    "ResourceClaimTemplate" : "ResourceClaim",
 		    c->r->claim_template[0] != '\0' ? c->r->claim_template :
 		    c->r->claim, legacy);
+		utf8_trim(c->out->message);
 		return 0;
 	}
 }
@@ -310,13 +347,14 @@ int
 patch_build(const json_t *pod, const struct resolved *r,
     struct patch_out **ret, char *err, size_t errlen)
 {
-	struct patch_ctx c = { .r = r, .err = err, .errlen = errlen };
+	struct patch_ctx c = { .r = r, .err = err, .errlen = errlen,
+	    .ops = BUF_INIT(PATCH_OPS_MAX), .claim = BUF_INIT(0) };
 	const json_t *spec = json_object_get(pod, "spec");
 	int rv = -ENOMEM;
 
 	if ((c.out = calloc(1, sizeof(*c.out))) == NULL)
 		return -ENOMEM;
-	if ((c.out->ops = json_array()) == NULL)
+	if (pod_claim(&c) < 0)
 		goto fail;
 	if (!json_is_object(pod) || !json_is_object(spec)) {
 		rv = bad_pod(&c, "object has no spec");
@@ -329,11 +367,20 @@ patch_build(const json_t *pod, const struct resolved *r,
 	if (!c.out->deny &&
 	    (rv = container_list(&c, spec, "initContainers", true)) < 0)
 		goto fail;
-	if (c.out->deny)
-		json_array_clear(c.out->ops);
+	if (c.out->deny) {
+		buf_reset(&c.ops);
+		c.out->nops = 0;
+	}
+	rv = -ENOMEM;
+	if (buf_puts(&c.ops, c.out->nops == 0 ? "[]" : "]") < 0)
+		goto fail;
+	c.out->ops = buf_steal(&c.ops, &c.out->ops_len);
+	buf_free(&c.claim);
 	*ret = c.out;
 	return 0;
 fail:
+	buf_free(&c.ops);
+	buf_free(&c.claim);
 	patch_out_free(c.out);
 	return rv;
 }
@@ -344,6 +391,6 @@ patch_out_free(struct patch_out *p)
 {
 	if (p == NULL)
 		return;
-	json_decref(p->ops);
+	free(p->ops);
 	free(p);
 }

@@ -14,14 +14,21 @@
 #include <jansson.h>
 
 #include "common/resolved.h"
+#include "common/util.h"
 
 #define PATCH_MAX_WARNINGS	8
 #define PATCH_WARNING_MAX	128
 #define PATCH_MESSAGE_MAX	640
 #define PATCH_MAX_CONTAINERS	4096	/* per list; far above any real pod */
+#define PATCH_OPS_MAX		(64u << 20)	/* patch text; never reached:
+						   about 40 x a 3 MiB body */
 
 struct patch_out {
-	json_t		*ops;		/* RFC 6902 array; [] when nothing to do */
+	char		*ops;		/* RFC 6902 array, compact JSON text as
+					   jansson writes it; "[]" when
+					   nothing to do */
+	size_t		 ops_len;
+	size_t		 nops;
 	bool		 deny;		/* policy refuses the pod */
 	char		 message[PATCH_MESSAGE_MAX];	/* why, when deny */
 	int		 nwarnings;

@@ -4,12 +4,14 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "common/util.h"
 #include "kpgpud-admit/jscan.h"
 #include "kpgpud-admit/patch.h"
 #include "kpgpud-admit/review.h"
@@ -364,124 +366,112 @@ review_uid(const struct review *rv)
 	return rv->uid;
 }
 
-/* Standard base64 of len bytes of src; caller frees. */
-static char *
-base64(const char *src, size_t len)
+/* Append standard base64 of len bytes of src. */
+static int
+put_base64(struct buf *b, const void *src, size_t len)
 {
 	static const char tab[] =
 	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	const unsigned char *s = (const unsigned char *)src;
-	char *out, *o;
-	size_t i;
+	const unsigned char *s = src;
+	char chunk[1024];
+	size_t i = 0, o = 0;
+	uint32_t v;
 
-	if ((out = malloc((len + 2) / 3 * 4 + 1)) == NULL)
-		return NULL;
-	o = out;
-	for (i = 0; i + 2 < len; i += 3) {
-		*o++ = tab[s[i] >> 2];
-		*o++ = tab[((s[i] & 3) << 4) | (s[i + 1] >> 4)];
-		*o++ = tab[((s[i + 1] & 15) << 2) | (s[i + 2] >> 6)];
-		*o++ = tab[s[i + 2] & 63];
+	for (; i + 2 < len; i += 3) {
+		v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+		chunk[o++] = tab[v >> 18];
+		chunk[o++] = tab[(v >> 12) & 63];
+		chunk[o++] = tab[(v >> 6) & 63];
+		chunk[o++] = tab[v & 63];
+		if (o == sizeof(chunk)) {
+			if (buf_append(b, chunk, o) < 0)
+				return -ENOMEM;
+			o = 0;
+		}
 	}
 	if (i < len) {
-		*o++ = tab[s[i] >> 2];
-		if (i + 1 < len) {
-			*o++ = tab[((s[i] & 3) << 4) | (s[i + 1] >> 4)];
-			*o++ = tab[(s[i + 1] & 15) << 2];
-		} else
-			*o++ = tab[(s[i] & 3) << 4];
-		while ((o - out) % 4 != 0)
-			*o++ = '=';
+		v = (uint32_t)s[i] << 16 | (i + 1 < len ? (uint32_t)s[i + 1] <<
+		    8 : 0);
+		chunk[o++] = tab[v >> 18];
+		chunk[o++] = tab[(v >> 12) & 63];
+		chunk[o++] = i + 1 < len ? tab[(v >> 6) & 63] : '=';
+		chunk[o++] = '=';
 	}
-	*o = '\0';
-	return out;
+	return buf_append(b, chunk, o) < 0 ? -ENOMEM : 0;
 }
 
-/* Put the denial status into the response object. */
-static int
-set_denial(json_t *resp, struct review_reply *rep, int code,
-    const char *reason)
-{
-	rep->allowed = false;
-	return json_object_set_new(resp, "allowed", json_false()) |
-	    json_object_set_new(resp, "status", json_pack("{s:i, s:s, s:s}",
-	    "code", code, "reason", reason, "message", rep->message));
-}
+/* What goes into the response besides uid and the verdict. */
+struct answer {
+	int		 code;		/* denials: status code and reason */
+	const char	*reason;
+	const char	*warnings[PATCH_MAX_WARNINGS];
+	int		 nwarnings;
+	char		 warning[REVIEW_MESSAGE_MAX];	/* answer_plain's */
+};
 
-/* Put a non-empty patch into the response object. */
-static int
-set_patch(json_t *resp, struct review_reply *rep, const json_t *ops)
-{
-	char *b64;
-	int bad;
-
-	if ((rep->patch = json_dumps(ops, JSON_COMPACT)) == NULL)
-		return -1;
-	if ((b64 = base64(rep->patch, strlen(rep->patch))) == NULL)
-		return -1;
-	bad = json_object_set_new(resp, "patchType", json_string("JSONPatch"))
-	    | json_object_set_new(resp, "patch", json_string(b64));
-	free(b64);
-	return bad;
-}
-
-/* Fill resp for an isolated namespace from the patch result. */
+/* Decide for an isolated namespace from the patch result. */
 static int
 answer_isolated(const struct review *rv, const struct resolved *r,
-    json_t *resp, json_t *warnings, struct review_reply *rep, char *err,
-    size_t errlen)
+    struct answer *an, struct patch_out **pp, struct review_reply *rep,
+    char *err, size_t errlen)
 {
-	struct patch_out *p = NULL;
-	int e, bad = 0;
+	struct patch_out *p;
+	int e;
 
-	if ((e = patch_build(rv->object, r, &p, err, errlen)) < 0)
+	if ((e = patch_build(rv->object, r, pp, err, errlen)) < 0)
 		return e;
+	p = *pp;
 	for (int i = 0; i < p->nwarnings; i++)
-		bad |= json_array_append_new(warnings,
-		    json_string(p->warnings[i]));
+		an->warnings[an->nwarnings++] = p->warnings[i];
 	if (p->deny) {
 		rep->result = REVIEW_DENIED;
+		rep->allowed = false;
 		snprintf(rep->message, sizeof(rep->message), "%s", p->message);
-		bad |= set_denial(resp, rep, 403, "Forbidden");
-	} else if (json_array_size(p->ops) == 0)
+		an->code = 403;
+		an->reason = "Forbidden";
+	} else if (p->nops == 0)
 		rep->result = REVIEW_UNCHANGED;
 	else {
 		rep->result = REVIEW_PATCHED;
-		bad |= set_patch(resp, rep, p->ops);
+		rep->patch = p->ops;
+		p->ops = NULL;
 	}
-	patch_out_free(p);
-	return bad ? -ENOMEM : 0;
+	return 0;
 }
 
-/* Fill resp for the cases that need no patch. */
-static int
-answer_plain(const struct review *rv, enum review_ns ns, json_t *resp,
-    json_t *warnings, struct review_reply *rep)
+/* Decide the cases that need no patch. */
+static void
+answer_plain(const struct review *rv, enum review_ns ns, struct answer *an,
+    struct review_reply *rep)
 {
 	if (rv->ns[0] == '\0') {
 		rep->result = REVIEW_SKIPPED;
-		return 0;
+		return;
 	}
 	switch (ns) {
 	case REVIEW_NS_MISS_ALLOW:
 		rep->result = REVIEW_MISS_ALLOWED;
-		return json_array_append_new(warnings, json_sprintf(
-		    "kpgpud: namespace %s not known yet; pod admitted "
-		    "without its GPU claim", rv->ns));
+		snprintf(an->warning, sizeof(an->warning), "kpgpud: namespace "
+		    "%s not known yet; pod admitted without its GPU claim",
+		    rv->ns);
+		an->warnings[an->nwarnings++] = an->warning;
+		return;
 	case REVIEW_NS_MISS_DENY:
 		rep->result = REVIEW_MISS_DENIED;
 		snprintf(rep->message, sizeof(rep->message), "kpgpud cannot "
 		    "tell whether namespace \"%s\" is GPU-isolated (its cache "
 		    "is unavailable and the namespace is not known yet); "
 		    "retry shortly", rv->ns);
-		return set_denial(resp, rep, 503, "ServiceUnavailable");
+		break;
 	case REVIEW_NS_UNRESOLVED_ALLOW:
 		rep->result = REVIEW_MISS_ALLOWED;
-		return json_array_append_new(warnings, json_sprintf(
-		    "kpgpud: namespace %s is labelled for GPU isolation but "
-		    "kpgpud has not (yet) resolved its claim (no or an invalid "
-		    RESOLVED_ANNOTATION " annotation); pod admitted "
-		    "without its GPU claim; check kpgpud-quota", rv->ns));
+		snprintf(an->warning, sizeof(an->warning), "kpgpud: namespace "
+		    "%s is labelled for GPU isolation but kpgpud has not (yet) "
+		    "resolved its claim (no or an invalid " RESOLVED_ANNOTATION
+		    " annotation); pod admitted without its GPU claim; check "
+		    "kpgpud-quota", rv->ns);
+		an->warnings[an->nwarnings++] = an->warning;
+		return;
 	case REVIEW_NS_UNRESOLVED_DENY:
 		rep->result = REVIEW_MISS_DENIED;
 		snprintf(rep->message, sizeof(rep->message), "namespace \"%s\" "
@@ -489,12 +479,53 @@ answer_plain(const struct review *rv, enum review_ns ns, json_t *resp,
 		    "resolved its claim (no or an invalid "
 		    RESOLVED_ANNOTATION " annotation); retry shortly, "
 		    "and check kpgpud-quota if this persists", rv->ns);
-		return set_denial(resp, rep, 503, "ServiceUnavailable");
+		break;
 	case REVIEW_NS_OPEN:
 	default:
 		rep->result = REVIEW_OPEN;
-		return 0;
+		return;
 	}
+	rep->allowed = false;
+	an->code = 503;
+	an->reason = "ServiceUnavailable";
+}
+
+/* Append a C string as a JSON string. */
+static int
+put_str(struct buf *b, const char *s)
+{
+	return buf_put_json(b, s, strlen(s));
+}
+
+/*
+ * Write the AdmissionReview response: the members in the order and form
+ * jansson's compact dump of the same object gives (tests compare).
+ */
+static int
+write_body(struct buf *b, const struct review *rv, const struct answer *an,
+    const struct review_reply *rep)
+{
+	int bad;
+
+	bad = buf_puts(b, "{\"apiVersion\":\"" REVIEW_API "\",\"kind\":\""
+	    REVIEW_KIND "\",\"response\":{\"uid\":") | put_str(b, rv->uid) |
+	    buf_puts(b, rep->allowed ? ",\"allowed\":true" :
+	    ",\"allowed\":false");
+	if (!rep->allowed)
+		bad |= buf_printf(b, ",\"status\":{\"code\":%d,\"reason\":",
+		    an->code) | put_str(b, an->reason) |
+		    buf_puts(b, ",\"message\":") | put_str(b, rep->message) |
+		    buf_putc(b, '}');
+	if (rep->patch != NULL)
+		bad |= buf_puts(b, ",\"patchType\":\"JSONPatch\",\"patch\":\"") |
+		    put_base64(b, rep->patch, strlen(rep->patch)) |
+		    buf_putc(b, '"');
+	for (int i = 0; i < an->nwarnings; i++)
+		bad |= buf_puts(b, i == 0 ? ",\"warnings\":[" : ",") |
+		    put_str(b, an->warnings[i]);
+	if (an->nwarnings > 0)
+		bad |= buf_putc(b, ']');
+	return bad | buf_puts(b, "}}") ? -ENOMEM : 0;
 }
 
 /* Build the AdmissionReview response; see review.h. */
@@ -504,38 +535,29 @@ review_answer(const struct review *rv, enum review_ns ns,
     size_t errlen)
 {
 	struct review_reply *rep;
-	json_t *root = NULL, *resp, *warnings;
-	int e = -ENOMEM, bad = 0;
+	struct patch_out *p = NULL;
+	struct answer an = { 0 };
+	struct buf b = BUF_INIT(PATCH_OPS_MAX);
+	int e = 0;
 
 	if ((rep = calloc(1, sizeof(*rep))) == NULL)
 		return -ENOMEM;
 	rep->allowed = true;
-	root = json_pack("{s:s, s:s, s:{s:s, s:b}}", "apiVersion", REVIEW_API,
-	    "kind", REVIEW_KIND, "response", "uid", rv->uid, "allowed", 1);
-	warnings = json_array();
-	if (root == NULL || warnings == NULL)
-		goto fail;
-	resp = json_object_get(root, "response");
 	if (rv->ns[0] != '\0' && ns == REVIEW_NS_ISOLATED)
-		e = answer_isolated(rv, r, resp, warnings, rep, err, errlen);
+		e = answer_isolated(rv, r, &an, &p, rep, err, errlen);
 	else
-		e = answer_plain(rv, ns, resp, warnings, rep) ? -ENOMEM : 0;
-	if (e < 0)
-		goto fail;
-	e = -ENOMEM;
-	if (json_array_size(warnings) > 0)
-		bad |= json_object_set(resp, "warnings", warnings);
-	if (bad || (rep->body = json_dumps(root, JSON_COMPACT)) == NULL)
-		goto fail;
-	rep->len = strlen(rep->body);
+		answer_plain(rv, ns, &an, rep);
+	if (e == 0 && (e = write_body(&b, rv, &an, rep)) == 0 &&
+	    (rep->body = buf_steal(&b, &rep->len)) == NULL)
+		e = -ENOMEM;
+	patch_out_free(p);
+	buf_free(&b);
+	if (e < 0) {
+		review_reply_free(rep);
+		return e;
+	}
 	*ret = rep;
-	rep = NULL;
-	e = 0;
-fail:
-	json_decref(warnings);
-	json_decref(root);
-	review_reply_free(rep);
-	return e;
+	return 0;
 }
 
 /* Free a reply; NULL is fine. */

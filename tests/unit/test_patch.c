@@ -7,8 +7,10 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/resolved.h"
+#include "common/util.h"
 #include "kpgpud-admit/patch.h"
 #include "tests/unit/test.h"
 
@@ -130,6 +132,42 @@ check_ops(const json_t *ops)
 	}
 }
 
+/*
+ * The operations of p as a JSON array, valid until the next call with other
+ * text. The text must parse and be exactly jansson's compact dump of what it
+ * parses to (the apiserver and the reply both rely on it), and nops must
+ * count the operations.
+ */
+static json_t *
+ops(const struct patch_out *p)
+{
+	static json_t *tree;
+	static char *text;
+	json_error_t e;
+	char *again;
+
+	if (text != NULL && strcmp(text, p->ops) == 0)
+		return tree;
+	json_decref(tree);
+	free(text);
+	text = strdup(p->ops);
+	if ((tree = json_loadb(p->ops, p->ops_len, 0, &e)) == NULL) {
+		test_fail(__FILE__, __LINE__, "patch text: %s: %s", e.text,
+		    p->ops);
+		return tree = json_array();
+	}
+	again = json_dumps(tree, JSON_COMPACT);
+	if (again == NULL || strcmp(again, p->ops) != 0 ||
+	    strlen(p->ops) != p->ops_len)
+		test_fail(__FILE__, __LINE__, "patch text is not compact "
+		    "jansson: %s", p->ops);
+	if (json_array_size(tree) != p->nops)
+		test_fail(__FILE__, __LINE__, "nops %zu, %zu operations",
+		    p->nops, json_array_size(tree));
+	free(again);
+	return tree;
+}
+
 /* Check the chart's own claims are all still there, pod and container. */
 static void
 check_kept(const json_t *before, const json_t *after)
@@ -183,8 +221,8 @@ verify(const json_t *pod, const struct resolved *r, struct patch_out **ret)
 		patch_out_free(p);
 		return NULL;
 	}
-	check_ops(p->ops);
-	if ((out = jp_apply(pod, p->ops, err, sizeof(err))) == NULL) {
+	check_ops(ops(p));
+	if ((out = jp_apply(pod, ops(p), err, sizeof(err))) == NULL) {
 		test_fail(__FILE__, __LINE__, "apply: %s", err);
 		patch_out_free(p);
 		return NULL;
@@ -213,7 +251,7 @@ verify(const json_t *pod, const struct resolved *r, struct patch_out **ret)
 	json_decref(b);
 	CHECK(patch_build(out, r, &again, err, sizeof(err)) == 0);
 	if (again != NULL)
-		CHECK_INT(json_array_size(again->ops), 0);
+		CHECK_INT(json_array_size(ops(again)), 0);
 	patch_out_free(again);
 	if (ret != NULL)
 		*ret = p;
@@ -230,10 +268,10 @@ TEST(no_claims)
 
 	REQUIRE(pod != NULL);
 	REQUIRE((out = verify(pod, &r, &p)) != NULL);
-	CHECK_INT(json_array_size(p->ops), 2);
-	CHECK_STR(json_string_value(json_object_get(json_array_get(p->ops, 0),
+	CHECK_INT(json_array_size(ops(p)), 2);
+	CHECK_STR(json_string_value(json_object_get(json_array_get(ops(p), 0),
 	    "path")), "/spec/resourceClaims");
-	CHECK_STR(json_string_value(json_object_get(json_array_get(p->ops, 1),
+	CHECK_STR(json_string_value(json_object_get(json_array_get(ops(p), 1),
 	    "path")), "/spec/containers/0/resources/claims");
 	CHECK_INT(json_array_size(json_object_get(json_object_get(out, "spec"),
 	    "resourceClaims")), 1);
@@ -292,7 +330,7 @@ TEST(existing_pod_and_container_claims)
 	CHECK_INT(json_array_size(cl), 3);
 	CHECK_STR(json_string_value(json_object_get(json_array_get(cl, 1),
 	    "request")), "port0");
-	CHECK_STR(json_string_value(json_object_get(json_array_get(p->ops, 0),
+	CHECK_STR(json_string_value(json_object_get(json_array_get(ops(p), 0),
 	    "path")), "/spec/resourceClaims/-");
 	patch_out_free(p);
 	json_decref(out);
@@ -308,7 +346,7 @@ TEST(already_patched_pod_gets_nothing)
 	REQUIRE(pod != NULL);
 	REQUIRE(patch_build(pod, &r, &p, NULL, 0) == 0);
 	CHECK(!p->deny);
-	CHECK_INT(json_array_size(p->ops), 0);
+	CHECK_INT(json_array_size(ops(p)), 0);
 	patch_out_free(p);
 	json_decref(pod);
 }
@@ -321,8 +359,8 @@ TEST(foreign_claim_of_our_name_is_replaced)
 
 	REQUIRE(pod != NULL);
 	REQUIRE((out = verify(pod, &r, &p)) != NULL);
-	CHECK_INT(json_array_size(p->ops), 1);
-	CHECK_STR(json_string_value(json_object_get(json_array_get(p->ops, 0),
+	CHECK_INT(json_array_size(ops(p)), 1);
+	CHECK_STR(json_string_value(json_object_get(json_array_get(ops(p), 0),
 	    "op")), "replace");
 	CHECK_INT(p->nwarnings, 1);
 	patch_out_free(p);
@@ -369,7 +407,7 @@ TEST(hundred_containers)
 	}
 	REQUIRE(json_array_size(list) == 100);
 	REQUIRE((out = verify(pod, &r, &p)) != NULL);
-	CHECK_INT(json_array_size(p->ops), 101);
+	CHECK_INT(json_array_size(ops(p)), 101);
 	patch_out_free(p);
 	json_decref(out);
 	json_decref(pod);
@@ -416,7 +454,7 @@ TEST(legacy_reject_names_the_claim)
 	REQUIRE(pod != NULL);
 	REQUIRE(patch_build(pod, &r, &p, NULL, 0) == 0);
 	CHECK(p->deny);
-	CHECK_INT(json_array_size(p->ops), 0);
+	CHECK_INT(json_array_size(ops(p)), 0);
 	CHECK(strstr(p->message, "nvidia.com/gpu") != NULL);
 	CHECK(strstr(p->message, "\"kubeplus-gpu\"") != NULL);
 	CHECK(strstr(p->message, "\"gpu-1g10gb\"") != NULL);
@@ -447,6 +485,43 @@ TEST(legacy_translate_drops_request)
 	patch_out_free(p);
 	json_decref(out);
 	json_decref(pod);
+}
+
+/*
+ * A legacy GPU key far longer than any fixed buffer, with '/', '~', a quote
+ * and multi-byte characters: its "remove" path is the whole key, escaped,
+ * so the patch applies; the warning stays valid UTF-8 when cut.
+ */
+TEST(legacy_translate_long_key)
+{
+	struct resolved r = spec("{\"claimTemplateName\":\"gpu-1g10gb\","
+	    "\"legacyGPU\":\"translate\"}");
+	struct buf key = BUF_INIT(0);
+	json_t *pod, *out, *limits, *w;
+	struct patch_out *p;
+
+	buf_puts(&key, "nvidia.com/gpu.");
+	for (int i = 0; i < 200; i++)
+		buf_puts(&key, i % 3 == 0 ? "/~" : i % 3 == 1 ? "\xc3\xa9" :
+		    "\"");
+	pod = json_pack("{s:{s:[{s:s, s:{s:{s:s, s:s}}}]}}", "spec",
+	    "containers", "name", "cuda-\xc3\xa9\xc3\xa9\xc3\xa9", "resources",
+	    "limits", buf_str(&key), "1", "memory", "1Gi");
+	REQUIRE(pod != NULL);
+	REQUIRE((out = verify(pod, &r, &p)) != NULL);
+	limits = json_object_get(json_object_get(json_array_get(
+	    json_object_get(json_object_get(out, "spec"), "containers"), 0),
+	    "resources"), "limits");
+	CHECK(json_object_get(limits, buf_str(&key)) == NULL);
+	CHECK_STR(json_string_value(json_object_get(limits, "memory")), "1Gi");
+	REQUIRE(p->nwarnings == 1);
+	w = json_string(p->warnings[0]);	/* NULL unless valid UTF-8 */
+	CHECK(w != NULL);
+	json_decref(w);
+	patch_out_free(p);
+	json_decref(out);
+	json_decref(pod);
+	buf_free(&key);
 }
 
 TEST(legacy_allow_keeps_request)
