@@ -135,11 +135,12 @@ escape_len(const unsigned char *b, size_t i, size_t len)
 }
 
 /*
- * Whether any of the 8 bytes in v is a quote, a backslash, a control byte
- * or not ASCII (exact: the borrows of the subtractions only reach bytes
- * above one that matches).
+ * The bytes of v that are a quote, a backslash, a control byte or not
+ * ASCII, as their top bits. The lowest one set is exact (the borrows of
+ * the subtractions only reach bytes above one that matches), so on a
+ * little-endian machine it gives the first such byte in memory.
  */
-static inline bool
+static inline uint64_t
 special8(uint64_t v)
 {
 	const uint64_t ones = 0x0101010101010101ULL;
@@ -148,7 +149,7 @@ special8(uint64_t v)
 
 	q = (q - ones) & ~q;
 	bs = (bs - ones) & ~bs;
-	return ((ctl | q | bs | v) & ones * 0x80) != 0;
+	return (ctl | q | bs | v) & ones * 0x80;
 }
 
 /* Scan the string at s->pos (its '"'); *esc: whether it has escapes. */
@@ -157,14 +158,18 @@ scan_string(struct scan *s, bool *esc)
 {
 	const unsigned char *b = s->b;
 	size_t i = s->pos + 1, k;
-	uint64_t v;
+	uint64_t v, m;
 
 	*esc = false;
 	for (;;) {
 		for (; s->len >= 8 && i <= s->len - 8; i += 8) {
 			memcpy(&v, b + i, 8);
-			if (special8(v))
+			if ((m = special8(v)) != 0) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+				i += (size_t)__builtin_ctzll(m) / 8;
+#endif
 				break;
+			}
 		}
 		if (i >= s->len)
 			return -EINVAL;

@@ -194,6 +194,207 @@ fail:
 }
 
 /*
+ * Building jansson values from text jscan has validated: no syntax, UTF-8,
+ * range or depth checks are left to make, so this is a plain descent that
+ * builds what json_loadb() would (integers as json_int_t, anything with a
+ * fraction or exponent as a real, the last of duplicate members winning in
+ * the first one's place). *p is advanced past the value; NULL is ENOMEM.
+ */
+static json_t *load_value(const char **p);
+
+/* Skip JSON white space. */
+static const char *
+skip_ws(const char *p)
+{
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	return p;
+}
+
+/* The value of four hex digits. */
+static unsigned
+hex4(const char *p)
+{
+	unsigned v = 0;
+
+	for (int i = 0; i < 4; i++, p++)
+		v = v << 4 | (unsigned)(*p <= '9' ? *p - '0' :
+		    (*p | 0x20) - 'a' + 10);
+	return v;
+}
+
+/* Append code point c as UTF-8. */
+static int
+put_utf8(struct buf *b, unsigned c)
+{
+	char u[4];
+	size_t n;
+
+	if (c < 0x80) {
+		u[0] = (char)c;
+		n = 1;
+	} else if (c < 0x800) {
+		u[0] = (char)(0xc0 | c >> 6);
+		u[1] = (char)(0x80 | (c & 0x3f));
+		n = 2;
+	} else if (c < 0x10000) {
+		u[0] = (char)(0xe0 | c >> 12);
+		u[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+		u[2] = (char)(0x80 | (c & 0x3f));
+		n = 3;
+	} else {
+		u[0] = (char)(0xf0 | c >> 18);
+		u[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+		u[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+		u[3] = (char)(0x80 | (c & 0x3f));
+		n = 4;
+	}
+	return buf_append(b, u, n);
+}
+
+/*
+ * The string at *p (its '"'): *ret and *ret_len are its bytes, in the body
+ * when it has no escape, else unescaped into b. *p moves past it.
+ */
+static int
+load_string(const char **p, struct buf *b, const char **ret, size_t *ret_len)
+{
+	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+	const char *s = *p + 1, *run = s;
+	unsigned c;
+	int bad = 0;
+
+	while (*s != '"' && *s != '\\')
+		s++;
+	if (*s == '"') {
+		*ret = run;
+		*ret_len = (size_t)(s - run);
+		*p = s + 1;
+		return 0;
+	}
+	buf_reset(b);
+	for (;;) {
+		bad |= buf_append(b, run, (size_t)(s - run));
+		if (*s == '"')
+			break;
+		if (s[1] != 'u') {
+			bad |= buf_putc(b, to[strchr(from, s[1]) - from]);
+			s += 2;
+		} else {
+			c = hex4(s + 2);
+			s += 6;
+			if (c >= 0xd800 && c < 0xdc00) {  /* a pair follows */
+				c = 0x10000 + ((c - 0xd800) << 10) +
+				    (hex4(s + 2) - 0xdc00);
+				s += 6;
+			}
+			bad |= put_utf8(b, c);
+		}
+		for (run = s; *s != '"' && *s != '\\'; s++)
+			;
+	}
+	*ret = b->data;
+	*ret_len = b->len;
+	*p = s + 1;
+	return bad ? -ENOMEM : 0;
+}
+
+/* A number: an integer unless it has a fraction or an exponent. */
+static json_t *
+load_number(const char **p)
+{
+	const char *s = *p;
+	bool real = false;
+	char *end;
+
+	if (*s == '-')
+		s++;
+	for (; (*s >= '0' && *s <= '9') || *s == '.' || *s == 'e' ||
+	    *s == 'E' || *s == '+' || *s == '-'; s++)
+		real |= *s == '.' || *s == 'e' || *s == 'E';
+	if (real) {
+		double d = strtod(*p, &end);
+
+		*p = end;
+		return json_real(d);
+	}
+	long long v = strtoll(*p, &end, 10);
+
+	*p = end;
+	return json_integer((json_int_t)v);
+}
+
+/* An object or an array at *p. */
+static json_t *
+load_container(const char **p)
+{
+	bool obj = **p == '{';
+	json_t *c = obj ? json_object() : json_array(), *v;
+	struct buf kb = BUF_INIT(0);
+	const char *s = skip_ws(*p + 1), *key = NULL;
+	size_t klen = 0;
+
+	if (*s == (obj ? '}' : ']')) {
+		*p = s + 1;
+		return c;
+	}
+	while (c != NULL) {
+		if (obj) {
+			if (load_string(&s, &kb, &key, &klen) < 0)
+				goto fail;
+			s = skip_ws(s) + 1;	/* the ':' */
+		}
+		if ((v = load_value(&s)) == NULL || (obj ?
+		    json_object_setn_new_nocheck(c, key, klen, v) :
+		    json_array_append_new(c, v)) < 0)
+			goto fail;
+		s = skip_ws(s);
+		if (*s++ != ',')
+			break;
+		s = skip_ws(s);
+	}
+	buf_free(&kb);
+	*p = s;
+	return c;
+fail:
+	buf_free(&kb);
+	json_decref(c);
+	return NULL;
+}
+
+static json_t *
+load_value(const char **p)
+{
+	struct buf b = BUF_INIT(0);
+	const char *str;
+	size_t len;
+	json_t *v;
+
+	*p = skip_ws(*p);
+	switch (**p) {
+	case '{':
+	case '[':
+		return load_container(p);
+	case '"':
+		v = load_string(p, &b, &str, &len) < 0 ? NULL :
+		    json_stringn_nocheck(len > 0 ? str : "", len);
+		buf_free(&b);
+		return v;
+	case 't':
+		*p += 4;
+		return json_true();
+	case 'f':
+		*p += 5;
+		return json_false();
+	case 'n':
+		*p += 4;
+		return json_null();
+	default:
+		return load_number(p);
+	}
+}
+
+/*
  * jansson's value of the span sp of body (already validated). A string
  * without escapes is its bytes, already checked as UTF-8 without NUL.
  */
@@ -204,7 +405,7 @@ load_span(const char *body, struct jscan_span sp)
 
 	if (v[0] == '"' && memchr(v + 1, '\\', sp.len - 2) == NULL)
 		return json_stringn_nocheck(v + 1, sp.len - 2);
-	return json_loadb(v, sp.len, JSON_DECODE_ANY, NULL);
+	return load_value(&v);
 }
 
 static json_t *build_value(const char *body, const struct schema *sc,
