@@ -439,6 +439,16 @@ syncd_batch_lost(struct syncd *sd, int r)
 	sd->batch_failed = false;
 	sd->n_commit_errors++;
 	metric_inc(sd->m.commit_errors, NULL, NULL);
+	/*
+	 * A relist already scheduled covers this batch too; only a loss after
+	 * it ran (the relist itself failing) backs off further.
+	 */
+	if (evtimer_pending(sd->retry_ev, NULL)) {
+		log_err("cache batch lost error=%s; relist already scheduled "
+		    "retry_ms=%llu", strerror(-r),
+		    (unsigned long long)sd->retry_ms);
+		return;
+	}
 	sd->retry_ms = sd->retry_ms ? sd->retry_ms * 2 : SYNCD_RETRY_MIN_MS;
 	if (sd->retry_ms > SYNCD_RETRY_MAX_MS)
 		sd->retry_ms = SYNCD_RETRY_MAX_MS;
