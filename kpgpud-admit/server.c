@@ -150,6 +150,11 @@ reply(struct worker *w, struct evhttp_request *req, int code,
 		    req), send_aborted, w);
 	}
 	evhttp_send_reply(req, code, reason, NULL);
+	/*
+	 * evhttp leaves the head and the body in two chains, which
+	 * bufferevent_openssl would send as two TLS records and two writes;
+	 * the write happens on the next loop turn, so join them now.
+	 */
 	if (conn != NULL)
 		evbuffer_pullup(bufferevent_get_output(
 		    evhttp_connection_get_bufferevent(conn)), -1);

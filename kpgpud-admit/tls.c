@@ -76,7 +76,13 @@ build_ctx(struct tls *t, SSL_CTX **ret, char *err, size_t errlen)
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION |
 	    SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION);
-	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+	/*
+	 * The server pulls a reply's evbuffer chains into one before it is
+	 * written (one TLS record per reply): a write OpenSSL asks to retry
+	 * may then resume from a moved buffer.
+	 */
+	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS |
+	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
 	if (SSL_CTX_use_certificate_chain_file(ctx, t->path[0]) != 1) {
 		rv = ssl_err(err, errlen, "certificate", t->path[0]);
