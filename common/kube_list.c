@@ -150,21 +150,28 @@ list_page_cb(const struct kube_response *resp, void *arg)
 		list_fail(l, resp, -EBADMSG, "list response has no items");
 		return;
 	}
-	l->in_cb = true;
-	l->on_page(items, l->arg);
-	l->in_cb = false;
-	if (l->cancelled) {
-		list_free(l);
-		return;
-	}
 	v = json_object_get(md, "continue");
 	cont = json_is_string(v) ? json_string_value(v) : "";
 	v = json_object_get(md, "resourceVersion");
 	rv = json_is_string(v) ? json_string_value(v) : "";
+	/*
+	 * Ask for the next page before handing this one out, so the server
+	 * prepares it while the caller stores this one.
+	 */
+	if (*cont != '\0' && (r = list_next(l, cont)) < 0) {
+		list_fail(l, resp, r, "cannot request the next page");
+		return;
+	}
+	l->in_cb = true;
+	l->on_page(items, l->arg);
+	l->in_cb = false;
+	if (l->cancelled) {
+		kube_request_cancel(l->cur);
+		list_free(l);
+		return;
+	}
 	if (*cont == '\0')
 		list_finish(l, resp, rv);
-	else if ((r = list_next(l, cont)) < 0)
-		list_fail(l, resp, r, "cannot request the next page");
 }
 
 /* Start a paginated list. */
