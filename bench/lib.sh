@@ -5,6 +5,7 @@
 #   wait_until SECONDS CMD...	poll CMD every 50 ms; bounded
 #   cpu_s PID...			user+system CPU seconds of PIDs (threads in)
 #   hwm_kb PID			peak RSS (VmHWM) in kB
+#   machine_s			"IDLE STEAL" CPU seconds of the machine
 #   rec JSON [KEY=VALUE...]	append one record to $RESULTS
 set -u
 : "${SRC:=$(cd "$(dirname "$0")/.." && pwd)}"
@@ -51,6 +52,14 @@ cpu_s() {
 	for p in "$@"; do cat "/proc/$p/stat" 2>/dev/null; done |
 	    awk -v hz="$(getconf CLK_TCK)" '{ s += $14 + $15 }
 	    END { printf "%.3f", s / hz }'
+}
+
+# machine_s: "IDLE STEAL" CPU seconds of the whole machine so far (all
+# CPUs), from /proc/stat: time nothing ran, and time the hypervisor gave
+# to someone else.
+machine_s() {
+	awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" {
+	    printf "%.3f %.3f", ($5 + $6) / hz, $9 / hz }' /proc/stat
 }
 
 hwm_kb() {
@@ -219,16 +228,23 @@ load() {
 	admit) _sp=$ADMIT_PID ;;
 	nginx) _sp=$(nginx_pids) ;;
 	esac
-	_c0=$(cpu_s $_sp)
+	_others="$(cat "$SIM/pid" 2>/dev/null) ${MAIN_SYNC_PID:-} ${SYNC_PID:-}"
+	_c0=$(cpu_s $_sp) _o0=$(cpu_s $_others) _m0=$(machine_s)
 	BENCH_BODY=$_body BENCH_CLOSE=$_close wrk -t"$_t" -c"$_c" -d"$DUR" \
 	    --timeout 5s -s "$SRC/bench/post.lua" "$_url" >"$B/wrk.out" 2>&1
-	_c1=$(cpu_s $_sp)
+	_c1=$(cpu_s $_sp) _o1=$(cpu_s $_others) _m1=$(machine_s)
 	_j=$(sed -n 's/^BENCH_JSON //p' "$B/wrk.out")
 	[ -n "$_j" ] || { cat "$B/wrk.out"; return 1; }
 	rec "$_j" name="$_name" server="$_srv" conns="$_c" \
 	    new_conn_per_request="$_close" \
 	    body_bytes="$(stat -c %s "$_body")" \
 	    server_cpu_s="$(awk -v a="$_c0" -v b="$_c1" \
+	    'BEGIN { printf "%.3f", b - a }')" \
+	    stack_s="$(awk -v a="$_o0" -v b="$_o1" \
+	    'BEGIN { printf "%.3f", b - a }')" \
+	    steal_s="$(awk -v a="${_m0#* }" -v b="${_m1#* }" \
+	    'BEGIN { printf "%.3f", b - a }')" \
+	    idle_s="$(awk -v a="${_m0% *}" -v b="${_m1% *}" \
 	    'BEGIN { printf "%.3f", b - a }')" "$@"
 	python3 "$SRC/bench/report.py" last "$RESULTS"
 }

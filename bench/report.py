@@ -42,10 +42,14 @@ def derive(r):
 def line(r):
     """A one-line summary of a record."""
     if "rps" in r:
+        # the machine around the run: CPU seconds the stack (simulator,
+        # sync) used, that stayed idle, and that the hypervisor took
+        around = "".join("  %s %.2fs" % (k[:-2], r[k]) for k in (
+            "stack_s", "idle_s", "steal_s") if k in r)
         return ("%-28s %9.0f req/s  p50 %7.3f ms  p99 %7.3f ms  "
-                "%6.1f us CPU/req%s" % (
+                "%6.1f us CPU/req%s%s" % (
                     r["name"], r["rps"], r["p50_ms"], r["p99_ms"],
-                    r.get("server_cpu_us_per_req", 0),
+                    r.get("server_cpu_us_per_req", 0), around,
                     "  ERRORS %s" % r["errors"] if any(
                         r["errors"].values()) else ""))
     keys = [k for k in r if k not in ("name", "section")]
