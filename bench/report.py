@@ -83,8 +83,11 @@ def combine(recs):
             continue
         c = dict(g[-1])
         for k in ("rps", "p50_ms", "p90_ms", "p99_ms", "mean_ms",
-                  "server_cpu_us_per_req"):
-            c[k] = round(median([x[k] for x in g]), 3)
+                  "server_cpu_us_per_req", "stack_s", "idle_s", "steal_s"):
+            if all(k in x for x in g):
+                c[k] = round(median([x[k] for x in g]), 3)
+        if all("idle_s" in x for x in g):
+            c["idle_s_rounds"] = [x["idle_s"] for x in g]
         c["max_ms"] = max(x["max_ms"] for x in g)
         c["requests"] = sum(x["requests"] for x in g)
         c["errors"] = {k: sum(x["errors"][k] for x in g)
