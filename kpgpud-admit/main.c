@@ -131,6 +131,7 @@ struct admit {
 	struct server		*server;
 	struct metrics		*metrics;
 	struct metric		*m_requests, *m_duration, *m_fallbacks;
+	struct metric		*m_connections;
 	struct metric		*m_connected, *m_namespaces, *m_reloads;
 	int			 listen_fd;
 	int			 pid_fd;
@@ -285,6 +286,9 @@ setup_metrics(struct admit *a)
 	    (rv = metrics_gauge(m, "kpgpud_admit_cached_namespaces",
 	    "Namespaces in the local map.", NULL, NULL, 0,
 	    &a->m_namespaces)) < 0 ||
+	    (rv = metrics_counter(m, "kpgpud_admit_connections_total",
+	    "Connections accepted, by worker thread.", "worker", NULL, 64,
+	    &a->m_connections)) < 0 ||
 	    (rv = metrics_counter(m, "kpgpud_admit_tls_reloads_total",
 	    "Certificate reloads by result.", "result", NULL, 4,
 	    &a->m_reloads)) < 0)
@@ -351,7 +355,9 @@ open_listener(const char *spec, char *err, size_t errlen)
 	}
 	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
 	    0);
+	/* SO_REUSEPORT: each worker binds its own socket (server.c) */
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
+	    sizeof(one)) < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one,
 	    sizeof(one)) < 0 || nodelay(fd) < 0 ||
 	    bind(fd, res->ai_addr, res->ai_addrlen) < 0 ||
 	    listen(fd, 1024) < 0) {
@@ -454,6 +460,7 @@ setup(struct admit *a)
 	srv.requests = a->m_requests;
 	srv.duration = a->m_duration;
 	srv.fallbacks = a->m_fallbacks;
+	srv.connections = a->m_connections;
 	if ((rv = server_new(&srv, &a->server)) < 0 ||
 	    (rv = server_start(a->server)) < 0)
 		fatal("server: %s", strerror(-rv));

@@ -8,12 +8,16 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <sys/socket.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -555,6 +559,10 @@ bevcb(struct event_base *base, void *arg)
 	struct worker *w = arg;
 	struct bufferevent *bev, *under;
 	SSL *ssl = tls_ssl_new(w->srv->cfg.tls);
+	char idx[16];
+
+	snprintf(idx, sizeof(idx), "%d", w->idx);
+	metric_inc(w->srv->cfg.connections, idx, NULL);
 
 	if (ssl != NULL) {
 		bev = bufferevent_openssl_socket_new(base, -1, ssl,
@@ -670,6 +678,58 @@ worker_base_new(void)
 	return base;
 }
 
+/* Copy an int socket option of the shared listener onto fd. */
+static int
+copy_opt(int from, int fd, int level, int opt)
+{
+	int v = 0;
+	socklen_t l = sizeof(v);
+
+	if (getsockopt(from, level, opt, &v, &l) < 0)
+		return -1;
+	return setsockopt(fd, level, opt, &v, sizeof(v));
+}
+
+/*
+ * A worker's listening socket. When the shared one has SO_REUSEPORT (as
+ * --listen binds it), each worker after the first binds a socket of its own
+ * to the same address and the kernel spreads new connections over them by
+ * hash; otherwise (socket activation, --listen-fd) the workers share one
+ * queue, and a burst of connections may all go to whichever wakes first.
+ */
+static int
+worker_listener(struct server *s, int idx)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss), ol = sizeof(int);
+	int lfd = s->cfg.listen_fd, fd, on = 0, one = 1;
+
+	if (idx == 0)
+		return fcntl(lfd, F_DUPFD_CLOEXEC, 3);
+	if (getsockopt(lfd, SOL_SOCKET, SO_REUSEPORT, &on, &ol) < 0 || !on ||
+	    getsockname(lfd, (struct sockaddr *)&ss, &sl) < 0 ||
+	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)) {
+		if (idx == 1)
+			log_info("workers share the listening socket passed "
+			    "in (no SO_REUSEPORT)");
+		return fcntl(lfd, F_DUPFD_CLOEXEC, 3);
+	}
+	if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC |
+	    SOCK_NONBLOCK, 0)) >= 0 &&
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == 0 &&
+	    copy_opt(lfd, fd, IPPROTO_TCP, TCP_NODELAY) == 0 &&
+	    (ss.ss_family == AF_INET ||
+	    copy_opt(lfd, fd, IPPROTO_IPV6, IPV6_V6ONLY) == 0) &&
+	    bind(fd, (struct sockaddr *)&ss, sl) == 0 && listen(fd, 1024) == 0)
+		return fd;
+	log_warn("worker %d shares the listening socket (own socket: %s)",
+	    idx, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return fcntl(lfd, F_DUPFD_CLOEXEC, 3);
+}
+
 /* Set one worker up on its own base with its own copy of the listener. */
 static int
 worker_init(struct server *s, struct worker *w, int idx)
@@ -693,8 +753,8 @@ worker_init(struct server *s, struct worker *w, int idx)
 	evhttp_set_timeout_tv(w->http, &idle);
 	evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
 	    EVHTTP_REQ_HEAD);
-	/* Each worker closes its own descriptor of the shared socket. */
-	if ((fd = fcntl(s->cfg.listen_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+	/* Each worker closes its own socket or descriptor of the shared one. */
+	if ((fd = worker_listener(s, idx)) < 0)
 		return -errno;
 	if ((w->bound = evhttp_accept_socket_with_handle(w->http, fd)) ==
 	    NULL) {

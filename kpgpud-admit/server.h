@@ -35,6 +35,7 @@ struct server_config {
 	struct metric		*requests;	/* {result} */
 	struct metric		*duration;	/* histogram */
 	struct metric		*fallbacks;	/* {kind} */
+	struct metric		*connections;	/* accepted, {worker} */
 };
 
 struct server;
