@@ -43,6 +43,7 @@ struct admit_conf {
 	int64_t	 lookup_timeout_ms;
 	int64_t	 max_body;
 	int64_t	 max_headers;
+	int64_t	 max_connections;
 	int64_t	 idle_timeout_ms;
 	int64_t	 threads;
 	int64_t	 reload_interval_ms;
@@ -81,6 +82,9 @@ static const struct config_opt admit_opts[] = {
 	CONFIG_INT(C, max_headers, "max-headers", 0, "65536", 1024, 1 << 20,
 	    "Serving", "Largest request header block in bytes.",
 	    CONFIG_NORELOAD),
+	CONFIG_INT(C, max_connections, "max-connections", 0, "4096", 1,
+	    1000000, "Serving", "Open connections at most; more are closed "
+	    "at once (the apiserver keeps a small pool).", CONFIG_NORELOAD),
 	CONFIG_DURATION(C, idle_timeout_ms, "idle-timeout", 0, "90s", 1000,
 	    3600000, "Serving", "Close connections idle this long.",
 	    CONFIG_NORELOAD),
@@ -131,7 +135,7 @@ struct admit {
 	struct server		*server;
 	struct metrics		*metrics;
 	struct metric		*m_requests, *m_duration, *m_fallbacks;
-	struct metric		*m_connections;
+	struct metric		*m_connections, *m_refused, *m_open;
 	struct metric		*m_connected, *m_namespaces, *m_reloads;
 	int			 listen_fd;
 	int			 pid_fd;
@@ -289,6 +293,11 @@ setup_metrics(struct admit *a)
 	    (rv = metrics_counter(m, "kpgpud_admit_connections_total",
 	    "Connections accepted, by worker thread.", "worker", NULL, 64,
 	    &a->m_connections)) < 0 ||
+	    (rv = metrics_counter(m, "kpgpud_admit_connections_refused_total",
+	    "Connections closed at once: over --max-connections.", NULL,
+	    NULL, 0, &a->m_refused)) < 0 ||
+	    (rv = metrics_gauge(m, "kpgpud_admit_open_connections",
+	    "Connections open now.", NULL, NULL, 0, &a->m_open)) < 0 ||
 	    (rv = metrics_counter(m, "kpgpud_admit_tls_reloads_total",
 	    "Certificate reloads by result.", "result", NULL, 4,
 	    &a->m_reloads)) < 0)
@@ -461,6 +470,9 @@ setup(struct admit *a)
 	srv.duration = a->m_duration;
 	srv.fallbacks = a->m_fallbacks;
 	srv.connections = a->m_connections;
+	srv.refused = a->m_refused;
+	srv.open = a->m_open;
+	srv.max_connections = (unsigned)a->conf.max_connections;
 	if ((rv = server_new(&srv, &a->server)) < 0 ||
 	    (rv = server_start(a->server)) < 0)
 		fatal("server: %s", strerror(-rv));

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -25,6 +26,8 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+
+#include <openssl/ssl.h>
 
 #include "common/fault.h"
 #include "common/log.h"
@@ -53,6 +56,7 @@ struct worker {
 	unsigned		 inflight;	/* worker thread only */
 	unsigned		 sending;	/* replies not yet flushed */
 	bool			 stopping;	/* worker thread only */
+	uint64_t		 refused_logged_ms;	/* worker thread only */
 	atomic_bool		 done;
 };
 
@@ -79,7 +83,12 @@ struct server {
 	struct server_config	 cfg;
 	struct worker		*w;
 	struct lookup		*lookups;	/* main thread only */
+	atomic_uint		 nconns;	/* open connections */
 };
+
+/* The SSL ex_data slot that ties a connection to its server's count. */
+static int conn_slot = -1;
+static pthread_once_t conn_slot_once = PTHREAD_ONCE_INIT;
 
 static void worker_finish_cb(evutil_socket_t fd, short what, void *arg);
 
@@ -552,31 +561,88 @@ refuse(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t lim,
 	return BEV_ERROR;
 }
 
+/*
+ * A connection's SSL is freed with its bufferevent, whatever ends it: that
+ * is where it stops counting against --max-connections.
+ */
+static void
+conn_gone(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
+    void *argp)
+{
+	struct server *s = ptr;
+
+	(void)parent;
+	(void)ad;
+	(void)idx;
+	(void)argl;
+	(void)argp;
+	if (s != NULL)
+		metric_set(s->cfg.open, NULL, NULL,
+		    (double)(atomic_fetch_sub(&s->nconns, 1) - 1));
+}
+
+static void
+conn_slot_init(void)
+{
+	conn_slot = SSL_get_ex_new_index(0, NULL, NULL, NULL, conn_gone);
+}
+
+/* Say, at most once a minute per worker, that connections are refused. */
+static void
+log_rate_warn(struct worker *w)
+{
+	uint64_t now = monotonic_ms();
+
+	if (w->refused_logged_ms != 0 && now - w->refused_logged_ms < 60000)
+		return;
+	w->refused_logged_ms = now;
+	log_warn("connection refused: %u open, --max-connections reached "
+	    "(counted in kpgpud_admit_connections_refused_total)",
+	    atomic_load(&w->srv->nconns));
+}
+
+/* A refusing plain bufferevent: the connection is closed at once. */
+static struct bufferevent *
+refuse_bev(struct event_base *base)
+{
+	struct bufferevent *under = bufferevent_socket_new(base, -1,
+	    BEV_OPT_CLOSE_ON_FREE);
+
+	return bufferevent_filter_new(under, refuse, NULL,
+	    BEV_OPT_CLOSE_ON_FREE, NULL, NULL);
+}
+
 /* A TLS bufferevent for each accepted connection, never a plain one. */
 static struct bufferevent *
 bevcb(struct event_base *base, void *arg)
 {
 	struct worker *w = arg;
-	struct bufferevent *bev, *under;
-	SSL *ssl = tls_ssl_new(w->srv->cfg.tls);
+	struct server *s = w->srv;
+	struct bufferevent *bev;
+	SSL *ssl;
 	char idx[16];
 
 	snprintf(idx, sizeof(idx), "%d", w->idx);
-	metric_inc(w->srv->cfg.connections, idx, NULL);
-
-	if (ssl != NULL) {
+	metric_inc(s->cfg.connections, idx, NULL);
+	if (atomic_load(&s->nconns) >= s->cfg.max_connections) {
+		metric_inc(s->cfg.refused, NULL, NULL);
+		log_rate_warn(w);
+		return refuse_bev(base);
+	}
+	if ((ssl = tls_ssl_new(s->cfg.tls)) != NULL &&
+	    SSL_set_ex_data(ssl, conn_slot, s) == 1) {
+		metric_set(s->cfg.open, NULL, NULL,
+		    (double)(atomic_fetch_add(&s->nconns, 1) + 1));
 		bev = bufferevent_openssl_socket_new(base, -1, ssl,
 		    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
 		if (bev != NULL) {
 			bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
 			return bev;
 		}
-		SSL_free(ssl);
 	}
+	SSL_free(ssl);		/* when counted, the slot's free uncounts it */
 	log_err("cannot set up TLS for a connection; refusing it");
-	under = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-	return bufferevent_filter_new(under, refuse, NULL,
-	    BEV_OPT_CLOSE_ON_FREE, NULL, NULL);
+	return refuse_bev(base);
 }
 
 /* Worker side: stop accepting; finish now when nothing is in flight. */
@@ -773,9 +839,14 @@ server_new(const struct server_config *cfg, struct server **ret)
 
 	if (cfg->nthreads < 1 || cfg->nthreads > SRV_MAX_THREADS)
 		return -EINVAL;
+	if (pthread_once(&conn_slot_once, conn_slot_init) != 0 ||
+	    conn_slot < 0)
+		return -ENOMEM;
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return -ENOMEM;
 	s->cfg = *cfg;
+	if (s->cfg.max_connections == 0)
+		s->cfg.max_connections = UINT_MAX;
 	if ((s->w = calloc((size_t)cfg->nthreads, sizeof(*s->w))) == NULL)
 		goto fail;
 	for (int i = 0; i < cfg->nthreads; i++)

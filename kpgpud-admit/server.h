@@ -36,6 +36,9 @@ struct server_config {
 	struct metric		*duration;	/* histogram */
 	struct metric		*fallbacks;	/* {kind} */
 	struct metric		*connections;	/* accepted, {worker} */
+	struct metric		*refused;	/* over max_connections */
+	struct metric		*open;		/* gauge */
+	unsigned		 max_connections;	/* open at most */
 };
 
 struct server;
