@@ -136,6 +136,7 @@ struct admit {
 	struct metrics		*metrics;
 	struct metric		*m_requests, *m_duration, *m_fallbacks;
 	struct metric		*m_connections, *m_refused, *m_open;
+	struct metric		*m_merged;
 	struct metric		*m_connected, *m_namespaces, *m_reloads;
 	int			 listen_fd;
 	int			 pid_fd;
@@ -296,6 +297,10 @@ setup_metrics(struct admit *a)
 	    (rv = metrics_counter(m, "kpgpud_admit_connections_refused_total",
 	    "Connections closed at once: over --max-connections.", NULL,
 	    NULL, 0, &a->m_refused)) < 0 ||
+	    (rv = metrics_counter(m, "kpgpud_admit_lookups_merged_total",
+	    "Requests that waited on a lookup of the same namespace already "
+	    "in flight instead of asking sync again.", NULL, NULL, 0,
+	    &a->m_merged)) < 0 ||
 	    (rv = metrics_gauge(m, "kpgpud_admit_open_connections",
 	    "Connections open now.", NULL, NULL, 0, &a->m_open)) < 0 ||
 	    (rv = metrics_counter(m, "kpgpud_admit_tls_reloads_total",
@@ -472,6 +477,7 @@ setup(struct admit *a)
 	srv.connections = a->m_connections;
 	srv.refused = a->m_refused;
 	srv.open = a->m_open;
+	srv.merged = a->m_merged;
 	srv.max_connections = (unsigned)a->conf.max_connections;
 	if ((rv = server_new(&srv, &a->server)) < 0 ||
 	    (rv = server_start(a->server)) < 0)

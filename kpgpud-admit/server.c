@@ -69,12 +69,19 @@ struct job {
 	unsigned		 timeout_ms;
 	char			 ns[64];
 	struct syncconn_answer	 answer;
-	struct lookup		*lk;	/* main thread's handle */
+	struct job		*next_waiter;	/* main thread: same lookup */
 };
 
-/* The main thread's side of a lookup in flight (main thread only). */
+/*
+ * The main thread's side of a lookup in flight (main thread only). Requests
+ * for the same namespace that arrive while it runs wait on it instead of
+ * asking sync again, when its deadline is no later than theirs.
+ */
 struct lookup {
-	struct job		*job;	/* NULL once answered or cancelled */
+	struct job		*jobs;	/* waiting; NULL once answered or
+					   cancelled */
+	char			 ns[64];
+	uint64_t		 deadline_ms;
 	struct lookup		*next;
 	struct lookup		**prevp;
 };
@@ -312,16 +319,22 @@ post_back(struct job *j)
 		log_err("cannot post a lookup answer to worker %d", j->w->idx);
 }
 
-/* Main side: sync answered the lookup. */
+/* Main side: sync answered the lookup; every waiting job gets the answer. */
 static void
 lookup_answered(struct syncconn_answer *a, void *arg)
 {
 	struct lookup *lk = arg;
+	struct job *j, *next;
 
-	if (lk->job != NULL) {
-		lk->job->answer = *a;
-		a->resolved = NULL;
-		post_back(lk->job);
+	for (j = lk->jobs; j != NULL; j = next) {
+		next = j->next_waiter;
+		j->answer = *a;
+		if (next == NULL)
+			a->resolved = NULL;	/* the last one takes it */
+		else if (a->resolved != NULL &&
+		    (j->answer.resolved = strdup(a->resolved)) == NULL)
+			j->answer.err = -ENOMEM;
+		post_back(j);
 	}
 	free(a->resolved);
 	if ((*lk->prevp = lk->next) != NULL)
@@ -329,22 +342,34 @@ lookup_answered(struct syncconn_answer *a, void *arg)
 	free(lk);
 }
 
-/* Main side: start the lookup a worker asked for. */
+/* Main side: start the lookup a worker asked for, or join one in flight. */
 static void
 lookup_start_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct job *j = arg;
 	struct server *s = j->w->srv;
+	uint64_t deadline = monotonic_ms() + j->timeout_ms;
 	struct lookup *lk;
 
 	(void)fd;
 	(void)what;
+	j->next_waiter = NULL;
+	for (lk = s->lookups; s->cfg.sync != NULL && lk != NULL; lk = lk->next)
+		if (lk->jobs != NULL && lk->deadline_ms <= deadline &&
+		    strcmp(lk->ns, j->ns) == 0) {
+			j->next_waiter = lk->jobs;
+			lk->jobs = j;
+			metric_inc(s->cfg.merged, NULL, NULL);
+			return;
+		}
 	if (s->cfg.sync == NULL || (lk = calloc(1, sizeof(*lk))) == NULL) {
 		j->answer.err = s->cfg.sync == NULL ? -ECANCELED : -ENOMEM;
 		post_back(j);
 		return;
 	}
-	lk->job = j;
+	lk->jobs = j;
+	lk->deadline_ms = deadline;
+	snprintf(lk->ns, sizeof(lk->ns), "%s", j->ns);
 	if ((lk->next = s->lookups) != NULL)
 		lk->next->prevp = &lk->next;
 	lk->prevp = &s->lookups;
@@ -928,12 +953,16 @@ server_stop(struct server *s, unsigned grace_ms)
 	post_all(s, worker_stop_cb);
 	run_main_until_done(s, grace_ms);
 	/* Lookups still in flight: answer them as cancelled. */
-	for (lk = s->lookups; lk != NULL; lk = lk->next)
-		if (lk->job != NULL) {
-			lk->job->answer.err = -ECANCELED;
-			post_back(lk->job);
-			lk->job = NULL;
+	for (lk = s->lookups; lk != NULL; lk = lk->next) {
+		struct job *j, *next;
+
+		for (j = lk->jobs; j != NULL; j = next) {
+			next = j->next_waiter;
+			j->answer.err = -ECANCELED;
+			post_back(j);
 		}
+		lk->jobs = NULL;
+	}
 	s->cfg.sync = NULL;
 	run_main_until_done(s, 1000);
 	post_all(s, worker_finish_cb);
@@ -966,7 +995,7 @@ server_free(struct server *s)
 	}
 	/* The lookups' owners are gone; sync's callbacks must not run. */
 	for (lk = s->lookups; lk != NULL; lk = lk->next)
-		lk->job = NULL;
+		lk->jobs = NULL;
 	free(s->w);
 	free(s);
 }

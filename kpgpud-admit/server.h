@@ -38,6 +38,7 @@ struct server_config {
 	struct metric		*connections;	/* accepted, {worker} */
 	struct metric		*refused;	/* over max_connections */
 	struct metric		*open;		/* gauge */
+	struct metric		*merged;	/* lookups joined */
 	unsigned		 max_connections;	/* open at most */
 };
 
