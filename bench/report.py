@@ -42,10 +42,10 @@ def derive(r):
 def line(r):
     """A one-line summary of a record."""
     if "rps" in r:
-        # the machine around the run: CPU seconds the stack (simulator,
-        # sync) used, that stayed idle, and that the hypervisor took
+        # the machine around the run: CPU seconds the simulator and sync
+        # used, that stayed idle, and that the hypervisor took
         around = "".join("  %s %.2fs" % (k[:-2], r[k]) for k in (
-            "stack_s", "idle_s", "steal_s") if k in r)
+            "sim_s", "sync_s", "idle_s", "steal_s") if k in r)
         return ("%-28s %9.0f req/s  p50 %7.3f ms  p99 %7.3f ms  "
                 "%6.1f us CPU/req%s%s" % (
                     r["name"], r["rps"], r["p50_ms"], r["p99_ms"],
@@ -83,7 +83,8 @@ def combine(recs):
             continue
         c = dict(g[-1])
         for k in ("rps", "p50_ms", "p90_ms", "p99_ms", "mean_ms",
-                  "server_cpu_us_per_req", "stack_s", "idle_s", "steal_s"):
+                  "server_cpu_us_per_req", "sim_s", "sync_s", "idle_s",
+                  "steal_s"):
             if all(k in x for x in g):
                 c[k] = round(median([x[k] for x in g]), 3)
         if all("idle_s" in x for x in g):
