@@ -102,10 +102,10 @@ static const struct config_opt admit_opts[] = {
 	    "any.", CONFIG_NORELOAD),
 	CONFIG_ENUM(C, miss_policy, "miss-policy", 0, "deny", miss_policies,
 	    "Sync", "Unknown namespace with sync unavailable: allow (no "
-	    "patch) or deny.", CONFIG_NORELOAD),
+	    "patch) or deny; SIGHUP applies a change.", 0),
 	CONFIG_DURATION(C, lookup_timeout_ms, "lookup-timeout", 0, "2s", 10,
 	    30000, "Sync", "Bound on a read-through namespace lookup (also "
-	    "bounded by the review's ?timeout=).", CONFIG_NORELOAD),
+	    "bounded by the review's ?timeout=); SIGHUP applies a change.", 0),
 	CONFIG_INT(C, max_namespaces, "max-namespaces", 0, "100000", 1,
 	    10000000, "Sync", "Most namespaces kept in the local map.",
 	    CONFIG_NORELOAD),
@@ -193,6 +193,9 @@ reload_hook(void *arg)
 		log_notice("config %s %s", ch[i].opt->name, ch[i].applied ?
 		    "changed" : "changed; needs a restart");
 	log_set_debug(a->conf.debug);
+	if (a->server != NULL)
+		server_set_policy(a->server, a->conf.miss_policy == 1,
+		    (unsigned)a->conf.lookup_timeout_ms);
 	check_tls(a);
 	return 0;
 }

@@ -91,6 +91,9 @@ struct server {
 	struct worker		*w;
 	struct lookup		*lookups;	/* main thread only */
 	atomic_uint		 nconns;	/* open connections */
+	/* reloadable (SIGHUP): the main thread writes, workers read */
+	atomic_bool		 miss_deny;
+	atomic_uint		 lookup_timeout_ms;
 };
 
 /* The SSL ex_data slot that ties a connection to its server's count. */
@@ -207,7 +210,7 @@ fallback(struct worker *w, const char *kind, const struct review *rv,
 static enum review_ns
 miss(struct worker *w)
 {
-	return w->srv->cfg.miss_deny ? REVIEW_NS_MISS_DENY :
+	return atomic_load(&w->srv->miss_deny) ? REVIEW_NS_MISS_DENY :
 	    REVIEW_NS_MISS_ALLOW;
 }
 
@@ -215,7 +218,7 @@ miss(struct worker *w)
 static enum review_ns
 unresolved(struct worker *w)
 {
-	return w->srv->cfg.miss_deny ? REVIEW_NS_UNRESOLVED_DENY :
+	return atomic_load(&w->srv->miss_deny) ? REVIEW_NS_UNRESOLVED_DENY :
 	    REVIEW_NS_UNRESOLVED_ALLOW;
 }
 
@@ -384,7 +387,7 @@ lookup_budget(struct worker *w, struct evhttp_request *req)
 {
 	const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(
 	    req));
-	unsigned budget = w->srv->cfg.lookup_timeout_ms;
+	unsigned budget = atomic_load(&w->srv->lookup_timeout_ms);
 	struct evkeyvalq args;
 	const char *t;
 	int64_t ms;
@@ -725,6 +728,14 @@ beat_cb(evutil_socket_t fd, short what, void *arg)
 	atomic_store(&w->last_beat_ms, monotonic_ms());
 }
 
+/* Change the miss policy and the lookup bound; see server.h. */
+void
+server_set_policy(struct server *s, bool miss_deny, unsigned lookup_timeout_ms)
+{
+	atomic_store(&s->miss_deny, miss_deny);
+	atomic_store(&s->lookup_timeout_ms, lookup_timeout_ms);
+}
+
 /* Whether every worker's loop turned recently. */
 bool
 server_alive(struct server *s)
@@ -872,6 +883,7 @@ server_new(const struct server_config *cfg, struct server **ret)
 	s->cfg = *cfg;
 	if (s->cfg.max_connections == 0)
 		s->cfg.max_connections = UINT_MAX;
+	server_set_policy(s, cfg->miss_deny, cfg->lookup_timeout_ms);
 	if ((s->w = calloc((size_t)cfg->nthreads, sizeof(*s->w))) == NULL)
 		goto fail;
 	for (int i = 0; i < cfg->nthreads; i++)

@@ -25,7 +25,8 @@ struct server_config {
 	size_t			 max_body;	/* larger bodies get 413 */
 	size_t			 max_headers;
 	unsigned		 idle_timeout_s;
-	unsigned		 lookup_timeout_ms;	/* read-through bound */
+	unsigned		 lookup_timeout_ms;	/* read-through bound;
+							   server_set_policy */
 	bool			 miss_deny;	/* unknown namespace: deny */
 	struct event_base	*main_base;	/* where sync lookups run */
 	struct tls		*tls;
@@ -55,6 +56,12 @@ int	 server_start(struct server *s);
  * detach from sync and join the workers.
  */
 void	 server_stop(struct server *s, unsigned grace_ms);
+/*
+ * Change the miss policy and the read-through bound (SIGHUP) for requests
+ * from now on; any thread.
+ */
+void	 server_set_policy(struct server *s, bool miss_deny,
+	    unsigned lookup_timeout_ms);
 /* Whether every worker's loop turned within the last few seconds. */
 bool	 server_alive(struct server *s);
 /* Free everything (after server_stop; NULL ok). */
