@@ -322,6 +322,51 @@ build_headers(struct kube_req *x)
 	return 0;
 }
 
+/*
+ * The URL base requests are made under. With tls-server-name the URL's host
+ * is that name (libcurl sends it as SNI and verifies the certificate
+ * against it) and CURLOPT_CONNECT_TO sends the connection to the server's
+ * real host and port, as client-go's ServerName does.
+ */
+static int
+server_names(struct kube_client *c)
+{
+	const char *name = c->cfg->tls_server_name;
+	char *host = NULL, *port = NULL, *url = NULL, *ct = NULL;
+	CURLU *u;
+	int r = -ENOMEM;
+
+	if (name == NULL)
+		return 0;
+	if ((u = curl_url()) == NULL)
+		return -ENOMEM;
+	if (curl_url_set(u, CURLUPART_URL, c->cfg->server, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) !=
+	    CURLUE_OK || curl_url_set(u, CURLUPART_HOST, name, 0) !=
+	    CURLUE_OK || curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK) {
+		r = -EINVAL;
+		goto out;
+	}
+	/* curl adds a '/' path; the base has none (paths start with '/') */
+	if (strlen(url) > 0 && url[strlen(url) - 1] == '/' &&
+	    c->cfg->server[strlen(c->cfg->server) - 1] != '/')
+		url[strlen(url) - 1] = '\0';
+	if (asprintf(&ct, "%s:%s:%s:%s", name, port, host, port) == -1)
+		ct = NULL;
+	if (ct == NULL || (c->url_base = strdup(url)) == NULL ||
+	    (c->connect_to = curl_slist_append(NULL, ct)) == NULL)
+		goto out;
+	r = 0;
+out:
+	free(ct);
+	curl_free(host);
+	curl_free(port);
+	curl_free(url);
+	curl_url_cleanup(u);
+	return r;
+}
+
 /* Set every option of the easy handle for the next attempt. */
 static int
 easy_setup(struct kube_req *x)
@@ -333,6 +378,10 @@ easy_setup(struct kube_req *x)
 	if (build_headers(x) < 0)
 		return -ENOMEM;
 	r |= curl_easy_setopt(e, CURLOPT_URL, x->url);
+	if (c->connect_to != NULL)
+		r |= curl_easy_setopt(e, CURLOPT_CONNECT_TO, c->connect_to);
+	if (c->cfg->proxy_url != NULL)
+		r |= curl_easy_setopt(e, CURLOPT_PROXY, c->cfg->proxy_url);
 	r |= curl_easy_setopt(e, CURLOPT_PRIVATE, x);
 	r |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	r |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR,
@@ -783,7 +832,7 @@ kube_client_new(struct event_base *base, struct kube_config *cfg,
 	else
 		c->user_agent = strdup("kpgpud/" KPGPUD_VERSION);
 	c->o.user_agent = NULL;
-	if (c->user_agent == NULL ||
+	if (c->user_agent == NULL || server_names(c) < 0 ||
 	    (c->multi = curl_multi_init()) == NULL ||
 	    (c->curl_timer = evtimer_new(base, curl_timer_cb, c)) == NULL ||
 	    (c->rl_timer = evtimer_new(base, rl_timer_cb, c)) == NULL ||
@@ -821,6 +870,8 @@ kube_client_free(struct kube_client *c)
 	if (c->pump_ev != NULL)
 		event_free(c->pump_ev);
 	free(c->user_agent);
+	free(c->url_base);
+	curl_slist_free_all(c->connect_to);
 	free(c);
 }
 
@@ -848,7 +899,8 @@ kube_kx_new(struct kube_client *c, const char *method, const char *pq,
 	x->c = c;
 	x->watch = watch;
 	x->retry_after_ms = -1;
-	if (asprintf(&x->url, "%s%s", c->cfg->server, pq) == -1)
+	if (asprintf(&x->url, "%s%s", c->url_base != NULL ? c->url_base :
+	    c->cfg->server, pq) == -1)
 		x->url = NULL;
 	if (x->url == NULL || (x->method = strdup(method)) == NULL ||
 	    (x->easy = curl_easy_init()) == NULL ||

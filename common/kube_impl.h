@@ -69,6 +69,11 @@ struct kube_client {
 	struct kube_config	*cfg;
 	struct kube_client_opts	 o;
 	char			*user_agent;
+	char			*url_base;	/* with tls-server-name: the
+						   server's URL with that name
+						   as host; else NULL */
+	struct curl_slist	*connect_to;	/* tls-server-name: where to
+						   connect really; or NULL */
 	CURLM			*multi;
 	struct event		*curl_timer;
 	struct event		*rl_timer;

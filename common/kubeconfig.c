@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,8 @@ kube_config_free(struct kube_config *cfg)
 	if (cfg->token != NULL)
 		secret_free(cfg->token, strlen(cfg->token));
 	free(cfg->token_file);
+	free(cfg->tls_server_name);
+	free(cfg->proxy_url);
 	free(cfg);
 }
 
@@ -394,11 +397,24 @@ yaml_true(const char *s)
 	    strcasecmp(s, "yes") == 0 || strcasecmp(s, "on") == 0);
 }
 
-/* Fill server, CA and the insecure flag from a cluster entry. */
+/* Whether s can be a TLS server name: 1 to 253 of [A-Za-z0-9.-]. */
+static bool
+host_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n > 0 && n <= 253 && strspn(s, "abcdefghijklmnopqrstuvwxyz"
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") == n;
+}
+
+/*
+ * Fill server, CA, the insecure flag, tls-server-name and proxy-url from a
+ * cluster entry.
+ */
 static int
 load_cluster(struct kc_doc *d, yaml_node_t *cl, struct kube_config *cfg)
 {
-	const char *server;
+	const char *server, *tsn, *proxy;
 	size_t n;
 	int r;
 
@@ -421,6 +437,22 @@ load_cluster(struct kc_doc *d, yaml_node_t *cl, struct kube_config *cfg)
 	if ((r = load_pem(d, cl, "certificate-authority", &cfg->ca_file,
 	    &cfg->ca_data, &cfg->ca_len)) < 0)
 		return r;
+	if ((tsn = map_str(d, cl, "tls-server-name")) != NULL && *tsn != '\0') {
+		if (!host_name_ok(tsn))
+			return kc_err(d, -EINVAL, "tls-server-name is not a DNS "
+			    "name", tsn);
+		if ((cfg->tls_server_name = strdup(tsn)) == NULL)
+			return kc_err(d, -ENOMEM, "out of memory", NULL);
+	}
+	if ((proxy = map_str(d, cl, "proxy-url")) != NULL && *proxy != '\0') {
+		if (strncmp(proxy, "http://", 7) != 0 &&
+		    strncmp(proxy, "https://", 8) != 0 &&
+		    strncmp(proxy, "socks5://", 9) != 0)
+			return kc_err(d, -EINVAL, "proxy-url is not http://, "
+			    "https:// or socks5://", proxy);
+		if ((cfg->proxy_url = strdup(proxy)) == NULL)
+			return kc_err(d, -ENOMEM, "out of memory", NULL);
+	}
 	return 0;
 }
 

@@ -45,6 +45,11 @@ struct kube_config {
 	long long	 token_ino;
 	long long	 token_size;
 	bool		 insecure;	/* only with KUBE_CONFIG_ALLOW_INSECURE */
+	char		*tls_server_name;	/* verify and send SNI for this
+						   name instead of the server's
+						   host (tls-server-name) */
+	char		*proxy_url;	/* http://, https:// or socks5:// proxy
+					   (proxy-url); NULL: the environment's */
 };
 
 /*

@@ -303,3 +303,36 @@ TEST(kc_set_token_file_replaces_certs)
 	CHECK_STR(c->token, "file-token-value");
 	kube_config_free(c);
 }
+
+/* tls-server-name and proxy-url are read; bad values are refused. */
+TEST(kc_server_name_and_proxy)
+{
+	struct kube_config *c = NULL;
+	char err[256], t[512];
+#define KC_FMT "clusters:\n- name: c\n  cluster: {server: " \
+	    "'https://10.0.0.1:6443', %s: '%s'}\ncontexts:\n" \
+	    "- {name: x, context: {cluster: c}}\ncurrent-context: x\n"
+
+	snprintf(t, sizeof(t), KC_FMT, "tls-server-name", "api.example.com");
+	REQUIRE(kube_config_parse(t, strlen(t), NULL, NULL, 0, &c, err,
+	    sizeof(err)) == 0);
+	CHECK_STR(c->tls_server_name, "api.example.com");
+	CHECK(c->proxy_url == NULL);
+	kube_config_free(c);
+	snprintf(t, sizeof(t), KC_FMT, "proxy-url", "socks5://127.0.0.1:1080");
+	REQUIRE(kube_config_parse(t, strlen(t), NULL, NULL, 0, &c, err,
+	    sizeof(err)) == 0);
+	CHECK_STR(c->proxy_url, "socks5://127.0.0.1:1080");
+	CHECK(c->tls_server_name == NULL);
+	kube_config_free(c);
+	c = NULL;
+	snprintf(t, sizeof(t), KC_FMT, "tls-server-name", "bad name/x");
+	CHECK_INT(kube_config_parse(t, strlen(t), NULL, NULL, 0, &c, err,
+	    sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "tls-server-name") != NULL);
+	snprintf(t, sizeof(t), KC_FMT, "proxy-url", "ftp://p:21");
+	CHECK_INT(kube_config_parse(t, strlen(t), NULL, NULL, 0, &c, err,
+	    sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "proxy-url") != NULL);
+}
+#undef KC_FMT
