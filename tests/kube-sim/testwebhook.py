@@ -24,6 +24,9 @@ The URL path picks the behaviour:
             spec.resourceClaims [{name: gpu, resourceClaimTemplateName: gpu}]
             and resources.claims [{name: gpu}] to every container
   /badclaim only the container claims (the result fails validation)
+  /unknown  allow with a patch that adds label kubesim.test/unknown=added
+            and the unknown fields spec.bogusField and
+            spec.containers[0].bogusField (the apiserver drops them)
 """
 
 import argparse
@@ -179,6 +182,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif mode in ("claim", "badclaim"):
             out = review_response(review, uid, patch=claim_patch(
                 obj, mode == "claim"))
+        elif mode == "unknown":
+            ops = label_patch(obj, "kubesim.test/unknown", "added")
+            ops.append({"op": "add", "path": "/spec/bogusField",
+                        "value": "x"})
+            ops.append({"op": "add", "path": "/spec/containers/0/bogusField",
+                        "value": {"nested": True}})
+            out = review_response(review, uid, patch=ops)
         elif mode == "deny":
             out = review_response(review, uid, allowed=False, status={
                 "code": 403, "message": "no GPUs today"})

@@ -7,10 +7,11 @@ import random
 import time
 import uuid
 
-from . import checks, patch as patchmod, schema, selector, validation
-from .hooks import (AdmissionContext, ApiError, err_already_exists,
-                    err_bad_request, err_conflict, err_forbidden,
-                    err_internal, err_invalid, err_not_found)
+from . import checks, dravalid, patch as patchmod, schema, selector
+from . import validation
+from .hooks import (AdmissionContext, ApiError, default_groups,
+                    err_already_exists, err_bad_request, err_conflict,
+                    err_forbidden, err_internal, err_invalid, err_not_found)
 from .store import Entry, obj_key
 
 INTERNAL_USER = "system:kube-controller-manager"
@@ -23,11 +24,16 @@ def now_rfc3339():
 
 
 class Who:
-    """The caller of one request: user, role, options, collected warnings."""
+    """The caller of one request: user (with its groups and uid), role,
+    options, collected warnings."""
 
     def __init__(self, user=INTERNAL_USER, role="internal", dry_run=False,
-                 options=None, field_validation="Ignore"):
+                 options=None, field_validation="Ignore", groups=None,
+                 uid=""):
         self.user = user
+        self.groups = list(groups) if groups is not None else \
+            default_groups(user, role)
+        self.uid = uid
         self.role = role
         self.dry_run = dry_run
         self.options = options or {}
@@ -175,7 +181,8 @@ class Api:
         """An AdmissionContext for the hooks."""
         opts = dict(who.options)
         return AdmissionContext(op, res, ns, name, obj, old, who.user,
-                                who.role, self, sub, who.dry_run, opts)
+                                who.role, self, sub, who.dry_run, opts,
+                                groups=who.groups, uid=who.uid)
 
     def _decode(self, res, body, who):
         """Type checks and unknown-field handling of a request body."""
@@ -260,6 +267,11 @@ class Api:
     def _validate(self, res, obj, old):
         """Built-in validation; raises 422."""
         errs = checks.validate(res, obj, old)
+        if old is None and res.namespaced:
+            ns = self.store.get(self.res.get("namespaces"), "",
+                                obj["metadata"].get("namespace", ""))
+            labels = ns.obj["metadata"].get("labels") if ns else None
+            errs = dravalid.admin_access_errors(res, obj, labels) + errs
         if errs:
             raise err_invalid(res, obj["metadata"].get("name", ""), errs)
 
@@ -305,6 +317,7 @@ class Api:
             md["name"] = self._generate_name(res, ns, md)
         name = md.get("name") or ""
         self._post_defaults(res, body)
+        dravalid.drop_disabled(res, body, None)
         self._validate(res, body, None)
         md["uid"] = str(uuid.uuid4())
         md["creationTimestamp"] = now_rfc3339()
@@ -428,6 +441,7 @@ class Api:
         who.warnings.extend(ctx.warnings)
         new = ctx.object
         self._post_defaults(res, new)
+        dravalid.drop_disabled(res, new, old)
         self._keep_system_meta(new["metadata"], old["metadata"])
         self._bump_generation(res, new, old)
         self._validate(res, new, old)

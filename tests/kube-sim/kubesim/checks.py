@@ -1,7 +1,7 @@
 """Kind-specific validation: Pods (resource claims), resource.k8s.io/v1,
 CRDs, webhook configurations and Events."""
 
-from . import crdvalidate
+from . import crdvalidate, dravalid
 from .validation import (FieldError, GoValue, dns_label, dns_subdomain,
                          validate_meta)
 
@@ -155,8 +155,9 @@ def _pod_update(obj, old, errs):
             "if it was previously negative)"))
 
 
-def _selectors(sels, path, errs):
-    """DeviceSelector list checks."""
+def _selectors(sels, path, errs, compile_cel=True):
+    """DeviceSelector list checks; new CEL expressions are compiled and
+    cost-checked (stored ones are not checked again)."""
     if len(sels or []) > MAX_SELECTORS:
         errs.append(FieldError("TooMany", path, len(sels),
                                "must have at most %d items" % MAX_SELECTORS))
@@ -172,6 +173,8 @@ def _selectors(sels, path, errs):
         elif len(e) > MAX_CEL:
             errs.append(FieldError("TooLong", p + ".cel.expression", None,
                                    "may not be more than %d bytes" % MAX_CEL))
+        elif compile_cel:
+            errs.extend(dravalid.selector_errors(e, p + ".cel.expression"))
 
 
 def _exact(r, path, errs, sub=False):
@@ -249,17 +252,18 @@ def _request_refs(refs, path, names, errs):
                                    "subrequest separated by '/'"))
 
 
-def _opaque(o, path, errs):
-    """OpaqueDeviceConfiguration checks."""
+def _opaque(o, path, errs, stored=False):
+    """OpaqueDeviceConfiguration checks (validateOpaqueConfiguration)."""
     if not isinstance(o, dict):
         errs.append(FieldError("Required", path))
         return
-    if not o.get("driver"):
-        errs.append(FieldError("Required", path + ".driver"))
+    dravalid.csi_driver_name(o.get("driver") or "", path + ".driver", errs)
+    if stored:
+        if o.get("parameters") is None:
+            errs.append(FieldError("Required", path + ".parameters"))
     else:
-        dns_subdomain(o["driver"], path + ".driver", errs)
-    if o.get("parameters") is None:
-        errs.append(FieldError("Required", path + ".parameters"))
+        dravalid.raw_parameters(o.get("parameters"), path + ".parameters",
+                                errs)
 
 
 def validate_claim_spec(spec, path, errs):
@@ -279,9 +283,8 @@ def validate_claim_spec(spec, path, errs):
         _request_refs(c.get("requests"), p + ".requests", names, errs)
         ma = c.get("matchAttribute")
         if ma is None and c.get("distinctAttribute") is None:
-            errs.append(FieldError("Required", p, None, "exactly one of "
-                                   "`matchAttribute` or `distinctAttribute` "
-                                   "is required"))
+            # DRAConsumableCapacity off (1.34 default): validateDeviceConstraint
+            errs.append(FieldError("Required", p + ".matchAttribute"))
         elif ma is not None and "/" not in ma:
             errs.append(FieldError("Invalid", p + ".matchAttribute", ma,
                                    "a fully qualified attribute name must "
@@ -299,12 +302,17 @@ def validate_claim_spec(spec, path, errs):
                                    n, "must have at most %d items" % cap))
 
 
-def validate_device_class(obj, errs):
-    """DeviceClass checks."""
+def validate_device_class(obj, old, errs):
+    """DeviceClass checks; unchanged selectors and config of an update
+    count as stored (validateDeviceClassSpec)."""
     spec = obj.get("spec") or {}
-    _selectors(spec.get("selectors"), "spec.selectors", errs)
+    was = (old or {}).get("spec") or {} if old is not None else None
+    _selectors(spec.get("selectors"), "spec.selectors", errs,
+               compile_cel=was is None or
+               was.get("selectors") != spec.get("selectors"))
+    stored = was is not None and was.get("config") == spec.get("config")
     for i, c in enumerate(spec.get("config") or []):
-        _opaque(c.get("opaque"), "spec.config[%d].opaque" % i, errs)
+        _opaque(c.get("opaque"), "spec.config[%d].opaque" % i, errs, stored)
 
 
 def _device(d, path, errs):
@@ -335,10 +343,7 @@ def _device(d, path, errs):
 def validate_slice(obj, errs):
     """ResourceSlice checks."""
     spec = obj.get("spec") or {}
-    if not spec.get("driver"):
-        errs.append(FieldError("Required", "spec.driver"))
-    else:
-        dns_subdomain(spec["driver"], "spec.driver", errs)
+    dravalid.csi_driver_name(spec.get("driver") or "", "spec.driver", errs)
     pool = spec.get("pool") or {}
     if not pool.get("name"):
         errs.append(FieldError("Required", "spec.pool.name"))
@@ -550,15 +555,24 @@ def validate(res, obj, old):
     if k == "pods":
         validate_pod(obj, old, errs)
     elif k == "resourceclaims.resource.k8s.io":
-        validate_claim_spec(obj.get("spec"), "spec", errs)
-        if old is not None and obj.get("spec") != old.get("spec"):
+        # An update only checks that the spec is unchanged
+        # (ValidateResourceClaimUpdate: ValidateImmutableField).
+        if old is None:
+            validate_claim_spec(obj.get("spec"), "spec", errs)
+        elif obj.get("spec") != old.get("spec"):
             errs.append(FieldError("Invalid", "spec", GoValue(
                 "resource.ResourceClaimSpec{...}"), "field is immutable"))
     elif k == "resourceclaimtemplates.resource.k8s.io":
-        validate_claim_spec((obj.get("spec") or {}).get("spec"), "spec.spec",
-                            errs)
+        # ValidateResourceClaimTemplateUpdate: the spec is immutable.
+        if old is None:
+            validate_claim_spec((obj.get("spec") or {}).get("spec"),
+                                "spec.spec", errs)
+        elif obj.get("spec") != old.get("spec"):
+            errs.append(FieldError("Invalid", "spec", GoValue(
+                "resource.ResourceClaimTemplateSpec{...}"),
+                "field is immutable"))
     elif k == "deviceclasses.resource.k8s.io":
-        validate_device_class(obj, errs)
+        validate_device_class(obj, old, errs)
     elif k == "resourceslices.resource.k8s.io":
         validate_slice(obj, errs)
     elif k == "customresourcedefinitions.apiextensions.k8s.io":

@@ -41,7 +41,11 @@ AdmissionContext fields
   name         object name ("" on CREATE with generateName in mutating hooks)
   object       dict: the new object (None on DELETE); mutable in mutating hooks
   old_object   dict: the stored object on UPDATE/DELETE (read-only), else None
-  user         user name (e.g. "admin", "writer", "system:kube-controller-manager")
+  user         user name (e.g. "admin", "writer", "system:kube-controller-manager",
+               "system:serviceaccount:NS:NAME" for a tenant)
+  groups       list of str: the user's groups as the authenticator reports
+               them (request.userInfo.groups), see default_groups()
+  uid          str: the user's uid ("" when the authenticator has none)
   role         "admin" | "read-only" | "writer" | "none" | "internal"
   dry_run      bool
   options      dict of the request's query options (fieldManager, ...)
@@ -226,12 +230,28 @@ def err_invalid(res, name, causes):
                     body), details)
 
 
+def default_groups(user, role=None):
+    """The groups an apiserver authenticator reports for USER: service
+    accounts get system:serviceaccounts and system:serviceaccounts:NS
+    (pkg/serviceaccount), the admin role system:masters, every
+    authenticated user system:authenticated."""
+    if user == "system:anonymous" or role == "anonymous":
+        return ["system:unauthenticated"]
+    if user.startswith("system:serviceaccount:") and user.count(":") == 3:
+        ns = user.split(":")[2]
+        return ["system:serviceaccounts", "system:serviceaccounts:" + ns,
+                "system:authenticated"]
+    if role == "admin" or (role is None and user == "admin"):
+        return ["system:masters", "system:authenticated"]
+    return ["system:authenticated"]
+
+
 class AdmissionContext:
     """What an admission hook sees of one write request."""
 
     def __init__(self, operation, resource, namespace, name, obj, old,
                  user, role, api, subresource="", dry_run=False,
-                 options=None):
+                 options=None, groups=None, uid=""):
         self.operation = operation
         self.resource = resource
         self.subresource = subresource
@@ -240,6 +260,9 @@ class AdmissionContext:
         self.object = obj
         self.old_object = old
         self.user = user
+        self.groups = list(groups) if groups is not None else \
+            default_groups(user, role)
+        self.uid = uid
         self.role = role
         self.dry_run = dry_run
         self.options = options or {}

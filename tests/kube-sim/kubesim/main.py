@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from . import hooks
+from . import hooks, tenants
 from .api import Api, Who
 from .faults import Faults
 from .resources import Registry as Resources
@@ -34,12 +34,29 @@ class Sim:
         self.faults = Faults()
         self.stats = Stats()
         self.tokens = {}
+        self.dir = ""
+        self.tenants = {}
+        self.tenants_stamp = None
+        self.tenants_lock = threading.Lock()
         self.users = {r: r for r in ROLES}
         self.users["internal"] = "system:kube-controller-manager"
         self.verbose = verbose
         self.log_lock = threading.Lock()
         self.stop = threading.Event()
         self.threads = []
+
+    def tenant(self, token):
+        """The Tenant of TOKEN or None; DIR/tenants is read again when it
+        changed (simctl DIR tenant adds to it while the server runs)."""
+        t = self.tenants.get(token)
+        if t is not None or not self.dir:
+            return t
+        with self.tenants_lock:
+            st = tenants.stamp(self.dir)
+            if st != self.tenants_stamp:
+                self.tenants = tenants.load(self.dir)
+                self.tenants_stamp = st
+        return self.tenants.get(token)
 
     def log(self, msg):
         """One line in the simulator log (stderr, i.e. DIR/log)."""
@@ -141,15 +158,22 @@ def _write(path, text, mode=0o600):
     os.replace(path + ".tmp", path)
 
 
-def kubeconfig(url, ca_pem, user, token):
+def kubeconfig(url, ca_pem, user, token, namespace="default"):
     """A kubeconfig for one user (token auth, embedded CA)."""
     ca64 = base64.b64encode(ca_pem).decode()
     return ("apiVersion: v1\nkind: Config\nclusters:\n- name: kube-sim\n"
             "  cluster:\n    server: %s\n    certificate-authority-data: %s\n"
             "users:\n- name: %s\n  user:\n    token: %s\ncontexts:\n"
             "- name: kube-sim\n  context:\n    cluster: kube-sim\n"
-            "    user: %s\n    namespace: default\n"
-            "current-context: kube-sim\n" % (url, ca64, user, token, user))
+            "    user: %s\n    namespace: %s\n"
+            "current-context: kube-sim\n" % (url, ca64, user, token, user,
+                                             namespace))
+
+
+def tenant_kubeconfig(url, ca_pem, t):
+    """The kubeconfig of a tenant (its namespace is the default one)."""
+    return kubeconfig(url, ca_pem, "tenant-%s-%s" % (t.namespace, t.name),
+                      t.token, t.namespace)
 
 
 def write_files(d, port, ca, toks):
@@ -162,6 +186,9 @@ def write_files(d, port, ca, toks):
                kubeconfig(url, ca_pem, r, toks[r]))
     _write(os.path.join(d, "kubeconfig"),
            kubeconfig(url, ca_pem, "admin", toks["admin"]))
+    for t in tenants.load(d).values():
+        _write(tenants.kubeconfig_path(d, t), tenant_kubeconfig(url, ca_pem,
+                                                                t))
     _write(os.path.join(d, "port"), "%d\n" % port, 0o644)
     _write(os.path.join(d, "url"), url + "\n", 0o644)
 
@@ -233,6 +260,10 @@ def main(argv=None):
     toks = load_tokens(d)
     sim.tokens = {t: r for r, t in toks.items()}
     options = dict(kv.split("=", 1) for kv in a.set if "=" in kv)
+    for k, v in options.items():
+        if k.startswith("user.") and k[5:] in ROLES and v:
+            sim.users[k[5:]] = v
+    sim.dir = d
     load_plugins(sim, a.plugins, options, d)
     seed(sim)
     if a.faults:

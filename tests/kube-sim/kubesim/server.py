@@ -12,10 +12,10 @@ import threading
 import urllib.parse
 
 from . import resources as resmod
-from . import tables
+from . import tables, tenants
 from .api import Who
-from .hooks import (ApiError, err_bad_request, err_internal, err_not_found,
-                    qualified)
+from .hooks import (ApiError, default_groups, err_bad_request, err_internal,
+                    err_not_found, qualified)
 from .selector import match_fields, match_labels, parse_fields, parse_labels
 from .store import dumps
 
@@ -265,18 +265,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                   e)
 
     def _authenticate(self):
-        """Set self.role and self.user from the bearer token."""
+        """Set self.role, self.user, self.groups, self.uid (and
+        self.tenant for a tenant token) from the bearer token."""
         auth = self.headers.get("Authorization", "")
         sim = self.server.sim
+        self.tenant, self.uid = None, ""
         if not auth:
             self.role, self.user = "anonymous", "system:anonymous"
+            self.groups = default_groups(self.user, self.role)
             return
         tok = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
         role = sim.tokens.get(tok)
+        if role is None and tok:
+            t = sim.tenant(tok) if hasattr(sim, "tenant") else None
+            if t is not None:
+                self.role, self.user, self.tenant = "tenant", t.user, t
+                self.groups, self.uid = t.groups, t.uid
+                return
         if role is None:
-            self.role, self.user = "unauthenticated", "-"
+            self.role, self.user, self.groups = "unauthenticated", "-", []
             raise ApiError(401, "Unauthorized", "Unauthorized")
         self.role, self.user = role, sim.users[role]
+        self.groups = default_groups(self.user, role)
 
     def _dispatch(self):
         """Handle one request of any method."""
@@ -351,9 +361,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _authorize(self, verb, r):
         """403 unless the role may do verb on the resource."""
-        if self.role == "anonymous" or not authorized(self.role, verb,
-                                                      r.res, r.sub):
-            ns = r.ns or (r.name if r.res.key == "namespaces" else "")
+        ns = r.ns or (r.name if r.res.key == "namespaces" else "")
+        if self.role == "tenant":
+            ok = tenants.allowed(self.tenant, verb, r.res, r.sub, ns)
+        else:
+            ok = self.role != "anonymous" and authorized(self.role, verb,
+                                                         r.res, r.sub)
+        if not ok:
             msg = forbidden_message(self.user, verb, r.res, r.sub, ns,
                                     r.name)
             d = {"name": r.name} if r.name else {}
@@ -489,7 +503,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if fv not in ("Strict", "Warn", "Ignore"):
             raise err_bad_request("fieldValidation must be one of Strict, "
                                   "Warn, Ignore: %s" % fv)
-        w = Who(self.user, self.role, dr, dict(self.q), fv)
+        w = Who(self.user, self.role, dr, dict(self.q), fv,
+                getattr(self, "groups", None), getattr(self, "uid", ""))
         self.warnings = w.warnings
         return w
 

@@ -25,7 +25,7 @@ import time
 import urllib.parse
 import uuid
 
-from . import jsonpatch
+from . import jsonpatch, schema
 from .hooks import ApiError, err_internal
 
 MAX_RESPONSE = 3 * 1024 * 1024
@@ -205,7 +205,13 @@ def review_request(ctx, version, uid):
     if ctx.namespace:
         req["namespace"] = ctx.namespace
     req["operation"] = ctx.operation
-    req["userInfo"] = {"username": ctx.user, "groups": _groups(ctx.user)}
+    groups = getattr(ctx, "groups", None)
+    info = {"username": ctx.user}
+    if getattr(ctx, "uid", ""):
+        info["uid"] = ctx.uid
+    info["groups"] = list(groups) if groups is not None else \
+        _groups(ctx.user)
+    req["userInfo"] = info
     req["object"] = obj
     req["oldObject"] = ctx.old_object
     req["dryRun"] = bool(ctx.dry_run)
@@ -521,8 +527,26 @@ def call_webhook(hook, ctx):
         raise err_internal(str(e))
     if not isinstance(new, dict):
         raise err_internal("webhook patch produced a non-object")
+    _decode_patched(ctx.resource, new)
     ctx.object.clear()
     ctx.object.update(new)
+
+
+def _decode_patched(res, obj):
+    """Decode a patched object as the apiserver does: non-strictly, so
+    unknown fields are dropped silently before validation; a field of the
+    wrong type is a decoding error (500)."""
+    if res.builtin:
+        sch = schema.builtin_schema(res.key)
+    else:
+        ver = str(obj.get("apiVersion") or "").rpartition("/")[2]
+        sch = schema.crd_schema(res.schemas.get(ver) or
+                                res.schemas.get(res.version))
+    if sch is None:
+        return
+    walk = schema.prune(obj, sch, walk=schema.Walk(res.kind))
+    if walk.type_error:
+        raise err_internal(walk.type_error)
 
 
 def _invoke(hook, ctx):
