@@ -536,7 +536,7 @@ def _decode_patched(res, obj):
     """Decode a patched object as the apiserver does: non-strictly, so
     unknown fields are dropped silently before validation; a field of the
     wrong type is a decoding error (500)."""
-    if res.builtin:
+    if getattr(res, "builtin", True):
         sch = schema.builtin_schema(res.key)
     else:
         ver = str(obj.get("apiVersion") or "").rpartition("/")[2]
