@@ -1,5 +1,6 @@
 """Fault injection: errors (random or counted), latency, pause, dropped
-watches and forgotten history, set through POST /sim/faults."""
+watches, cut connections and forgotten history, set through
+POST /sim/faults."""
 
 import random
 import threading
@@ -10,7 +11,8 @@ from .hooks import ApiError, err_bad_request
 _KNOWN = {"error_rate", "error_code", "retry_after", "error_count",
           "error_verbs", "error_resources", "error_roles", "latency_ms",
           "pause", "drop_watches", "forget_history", "bookmark_seconds",
-          "reset", "garbage_count", "garbage_mode", "watch_garbage"}
+          "reset", "garbage_count", "garbage_mode", "watch_garbage",
+          "drop_connections"}
 GARBAGE_MODES = ("junk", "truncate")
 
 
@@ -75,8 +77,9 @@ class Faults:
                                   (name, lo, hi))
         return v
 
-    def apply(self, body, sim):
-        """Apply a POST /sim/faults body; returns what was done."""
+    def apply(self, body, sim, h=None):
+        """Apply a POST /sim/faults body (h: the request doing it, whose
+        own connection drop_connections spares); returns what was done."""
         unknown = set(body) - _KNOWN
         if unknown:
             raise err_bad_request("unknown fault settings: %s" %
@@ -119,6 +122,9 @@ class Faults:
                 self.running.set()
         if body.get("drop_watches"):
             out["dropped_watches"] = sim.store.drop_watchers()
+        if body.get("drop_connections") and h is not None:
+            keep = getattr(h, "conn", None) or h.request
+            out["dropped_connections"] = h.server.drop_connections(keep)
         if body.get("watch_garbage"):
             out["garbage_watches"] = sim.store.inject_raw(
                 b'{"type":"ADDED","object":{"kind":\x00garbage\n')

@@ -82,6 +82,8 @@ def parse_args(argv):
                    help="initial faults as JSON (as POST /sim/faults)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VAL",
                    help="option for plug-ins (Registry.options)")
+    p.add_argument("--http2", choices=("on", "off"), default="on",
+                   help="offer h2 in ALPN (off: HTTP/1.1 only)")
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
 
@@ -271,7 +273,8 @@ def main(argv=None):
         sim.faults.apply(json.loads(a.faults), sim)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(crt, key)
-    ctx.set_alpn_protocols(["http/1.1"])
+    ctx.set_alpn_protocols(["h2", "http/1.1"] if a.http2 == "on" else
+                           ["http/1.1"])
     srv = Server(("127.0.0.1", a.port), sim, ctx)
     port = srv.server_address[1]
     write_files(d, port, os.path.join(d, "ca.crt") if os.path.exists(
@@ -285,6 +288,7 @@ def main(argv=None):
     sim.log("kube-sim listening on https://127.0.0.1:%d (pid %d)" %
             (port, os.getpid()))
     srv.serve_forever(poll_interval=0.2)
+    srv.goaway_all()
     sim.stop.set()
     for t in sim.threads:
         t.join(2.0)

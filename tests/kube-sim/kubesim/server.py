@@ -9,6 +9,7 @@ import socketserver
 import ssl
 import sys
 import threading
+import time
 import urllib.parse
 
 from . import resources as resmod
@@ -98,11 +99,13 @@ class Stats:
             self.roles = {}
             self.resources = {}
             self.codes = {}
+            self.protocols = {}
 
-    def add(self, role, verb, resource, code):
+    def add(self, role, verb, resource, code, protocol="HTTP/1.1"):
         """Count one request."""
         with self.lock:
             self.total += 1
+            self.protocols[protocol] = self.protocols.get(protocol, 0) + 1
             r = self.roles.setdefault(role, {})
             r[verb] = r.get(verb, 0) + 1
             if resource:
@@ -116,9 +119,13 @@ class Stats:
         with self.lock:
             out = json.loads(json.dumps({
                 "total": self.total, "roles": self.roles,
-                "resources": self.resources, "codes": self.codes}))
+                "resources": self.resources, "codes": self.codes,
+                "protocols": self.protocols}))
         out["watches_open"] = len(sim.store.http_watchers())
         out["resource_version"] = sim.store.rv
+        h2stats = getattr(sim, "h2stats", None)
+        if h2stats is not None:
+            out["h2"] = h2stats.snapshot()
         return out
 
 
@@ -127,6 +134,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     garbage = None
+    truncated = False
     server_version = "kube-sim"
     sys_version = ""
     timeout = 600
@@ -134,9 +142,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def setup(self):
         """Finish the TLS handshake in this connection's thread."""
         self.request.settimeout(30)
+        self.h2 = False
         if isinstance(self.request, ssl.SSLSocket):
             try:
                 self.request.do_handshake()
+                self.h2 = self.request.selected_alpn_protocol() == "h2"
             except (ssl.SSLError, OSError):
                 self.close_connection = True
         self.request.settimeout(self.timeout)
@@ -144,11 +154,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
         super().setup()
 
     def handle(self):
-        """Serve requests until the client goes away."""
+        """Serve requests until the client goes away (h2 when ALPN chose
+        it, else HTTP/1.1 keep-alive)."""
+        if self.h2:
+            from .h2serve import H2Connection
+            H2Connection(self.server, self.request,
+                         self.client_address).serve()
+            return
+        self.server.conn_add(self.request)
         try:
             super().handle()
         except (ssl.SSLError, OSError):
             pass
+        finally:
+            self.server.conn_remove(self.request)
 
     def log_message(self, fmt, *args):
         """Access log lines go to the simulator log, not stderr noise."""
@@ -181,9 +200,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if mode == "truncate":
             self.wfile.write(body[:len(body) // 2])
             self.close_connection = True
+            self.truncated = True
         elif self.command != "HEAD":
             self.wfile.write(body)
         self.code = code
+
+    def send_chunk(self, data):
+        """One chunk of a streamed body; b'' is the last chunk."""
+        self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
+
+    def end_watch(self, dropped):
+        """End a watch stream (HTTP/1.1: the last chunk, even when the
+        watch was dropped: the stream ends as after timeoutSeconds)."""
+        self.send_chunk(b"")
+
+    def on_watch(self, w):
+        """The watch this request serves (h2 closes it on RST_STREAM)."""
 
     def send_obj(self, code, obj, headers=None):
         """Write a JSON object."""
@@ -334,7 +366,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
         finally:
             if not path.startswith("/sim/"):
-                sim.stats.add(self.role, verb, rkey, self.code)
+                sim.stats.add(self.role, verb, rkey, self.code,
+                              "HTTP/2" if self.request_version == "HTTP/2.0"
+                              else "HTTP/1.1")
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _dispatch
 
@@ -460,6 +494,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send_obj(200, sim.stats.snapshot(sim))
         if path == "/sim/stats/reset" and self.command == "POST":
             sim.stats.reset()
+            sim.h2stats.reset()
             return self.send_obj(200, {"reset": True})
         if path == "/sim/faults" and self.command == "GET":
             return self.send_obj(200, sim.faults.describe())
@@ -467,7 +502,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             body = self._json_body() or {}
             if not isinstance(body, dict):
                 raise err_bad_request("faults must be a JSON object")
-            return self.send_obj(200, sim.faults.apply(body, sim))
+            return self.send_obj(200, sim.faults.apply(body, sim, self))
         if path == "/sim/bulk" and self.command == "POST":
             return self._sim_bulk()
         raise ApiError(404, "NotFound", "404 page not found",
@@ -767,7 +802,60 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     def __init__(self, addr, sim, ssl_ctx):
         self.sim = sim
         self.ssl_ctx = ssl_ctx
+        self.conns_lock = threading.Lock()
+        self.h1_conns = set()
+        self.h2_conns = set()
+        from .h2serve import H2Stats
+        self.h2stats = sim.h2stats = H2Stats()
         super().__init__(addr, Handler)
+
+    def conn_add(self, sock):
+        """Track an HTTP/1.1 connection (for the drop_connections fault)."""
+        with self.conns_lock:
+            self.h1_conns.add(sock)
+
+    def conn_remove(self, sock):
+        """Forget an HTTP/1.1 connection."""
+        with self.conns_lock:
+            self.h1_conns.discard(sock)
+
+    def h2_add(self, conn):
+        """Track an h2 connection (GOAWAY at shutdown)."""
+        with self.conns_lock:
+            self.h2_conns.add(conn)
+
+    def h2_remove(self, conn):
+        """Forget an h2 connection."""
+        with self.conns_lock:
+            self.h2_conns.discard(conn)
+
+    def drop_connections(self, keep=None):
+        """Cut every client connection but keep's: GOAWAY then close on
+        h2, close on HTTP/1.1. Returns how many."""
+        with self.conns_lock:
+            h1 = [s for s in self.h1_conns if s is not keep]
+            h2c = [c for c in self.h2_conns if c is not keep]
+        for s in h1:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for c in h2c:
+            c.send_goaway()
+        return len(h1) + len(h2c)
+
+    def goaway_all(self, wait=2.0):
+        """Shutdown: GOAWAY on every h2 connection, wait until flushed."""
+        with self.conns_lock:
+            conns = list(self.h2_conns)
+        for c in conns:
+            c.send_goaway()
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            with self.conns_lock:
+                if not self.h2_conns:
+                    return
+            time.sleep(0.02)
 
     def get_request(self):
         """Accept and wrap in TLS without handshaking in the accept loop."""

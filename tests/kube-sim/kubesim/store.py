@@ -285,6 +285,7 @@ class Store:
         with self.lock:
             ws = [w for w in self.watchers if w.http]
         for w in ws:
+            w.dropped = True
             w.close()
         return len(ws)
 

@@ -11,8 +11,9 @@ BATCH = 512
 
 
 def _chunk(h, data):
-    """Write one HTTP chunk."""
-    h.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
+    """Write one piece of the stream (an HTTP/1.1 chunk, an h2 DATA
+    frame); b'' ends it."""
+    h.send_chunk(data)
 
 
 def _start(h):
@@ -143,6 +144,7 @@ def serve_watch(h, r):
         _chunk(h, b"")
         return
     w.http = True
+    h.on_watch(w)
     try:
         _start(h)
         for i in range(0, len(lines), BATCH):
@@ -150,7 +152,7 @@ def serve_watch(h, r):
         if initial and bookmarks:
             _chunk(h, _bookmark(r, last, True))
         _stream(h, r, w, match, timeout, bookmarks, last)
-        _chunk(h, b"")
+        h.end_watch(getattr(w, "dropped", False))
     finally:
         w.close()
     sim.log("watch %s %s ended" % (h.role, h.path)) if sim.verbose else None
