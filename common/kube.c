@@ -24,6 +24,8 @@
 
 #define KUBE_MAX_PATH	8192
 
+const char *const kube_http_versions[] = { "auto", "1.1", "2", NULL };
+
 static void	 kx_attempt(struct kube_req *x);
 static void	 client_pump(struct kube_client *c);
 
@@ -73,6 +75,8 @@ kube_curl_errno(const struct kube_req *x)
 {
 	if (x->overflow)
 		return -EMSGSIZE;
+	if (x->not_h2)
+		return -EPROTO;
 	switch (x->result) {
 	case CURLE_OK:
 		return 0;
@@ -85,6 +89,8 @@ kube_curl_errno(const struct kube_req *x)
 	case CURLE_OUT_OF_MEMORY:
 		return -ENOMEM;
 	case CURLE_GOT_NOTHING:
+	case CURLE_HTTP2:		/* GOAWAY, connection-level error */
+	case CURLE_HTTP2_STREAM:	/* RST_STREAM */
 	case CURLE_RECV_ERROR:
 	case CURLE_SEND_ERROR:
 	case CURLE_PARTIAL_FILE:
@@ -101,6 +107,15 @@ kube_curl_errno(const struct kube_req *x)
 	default:
 		return -EIO;
 	}
+}
+
+/* curl's error text of a finished attempt, or ours. */
+const char *
+kube_errtext(const struct kube_req *x)
+{
+	if (x->not_h2)
+		return "the server did not negotiate HTTP/2 (HTTP/2 required)";
+	return x->errbuf;
 }
 
 /* Wipe header strings (they may hold the token) and free the list. */
@@ -225,6 +240,18 @@ on_header(char *ptr, size_t size, size_t nmemb, void *arg)
 	long secs;
 	time_t t;
 
+	if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0) {
+		if (strncmp(ptr, "HTTP/2", 6) == 0)
+			x->c->m.http2++;
+		else
+			x->c->m.http1++;
+		if (x->c->o.http_version == KUBE_HTTP_2 &&
+		    strncmp(ptr, "HTTP/2", 6) != 0) {
+			x->not_h2 = true;
+			return 0;	/* aborts the transfer */
+		}
+		return n;
+	}
 	if (n < 12 || n > 200 || strncasecmp(ptr, "Retry-After:", 12) != 0)
 		return n;
 	snprintf(val, sizeof(val), "%.*s", (int)(n - 12), ptr + 12);
@@ -382,12 +409,23 @@ easy_setup(struct kube_req *x)
 		r |= curl_easy_setopt(e, CURLOPT_CONNECT_TO, c->connect_to);
 	if (c->cfg->proxy_url != NULL)
 		r |= curl_easy_setopt(e, CURLOPT_PROXY, c->cfg->proxy_url);
+	r |= curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
 	r |= curl_easy_setopt(e, CURLOPT_PRIVATE, x);
 	r |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	r |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR,
 	    c->cfg->insecure ? "http,https" : "https");
 	r |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
 	r |= curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	if (c->o.http_version == KUBE_HTTP_1_1)
+		r |= curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+		    (long)CURL_HTTP_VERSION_1_1);
+	else {
+		/* offer h2 by ALPN; wait for a connection being set up
+		 * rather than open another, so streams share one */
+		r |= curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+		    (long)CURL_HTTP_VERSION_2TLS);
+		r |= curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+	}
 	r |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
 	r |= curl_easy_setopt(e, CURLOPT_USERAGENT, c->user_agent);
 	r |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
@@ -420,6 +458,7 @@ kx_attempt(struct kube_req *x)
 
 	x->rlen = 0;
 	x->overflow = false;
+	x->not_h2 = false;
 	x->retry_after_ms = -1;
 	x->errbuf[0] = '\0';
 	x->result = CURLE_OK;
@@ -632,7 +671,7 @@ kx_respond(struct kube_req *x, long status)
 	r.attempts = x->attempts;
 	if (r.error == 0 && r.body_len > 0)
 		r.json = kube_body_json(r.body, r.body_len);
-	kube_status_text(&r, msg, sizeof(msg), x->errbuf);
+	kube_status_text(&r, msg, sizeof(msg), kube_errtext(x));
 	kube_kx_kill(x);
 	if (cb != NULL)
 		cb(&r, arg);
@@ -648,8 +687,8 @@ kx_finish(struct kube_req *x)
 	struct timeval tv;
 
 	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
-	if (status < 0 || status >= 600)
-		status = 0;
+	if (status < 0 || status >= 600 || x->not_h2)
+		status = 0;	/* not_h2: a reply we refused to read */
 	c->m.status[x->result == CURLE_OK ? status : 0]++;
 	if (x->watch) {
 		kube_watch_finish(x, status);
@@ -800,6 +839,8 @@ opts_defaults(struct kube_client_opts *o)
 		o->max_line = WATCHSTREAM_DEFAULT_MAX_LINE;
 	if (o->watch_stall_ms == 0)
 		o->watch_stall_ms = 120000;
+	if (o->http_version < KUBE_HTTP_AUTO || o->http_version > KUBE_HTTP_2)
+		o->http_version = KUBE_HTTP_AUTO;
 }
 
 /* New client on an event base. */

@@ -14,6 +14,11 @@
  *   TLS verification failures and over-size responses are never retried.
  * - Watches are chunked streams decoded by common/watchstream.h; a stall
  *   detector ends a watch that receives no bytes for watch_stall_ms.
+ * - HTTP/2 when the server negotiates it (as kube-apiserver does): every
+ *   request and watch is then a stream multiplexed on one connection, a
+ *   stopped watch resets its stream, and GOAWAY or a reset stream is a
+ *   transport error (-ECONNRESET) like a dropped HTTP/1.1 connection.
+ *   http_version selects auto, HTTP/1.1 only or h2 required.
  * - The bearer token is re-read from its file (if any) before each request
  *   when the file changed.
  */
@@ -34,6 +39,16 @@ struct kube_req;
 struct kube_list;
 struct kube_watch;
 
+/* The HTTP version of API requests (kube_client_opts.http_version). */
+enum kube_http_version {
+	KUBE_HTTP_AUTO = 0,	/* h2 when the server offers it (ALPN), else 1.1 */
+	KUBE_HTTP_1_1,		/* HTTP/1.1 only: one connection per transfer */
+	KUBE_HTTP_2,		/* h2 required: an HTTP/1.x reply is -EPROTO */
+};
+
+/* Option names of enum kube_http_version, in its order, NULL-ended. */
+extern const char *const kube_http_versions[];
+
 /* Zero fields take the defaults in brackets. */
 struct kube_client_opts {
 	double		 qps;		/* [5]; < 0: unlimited */
@@ -47,6 +62,7 @@ struct kube_client_opts {
 	size_t		 max_response;	/* body cap [64 MiB] */
 	size_t		 max_line;	/* watch line cap [16 MiB] */
 	int		 watch_stall_ms; /* no bytes for this long [120000]; < 0 off */
+	int		 http_version;	/* enum kube_http_version [AUTO] */
 };
 
 /* Counters the caller can read at any time (kube_client_metrics). */
@@ -60,6 +76,8 @@ struct kube_metrics {
 	uint64_t	 watch_events;	/* events delivered */
 	uint64_t	 watch_stalls;	/* watches ended as stalled */
 	uint64_t	 token_reloads;	/* token file re-reads that changed it */
+	uint64_t	 http1;		/* responses over HTTP/1.x */
+	uint64_t	 http2;		/* responses over HTTP/2 */
 };
 
 /* The outcome of a request, valid only during the callback. */

@@ -45,6 +45,7 @@ struct kube_req {
 	bool			 http_checked;	/* watch: status looked at */
 	bool			 stream;	/* watch: 200, body goes to ws */
 	bool			 data;		/* watch: bytes to decode */
+	bool			 not_h2;	/* HTTP/1.x reply, h2 required */
 	long			 retry_after_ms; /* -1: none */
 	int			 attempts;
 	struct timespec		 queued_at;
@@ -98,6 +99,8 @@ void	 kube_kx_kill(struct kube_req *x);
 void	 kube_client_reap(struct kube_client *c);
 /* The negative errno for a finished attempt's curl result. */
 int	 kube_curl_errno(const struct kube_req *x);
+/* curl's error text of a finished attempt, or ours (never NULL). */
+const char *kube_errtext(const struct kube_req *x);
 /* Parse a body as JSON when it looks like JSON; NULL otherwise. */
 json_t	*kube_body_json(const char *body, size_t len);
 /* Fill a response's message and reason (buf holds a made-up message). */

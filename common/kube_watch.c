@@ -74,13 +74,14 @@ kube_watch_finish(struct kube_req *x, long status)
 		return;		/* ended or stopped while dispatching */
 	if (x->stream || (status == 200 && e == 0)) {
 		if ((w = watchstream_end(x->ws)) < 0 ||
-		    (e != 0 && x->result == CURLE_WRITE_ERROR))
+		    (e != 0 && x->result == CURLE_WRITE_ERROR && !x->not_h2))
 			watch_end(x, KUBE_WATCH_PARSE_ERROR, status,
 			    w < 0 ? w : -EMSGSIZE, watchstream_error(x->ws),
 			    NULL);
 		else if (e != 0)
 			watch_end(x, KUBE_WATCH_TRANSPORT, status, e,
-			    *x->errbuf ? x->errbuf : strerror(-e), NULL);
+			    *kube_errtext(x) ? kube_errtext(x) : strerror(-e),
+			    NULL);
 		else
 			watch_end(x, KUBE_WATCH_CLOSED, status, 0,
 			    "closed by server", NULL);
@@ -93,7 +94,7 @@ kube_watch_finish(struct kube_req *x, long status)
 	r.body_len = x->rlen;
 	if (e == 0 && r.body_len > 0)
 		r.json = kube_body_json(r.body, r.body_len);
-	kube_status_text(&r, msg, sizeof(msg), x->errbuf);
+	kube_status_text(&r, msg, sizeof(msg), kube_errtext(x));
 	watch_end(x, e != 0 && status == 0 ? KUBE_WATCH_TRANSPORT :
 	    KUBE_WATCH_HTTP_ERROR, status, e, r.message, r.reason);
 	json_decref(r.json);

@@ -45,6 +45,7 @@ struct quota_conf {
 	int64_t			 backoff_max_ms;
 	int64_t			 qps;
 	int64_t			 burst;
+	int			 api_http_version;
 	bool			 leader_elect;
 	char			*lease_namespace;
 	char			*lease_name;
@@ -84,6 +85,10 @@ static const struct config_opt quota_opts[] = {
 	    "at the same rate.", CONFIG_NORELOAD),
 	CONFIG_INT(QC, burst, "burst", 0, "40", 1, 100000, "API",
 	    "Request burst.", CONFIG_NORELOAD),
+	CONFIG_ENUM(QC, api_http_version, "api-http-version", 0, "auto",
+	    kube_http_versions, "API", "HTTP version to the API server: auto "
+	    "(HTTP/2 when the server offers it, else HTTP/1.1), 1.1, or 2 "
+	    "(required).", CONFIG_NORELOAD),
 	CONFIG_ENUM(QC, tenant_ns, "tenant-namespace", 0, "name",
 	    tenant_ns_names, "Plan", "The tenant namespace of an instance: "
 	    "its name (KubePlus) or its own namespace.", CONFIG_NORELOAD),
@@ -235,11 +240,14 @@ quota_kube(struct quota_main *qm)
 	o.user_agent = "kpgpud-quota/" KPGPUD_VERSION;
 	o.max_retries = 2;
 	o.max_response = 16u << 20;
+	o.http_version = qm->conf.api_http_version;
 	if ((qm->kc = kube_client_new(qm->base, qm->kcfg, &o)) == NULL) {
 		log_err("kube client: %s", strerror(errno));
 		return -errno;
 	}
-	log_info("api server=%s", log_q(kube_config_server(qm->kcfg)));
+	log_info("api server=%s http_version=%s",
+	    log_q(kube_config_server(qm->kcfg)),
+	    kube_http_versions[qm->conf.api_http_version]);
 	return 0;
 }
 

@@ -38,6 +38,7 @@ struct sync_conf {
 	int64_t			 list_limit;
 	int64_t			 qps;
 	int64_t			 burst;
+	int			 api_http_version;
 	int64_t			 backoff_base_ms;
 	int64_t			 backoff_max_ms;
 	int64_t			 max_subscriber_buffer;
@@ -88,6 +89,10 @@ static const struct config_opt sync_opts[] = {
 	    "Requests per second to the API server.", CONFIG_NORELOAD),
 	CONFIG_INT(SC, burst, "burst", 0, "100", 1, 100000, "API",
 	    "Request burst.", CONFIG_NORELOAD),
+	CONFIG_ENUM(SC, api_http_version, "api-http-version", 0, "auto",
+	    kube_http_versions, "API", "HTTP version to the API server: auto "
+	    "(HTTP/2 when the server offers it, else HTTP/1.1), 1.1, or 2 "
+	    "(required).", CONFIG_NORELOAD),
 	CONFIG_DURATION(SC, backoff_base_ms, "backoff-base", 0, "500ms", 1,
 	    600000, "Watch", "First retry delay after an error.",
 	    CONFIG_NORELOAD),
@@ -276,11 +281,14 @@ sync_kube(struct sync_main *sm)
 	o.user_agent = "kpgpud-sync/" KPGPUD_VERSION;
 	o.watch_stall_ms = (int)sm->conf.stall_timeout_ms;
 	o.max_line = (size_t)sm->conf.max_watch_line;
+	o.http_version = sm->conf.api_http_version;
 	if ((sm->kc = kube_client_new(sm->base, sm->kcfg, &o)) == NULL) {
 		log_err("kube client: %s", strerror(errno));
 		return -errno;
 	}
-	log_info("api server=%s", log_q(kube_config_server(sm->kcfg)));
+	log_info("api server=%s http_version=%s",
+	    log_q(kube_config_server(sm->kcfg)),
+	    kube_http_versions[sm->conf.api_http_version]);
 	return 0;
 }
 

@@ -248,6 +248,45 @@ TEST(kube_get_ok_tls_verified)
 	fx_done(&f);
 }
 
+TEST(kube_http_version_1_1_and_auto_over_http1_server)
+{
+	struct kube_client_opts o = { .http_version = KUBE_HTTP_1_1 };
+	struct fx f;
+	struct res s;
+
+	/* the test server speaks HTTP/1.1 only: auto falls back to it */
+	REQUIRE(fx_init(&f, &o, NULL));
+	get(&f, "/ok", &s);
+	CHECK_INT(s.status, 200);
+	CHECK_INT(kube_client_metrics(f.c)->http1, 1);
+	CHECK_INT(kube_client_metrics(f.c)->http2, 0);
+	json_decref(s.json);
+	fx_done(&f);
+	REQUIRE(fx_init(&f, NULL, NULL));
+	get(&f, "/ok", &s);
+	CHECK_INT(s.status, 200);
+	CHECK_INT(kube_client_metrics(f.c)->http1, 1);
+	json_decref(s.json);
+	fx_done(&f);
+}
+
+TEST(kube_http2_required_refuses_http1_not_retried)
+{
+	struct kube_client_opts o = { .http_version = KUBE_HTTP_2 };
+	struct fx f;
+	struct res s;
+
+	REQUIRE(fx_init(&f, &o, NULL));
+	get(&f, "/ok", &s);
+	CHECK(s.done);
+	CHECK_INT(s.status, 0);
+	CHECK_INT(s.error, -EPROTO);
+	CHECK_INT(s.attempts, 1);
+	CHECK(strstr(s.message, "HTTP/2") != NULL);
+	json_decref(s.json);
+	fx_done(&f);
+}
+
 TEST(kube_wrong_ca_refused_not_retried)
 {
 	struct fx f;

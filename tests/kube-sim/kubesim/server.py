@@ -100,12 +100,15 @@ class Stats:
             self.resources = {}
             self.codes = {}
             self.protocols = {}
+            self.role_protocols = {}
 
     def add(self, role, verb, resource, code, protocol="HTTP/1.1"):
         """Count one request."""
         with self.lock:
             self.total += 1
             self.protocols[protocol] = self.protocols.get(protocol, 0) + 1
+            p = self.role_protocols.setdefault(role, {})
+            p[protocol] = p.get(protocol, 0) + 1
             r = self.roles.setdefault(role, {})
             r[verb] = r.get(verb, 0) + 1
             if resource:
@@ -120,7 +123,8 @@ class Stats:
             out = json.loads(json.dumps({
                 "total": self.total, "roles": self.roles,
                 "resources": self.resources, "codes": self.codes,
-                "protocols": self.protocols}))
+                "protocols": self.protocols,
+                "role_protocols": self.role_protocols}))
         out["watches_open"] = len(sim.store.http_watchers())
         out["resource_version"] = sim.store.rv
         h2stats = getattr(sim, "h2stats", None)
