@@ -6,7 +6,10 @@
      comparison, by HTTP creates from 4 client threads;
   2. time to list 100,000 namespaces with pagination (limit=500).
 
-    tests/kube-sim/bench.py [--events N] [--namespaces N] [DIR]
+    tests/kube-sim/bench.py [--events N] [--namespaces N] [--http2] [DIR]
+
+The watcher and the lister use HTTP/1.1 (Python's http.client), or h2
+streams on one connection with --http2 (kubesim/h2client.py).
 
 Starts a private simulator (--plugins none) unless DIR of a running one is
 given.  Prints one line per figure."""
@@ -26,6 +29,7 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from kubesim.client import Client  # noqa: E402
+from kubesim.h2client import H2Client  # noqa: E402
 
 
 def bulk(c, items):
@@ -43,19 +47,40 @@ def lease(ns, i):
             "spec": {"holderIdentity": "bench-%d" % i}}
 
 
+def h2_lines(c, url):
+    """A line reader over an h2 watch stream (and its closer)."""
+    sid = c.start("GET", url)
+    buf = []
+
+    def readline():
+        while not buf:
+            st = c.streams[sid]
+            if st.ended or st.reset is not None or c.closed:
+                return b""
+            c.pump(5.0)
+            buf.extend(c.lines(sid))
+        return buf.pop(0)
+    return readline, lambda: c.cancel(sid)
+
+
 def watch_rate(c, ns, n, producer):
     """Events/s seen by one watcher while producer() creates n leases."""
     c.req("POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
     base = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % ns
     rv = c.req("GET", base)[1]["metadata"]["resourceVersion"]
-    w = c.watch(base + "?watch=1&resourceVersion=" + rv, timeout=120)
+    url = base + "?watch=1&resourceVersion=" + rv
+    if isinstance(c, H2Client):
+        readline, close = h2_lines(c, url)
+    else:
+        w = c.watch(url, timeout=120)
+        readline, close = w.resp.readline, w.close
     got = 0
     t_first = None
     t0 = time.monotonic()
     th = threading.Thread(target=producer, daemon=True)
     th.start()
     while got < n:
-        line = w.resp.readline()
+        line = readline()
         if not line:
             break
         if t_first is None:
@@ -63,7 +88,7 @@ def watch_rate(c, ns, n, producer):
         json.loads(line)
         got += 1
     t_end = time.monotonic()
-    w.close()
+    close()
     th.join()
     return got, t_end - t0, t_end - (t_first or t0)
 
@@ -122,6 +147,8 @@ def main():
     p.add_argument("dir", nargs="?")
     p.add_argument("--events", type=int, default=20000)
     p.add_argument("--namespaces", type=int, default=100000)
+    p.add_argument("--http2", action="store_true",
+                   help="watch and list over h2 (default HTTP/1.1)")
     a = p.parse_args()
     tmp = None
     d = a.dir
@@ -134,6 +161,9 @@ def main():
     try:
         c = Client(d)
         n = a.events
+        print("protocol: %s" % ("HTTP/2" if a.http2 else "HTTP/1.1"))
+        if a.http2:
+            c = H2Client(d)
         got, total, steady = watch_rate(c, "bench-w1", n,
                                         produce_bulk(d, "bench-w1", n, 0))
         print("watch, server-side producer: %d events to one watcher in "
