@@ -27,6 +27,11 @@ BACKOFF_MAX = 1000.0
 MAX_DRAIN = 1000
 KCM = "system:kube-controller-manager"
 CLAIM_USER = "system:serviceaccount:kube-system:resource-claim-controller"
+# kube-controller-manager runs each controller with its own service account
+# (--use-service-account-credentials, as kubeadm sets it).
+NS_USER = "system:serviceaccount:kube-system:namespace-controller"
+GC_USER = "system:serviceaccount:kube-system:generic-garbage-collector"
+QUOTA_USER = "system:serviceaccount:kube-system:resourcequota-controller"
 
 
 def now():
@@ -230,7 +235,7 @@ class ClaimController:
         pod["status"] = st
         try:
             self.api.update("pods", md["namespace"], pod,
-                            subresource="status", user=KCM)
+                            subresource="status", user=CLAIM_USER)
         except ApiError:
             return
         self.failures.pop(md["uid"], None)
@@ -355,7 +360,7 @@ class NamespaceController:
                 md = obj["metadata"]
                 if not md.get("deletionTimestamp"):
                     try:
-                        self.api.delete(res.key, name, md["name"], user=KCM)
+                        self.api.delete(res.key, name, md["name"], user=NS_USER)
                     except ApiError:
                         pass
                     try:
@@ -405,7 +410,7 @@ class NamespaceController:
             cur.setdefault("status", {})["conditions"] = conds
             try:
                 cur = self.api.update("namespaces", "", cur,
-                                      subresource="status", user=KCM)
+                                      subresource="status", user=NS_USER)
             except ApiError:
                 return
         if remaining:
@@ -415,7 +420,7 @@ class NamespaceController:
             if f != "kubernetes"]
         try:
             self.api.update("namespaces", "", cur, subresource="finalize",
-                            user=KCM)
+                            user=NS_USER)
         except ApiError:
             pass
 
@@ -531,7 +536,7 @@ class GarbageCollector:
                             if f != fin]
         try:
             self.api.update(res.key, md.get("namespace", ""), owner,
-                            user=KCM)
+                            user=GC_USER)
         except ApiError:
             pass
 
@@ -543,7 +548,7 @@ class GarbageCollector:
         try:
             self.api.patch(res.key, md.get("namespace", ""), md["name"],
                            {"metadata": {"ownerReferences": keep or None}},
-                           user=KCM)
+                           user=GC_USER)
             return True
         except ApiError as e:
             return e.code == 404
@@ -569,7 +574,7 @@ class GarbageCollector:
                     self.api.delete(dres.key, md.get("namespace", ""),
                                     md["name"], propagation="Foreground",
                                     preconditions={"uid": md["uid"]},
-                                    user=KCM)
+                                    user=GC_USER)
                 except ApiError:
                     pass
         if blocking == 0:
@@ -598,7 +603,7 @@ class GarbageCollector:
         pol = "Foreground" if "waiting" in states else "Background"
         try:
             self.api.delete(res.key, ns, md["name"], propagation=pol,
-                            preconditions={"uid": md["uid"]}, user=KCM)
+                            preconditions={"uid": md["uid"]}, user=GC_USER)
         except ApiError:
             pass
 

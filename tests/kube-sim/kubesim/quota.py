@@ -10,7 +10,7 @@ Pods are not charged for claims.
 """
 
 from . import quantity as qty
-from .controllers import KCM, each, event_loop
+from .controllers import QUOTA_USER, each, event_loop
 from .hooks import ApiError, err_forbidden
 
 RS = "resource.k8s.io"
@@ -223,7 +223,7 @@ class QuotaController:
         q["status"] = status
         try:
             self.api.update("resourcequotas", md["namespace"], q,
-                            subresource="status", user=KCM)
+                            subresource="status", user=QUOTA_USER)
         except ApiError:
             pass
 
