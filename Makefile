@@ -6,6 +6,7 @@
 #   make fuzz       libFuzzer targets (FUZZ_SECONDS each, default 60)
 #   make demo       the walkthrough on the bundled API simulator
 #   make bench      benchmarks (figures, not assertions)
+#   make study      the sharing-mode study into study/out (STUDY_QUICK=1: short)
 #   make install    PREFIX=/usr/local DESTDIR=
 
 VERSION    := 0.1.0
@@ -67,7 +68,7 @@ TOOL_BINS  := $(TOOL_SRCS:tests/tools/%.c=$(OUT)/tests/%)
 .DELETE_ON_ERROR:
 
 .PHONY: all deps check test-build asan fuzz demo bench install clean \
-	unit integration faults
+	unit integration faults study
 
 all: $(BINS)
 
@@ -143,6 +144,10 @@ bench:
 	@scripts/deps
 	$(MAKE) all
 	scripts/bench
+
+study:
+	@scripts/deps
+	study/run
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man8 \
