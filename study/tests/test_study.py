@@ -118,7 +118,7 @@ def test_load_is_what_was_offered():
     # within sampling error, for stationary agent traffic and for a replay
     # long enough to cover the code trace several times
     p = model.defaults()
-    for traffic, calls in (("agent-g1.4", 20000), ("replay-code", 40000)):
+    for traffic, calls in (("agent-g1.4", 40000), ("replay-code", 40000)):
         r = model.run_one(model.Config("mig", "1g", 1), traffic, 0.3, p, 5,
                           calls)
         assert abs(r["util_work"] - 0.3) < 0.03, (traffic, r["util_work"])
