@@ -538,8 +538,14 @@ def report(rows, summ, wall, started):
     w("- The throughput scaling (NJIT) was measured on GROMACS and QLoRA, "
       "not LLM inference; the time-slicing loss is taken from one voice "
       "pipeline measurement.")
+    w("- Time-slicing is modelled as processor sharing: a time slice "
+      "(about 2, 10 or 30 ms where it can be set; on MIG devices it cannot) "
+      "is much shorter than a call (hundreds of ms to seconds), so only its "
+      "throughput cost (`switch_loss`) is kept.")
     w("- Agent traffic with CV 8 is extremely clustered; its runs vary "
-      "widely (see the CIs).")
+      "widely (see the CIs). A run holds each source's arrivals to the "
+      "nominal rate, so a run never sees a load far from its nominal one "
+      "over its whole length.")
     return "\n".join(L) + "\n"
 
 
