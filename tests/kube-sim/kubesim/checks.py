@@ -283,7 +283,8 @@ def validate_claim_spec(spec, path, errs):
         _request_refs(c.get("requests"), p + ".requests", names, errs)
         ma = c.get("matchAttribute")
         if ma is None and c.get("distinctAttribute") is None:
-            # DRAConsumableCapacity off (1.34 default): validateDeviceConstraint
+            # DRAConsumableCapacity is off by default in 1.34:
+            # validateDeviceConstraint wants matchAttribute.
             errs.append(FieldError("Required", p + ".matchAttribute"))
         elif ma is not None and "/" not in ma:
             errs.append(FieldError("Invalid", p + ".matchAttribute", ma,

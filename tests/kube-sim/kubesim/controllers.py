@@ -360,7 +360,8 @@ class NamespaceController:
                 md = obj["metadata"]
                 if not md.get("deletionTimestamp"):
                     try:
-                        self.api.delete(res.key, name, md["name"], user=NS_USER)
+                        self.api.delete(res.key, name, md["name"],
+                                        user=NS_USER)
                     except ApiError:
                         pass
                     try:

@@ -46,7 +46,8 @@ AdmissionContext fields
   groups       list of str: the user's groups as the authenticator reports
                them (request.userInfo.groups), see default_groups()
   uid          str: the user's uid ("" when the authenticator has none)
-  role         "admin" | "read-only" | "writer" | "none" | "internal"
+  role         "admin" | "read-only" | "writer" | "none" | "tenant" |
+               "internal"
   dry_run      bool
   options      dict of the request's query options (fieldManager, ...)
   api          the internal Api (see below)
