@@ -33,6 +33,8 @@ MAX_STRING = 64
 # estimates an unbounded size, which puts any comprehension over it above
 # every limit.
 UNBOUNDED = 10 ** 9
+# cel-go's parser.MaxRecursionDepth default.
+MAX_RECURSION = 250
 ADMIN_LABEL = "resource.kubernetes.io/admin-access"
 ADMIN_MSG = ("admin access to devices requires the `%s: true` label on the "
              "containing namespace" % ADMIN_LABEL)
@@ -57,6 +59,24 @@ def _syntax_detail(expr, exc):
     text = expr.split("\n")[line - 1] if expr else ""
     return ("compilation failed: ERROR: <input>:%d:%d: %s\n | %s\n | %s^" %
             (line, col, msg, text, "." * (col - 1)))
+
+
+def _depth(ast):
+    """Nesting depth of an AST (iterative: left-deep operator chains are
+    not limited by the parser)."""
+    best, stack = 0, [(ast, 1)]
+    while stack:
+        node, d = stack.pop()
+        best = max(best, d)
+        if isinstance(node, tuple):
+            kids = node[1:]
+        elif isinstance(node, list):
+            kids, d = node, d - 1
+        else:
+            continue
+        stack.extend((k, d + 1) for k in kids
+                     if isinstance(k, (tuple, list)))
+    return best
 
 
 def _undeclared(node, scope):
@@ -159,6 +179,10 @@ def selector_errors(expr, path):
         return [FieldError("Invalid", path, expr, "compilation failed: "
                            "ERROR: <input>:1:1: expression nested too "
                            "deeply")]
+    if _depth(ast) > MAX_RECURSION:
+        return [FieldError("Invalid", path, expr, "compilation failed: "
+                           "ERROR: <input>:-1:0: expression recursion "
+                           "limit exceeded: %d" % MAX_RECURSION)]
     bad = _undeclared(ast, {"device"})
     if bad:
         return [FieldError("Invalid", path, expr, "compilation failed: "
