@@ -326,11 +326,13 @@ class Api:
         if res.key == "customresourcedefinitions.apiextensions.k8s.io":
             self._crd_status(body)
         with self.store.lock:
-            if self.store.get(res, ns, name) is not None:
-                raise err_already_exists(res, name)
+            # Validating admission runs before storage finds the name
+            # taken, as on kube-apiserver (a denial wins over a 409).
             vctx = self._admission("CREATE", res, ns, name, body, None, who)
             self.hooks.run_validating(vctx)
             who.warnings.extend(vctx.warnings)
+            if self.store.get(res, ns, name) is not None:
+                raise err_already_exists(res, name)
             if who.dry_run:
                 md["resourceVersion"] = str(self.store.rv)
                 return Entry(res, body, self.store.rv)

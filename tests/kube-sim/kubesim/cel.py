@@ -1,4 +1,5 @@
-"""A small CEL parser and evaluator for DRA device selectors.
+"""A small CEL parser and evaluator for DRA device selectors and
+ValidatingAdmissionPolicy expressions.
 
 It covers what DeviceClass and request selectors use in practice:
 literals (string, int, uint, double, bool, null), the variable `device`
@@ -6,6 +7,15 @@ with `.driver`, `.attributes[domain].name` and `.capacity[domain].name`,
 == != < <= > >=, `in` on maps and lists, && || ! and ?:, parentheses,
 `quantity()` / `semver()` with compareTo / isGreaterThan / isLessThan,
 size() and the string methods startsWith / endsWith / contains / matches.
+
+For admission policies (kubesim/vap.py) it adds: variables other than
+`device` (a Program is compiled against a set of declared names and
+evaluated with evaluate_in(env)), objects as JSON maps (`.field` and
+`["key"]`, an absent key is an error), map literals, the macros has(),
+all, exists, exists_one, filter, map (2 and 3 arguments) over lists and
+map keys, the string functions lowerAscii, upperAscii, trim, split,
+join, replace, indexOf, lastIndexOf, substring, and the conversions
+string(), int(), double(), dyn().
 
 Errors follow CEL: a reference to a missing key or field is an evaluation
 error (never false), && and || absorb an error only when the other side
@@ -103,8 +113,6 @@ def tokenize(text):
                 toks.append(("lit", None, pos))
             elif val == "in":
                 toks.append(("op", "in", pos))
-            elif val in RESERVED:
-                raise CelSyntaxError("reserved identifier: %s" % val)
             else:
                 toks.append(("ident", val, pos))
         elif kind == "op":
@@ -210,7 +218,7 @@ class _Parser:
                     raise CelSyntaxError("Syntax error: expected field name")
                 self.take()
                 if self.peek("("):
-                    node = ("call", name, node, self.args())
+                    node = self._macro(name, node, self.args())
                 else:
                     node = ("select", node, name)
             elif self.peek("["):
@@ -220,6 +228,19 @@ class _Parser:
                 node = ("index", node, idx)
             else:
                 return node
+
+    MACROS = {"all": (2,), "exists": (2,), "exists_one": (2,),
+              "filter": (2,), "map": (2, 3)}
+
+    def _macro(self, name, target, args):
+        """A receiver call, or a comprehension macro when NAME is one."""
+        if name not in self.MACROS or not args or args[0][0] != "ident":
+            return ("call", name, target, args)
+        if len(args) not in self.MACROS[name]:
+            raise CelSyntaxError("Syntax error: %s() macro takes %s "
+                                 "arguments" % (name, " or ".join(
+                                     str(n) for n in self.MACROS[name])))
+        return ("macro", name, target, args[0][1], args[1:])
 
     def args(self):
         """A parenthesised argument list."""
@@ -240,10 +261,32 @@ class _Parser:
             self.take()
             return ("lit", val)
         if kind == "ident":
+            if val in RESERVED:
+                # Reserved words are fine as field names (x.namespace),
+                # not as identifiers.
+                raise CelSyntaxError("reserved identifier: %s" % val)
             self.take()
             if self.peek("("):
-                return ("call", val, None, self.args())
+                args = self.args()
+                if val == "has":
+                    if len(args) != 1 or args[0][0] != "select":
+                        raise CelSyntaxError("invalid argument to has() "
+                                             "macro")
+                    return ("has", args[0][1], args[0][2])
+                return ("call", val, None, args)
             return ("ident", val)
+        if self.peek("{"):
+            self.take("{")
+            entries = []
+            while not self.peek("}"):
+                k = self.expr()
+                self.take(":")
+                entries.append((k, self.expr()))
+                if not self.peek(","):
+                    break
+                self.take(",")
+            self.take("}")
+            return ("map", entries)
         if self.peek("("):
             self.take("(")
             node = self.expr()
@@ -357,7 +400,7 @@ def _type(v):
     if isinstance(v, int):
         return "int"
     for t, name in ((str, "string"), (float, "double"), (list, "list"),
-                    (dict, "map"), (_DomainMap, "map"),
+                    (dict, "map"), (_DomainMap, "map"), (Variables, "map"),
                     (qty.Quantity, "kubernetes.Quantity"),
                     (Semver, "kubernetes.Semver"), (Device, "device")):
         if isinstance(v, t):
@@ -396,6 +439,8 @@ def _eq(a, b):
         return False
     if ta == "list":
         return len(a) == len(b) and all(_eq(x, y) for x, y in zip(a, b))
+    if ta == "map" and isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_eq(a[k], b[k]) for k in a)
     return a == b
 
 
@@ -444,10 +489,63 @@ def _method(name, target, args):
                 return re.search(args[0], target) is not None
             except re.error as e:
                 raise CelError("invalid regex: %s" % e)
+    if t == "string":
+        v = _string_method(name, target, args)
+        if v is not _NONE:
+            return v
+    if t == "list" and name == "join" and len(args) <= 1 and \
+            all(isinstance(a, str) for a in args):
+        if not all(isinstance(x, str) for x in target):
+            raise CelError("join: list must contain only strings")
+        return (args[0] if args else "").join(target)
     if name == "size" and not args:
         return _size(target)
     raise CelError("found no matching overload for '%s' applied to '%s'"
                    % (name, t))
+
+
+_NONE = object()
+
+
+def _string_method(name, s, args):
+    """The Kubernetes CEL string library (ASCII case mapping, split, join
+    ...); _NONE when NAME(ARGS) is not one of them."""
+    types = tuple(_type(a) for a in args)
+    if name == "lowerAscii" and not args:
+        return "".join(c.lower() if c.isascii() else c for c in s)
+    if name == "upperAscii" and not args:
+        return "".join(c.upper() if c.isascii() else c for c in s)
+    if name == "trim" and not args:
+        return s.strip()
+    if name == "split" and types in (("string",), ("string", "int")):
+        n = args[1] if len(args) == 2 else -1
+        if n == 0:
+            return []
+        if args[0] == "":
+            parts = list(s)
+            if n > 0 and len(parts) > n:
+                parts = parts[:n - 1] + ["".join(parts[n - 1:])]
+            return parts
+        return s.split(args[0], n - 1 if n > 0 else -1)
+    if name == "replace" and types in (("string", "string"),
+                                       ("string", "string", "int")):
+        n = args[2] if len(args) == 3 else -1
+        return s.replace(args[0], args[1], n)
+    if name in ("indexOf", "lastIndexOf") and types in (
+            ("string",), ("string", "int")):
+        if len(args) == 2 and not 0 <= args[1] <= len(s):
+            raise CelError("index out of range: %d" % args[1])
+        if name == "indexOf":
+            return s.find(args[0], args[1] if len(args) == 2 else 0)
+        return s.rfind(args[0], 0, (args[1] + len(args[0]))
+                       if len(args) == 2 else len(s))
+    if name == "substring" and types in (("int",), ("int", "int")):
+        end = args[1] if len(args) == 2 else len(s)
+        if not 0 <= args[0] <= end <= len(s):
+            raise CelError("index out of range: %d" % (
+                args[0] if not 0 <= args[0] <= len(s) else end))
+        return s[args[0]:end]
+    return _NONE
 
 
 def _size(v):
@@ -474,38 +572,125 @@ def _function(name, args):
             return False
     if name == "size" and len(args) == 1:
         return _size(args[0])
+    if name == "dyn" and len(args) == 1:
+        return args[0]
+    if name == "string" and len(args) == 1:
+        v = args[0]
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (str, int, float)):
+            return v if isinstance(v, str) else repr(v)
+        raise CelError("no such overload: string(%s)" % _type(v))
+    if name == "int" and len(args) == 1:
+        v = args[0]
+        try:
+            if isinstance(v, str):
+                return int(v, 10)
+            if isinstance(v, float) and not isinstance(v, bool):
+                return int(v)
+        except (ValueError, OverflowError):
+            raise CelError("cannot convert %r to int" % (v,))
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+        raise CelError("no such overload: int(%s)" % _type(v))
+    if name == "double" and len(args) == 1:
+        v = args[0]
+        try:
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool):
+                return float(v)
+        except ValueError:
+            raise CelError("cannot convert %r to double" % (v,))
+        raise CelError("no such overload: double(%s)" % _type(v))
     raise CelError("undeclared reference to '%s' (in container '')" % name)
 
 
-class Program:
-    """A compiled expression; evaluate() with a Device."""
+class Variables:
+    """The `variables` of a policy: evaluated lazily, once, by name.
 
-    def __init__(self, text):
+    EXPRS maps a name to (Program, index); a variable may only use the
+    variables declared before it (the apiserver's composition order).
+    """
+
+    def __init__(self, exprs, env):
+        self.exprs = exprs
+        self.env = env
+        self.values = {}
+
+    def get(self, name):
+        """The value of variable NAME (a CelError if it fails)."""
+        if name in self.values:
+            v = self.values[name]
+        else:
+            if name not in self.exprs:
+                raise CelError("no such key: %s" % name)
+            prog = self.exprs[name]
+            v = prog._eval(prog.ast, self.env)
+            self.values[name] = v
+        if isinstance(v, _Err):
+            raise v.exc
+        return v
+
+
+class Program:
+    """A compiled expression; evaluate() with a Device, evaluate_in()
+    with an environment (dict of variable name -> value)."""
+
+    def __init__(self, text, declared=("device",), variables=None):
+        """DECLARED: the names the expression may use; VARIABLES: the
+        names `variables.<name>` may select (None: any)."""
         if not isinstance(text, str):
             raise CelSyntaxError("expression must be a string")
         if len(text) > MAX_EXPR_LEN:
             raise CelSyntaxError("expression too long (%d > %d)"
                                  % (len(text), MAX_EXPR_LEN))
         self.text = text
+        self.declared = frozenset(declared)
+        self.variables = variables
         self.ast = _Parser(text).parse()
-        self._check(self.ast)
+        self._check(self.ast, frozenset())
 
-    def _check(self, node):
-        """Reject identifiers other than `device` at compile time."""
-        if node[0] == "ident" and node[1] != "device":
-            raise CelSyntaxError("undeclared reference to '%s' "
-                                 "(in container '')" % node[1])
+    def _check(self, node, scope):
+        """Reject undeclared identifiers (and unknown variables) at
+        compile time; macro variables are in scope in their bodies."""
+        kind = node[0]
+        if kind == "ident":
+            if node[1] not in self.declared and node[1] not in scope:
+                raise CelSyntaxError("undeclared reference to '%s' "
+                                     "(in container '')" % node[1])
+            return
+        if kind == "lit":
+            return
+        if kind in ("select", "has") and node[1][0] == "ident" and \
+                node[1][1] == "variables" and "variables" not in scope \
+                and self.variables is not None and \
+                node[2] not in self.variables:
+            raise CelSyntaxError("undefined field '%s'" % node[2])
+        if kind == "macro":
+            self._check(node[2], scope)
+            inner = scope | {node[3]}
+            for n in node[4]:
+                self._check(n, inner)
+            return
+        if kind == "map":
+            for k, v in node[1]:
+                self._check(k, scope)
+                self._check(v, scope)
+            return
         for child in node[1:]:
             if isinstance(child, tuple):
-                self._check(child)
+                self._check(child, scope)
             elif isinstance(child, list):
                 for c in child:
                     if isinstance(c, tuple):
-                        self._check(c)
+                        self._check(c, scope)
 
     def evaluate(self, device):
         """Return the expression's value; raise CelError on error."""
-        v = self._eval(self.ast, device)
+        return self.evaluate_in({"device": device})
+
+    def evaluate_in(self, env):
+        """Evaluate with ENV (name -> value); raise CelError on error."""
+        v = self._eval(self.ast, env)
         if isinstance(v, _Err):
             raise v.exc
         return v
@@ -518,27 +703,27 @@ class Program:
                            % _type(v))
         return v
 
-    def _eval(self, node, dev):
+    def _eval(self, node, env):
         """Evaluate NODE, returning a value or an _Err for && and ||."""
         try:
-            return self._eval_raise(node, dev)
+            return self._eval_raise(node, env)
         except CelError as e:
             return _Err(e)
         except (ZeroDivisionError, OverflowError) as e:
             return _Err(CelError(str(e)))
 
-    def _value(self, node, dev):
+    def _value(self, node, env):
         """Evaluate NODE and raise if it is an error."""
-        v = self._eval(node, dev)
+        v = self._eval(node, env)
         if isinstance(v, _Err):
             raise v.exc
         return v
 
-    def _logic(self, node, dev):
+    def _logic(self, node, env):
         """&& and || with CEL's commutative error absorption."""
         op = node[0]
         decisive = op == "or"
-        vals = [self._eval(node[1], dev), self._eval(node[2], dev)]
+        vals = [self._eval(node[1], env), self._eval(node[2], env)]
         err = None
         for v in vals:
             if isinstance(v, _Err):
@@ -552,45 +737,133 @@ class Program:
             raise err.exc
         return not decisive
 
-    def _eval_raise(self, node, dev):
+    def _macro(self, node, env):
+        """all / exists / exists_one / filter / map over a list or the
+        keys of a map.  all and exists absorb errors as && and || do."""
+        name, target, var, body = node[1], node[2], node[3], node[4]
+        rng = self._value(target, env)
+        if isinstance(rng, dict):
+            items = list(rng.keys())
+        elif isinstance(rng, list):
+            items = rng
+        else:
+            raise CelError("no such overload: %s.%s()" % (_type(rng), name))
+        local = dict(env)
+        err = None
+        out = []
+        count = 0
+        for x in items:
+            local[var] = x
+            if name in ("all", "exists"):
+                v = self._eval(body[0], local)
+                if isinstance(v, _Err):
+                    err = err or v
+                    continue
+                if not isinstance(v, bool):
+                    err = err or _Err(CelError("no such overload: %s %s"
+                                               % (name, _type(v))))
+                    continue
+                if v == (name == "exists"):
+                    return v
+            elif name == "exists_one":
+                v = self._value(body[0], local)
+                if not isinstance(v, bool):
+                    raise CelError("no such overload: exists_one %s"
+                                   % _type(v))
+                count += v
+            elif name == "filter":
+                v = self._value(body[0], local)
+                if not isinstance(v, bool):
+                    raise CelError("no such overload: filter %s" % _type(v))
+                if v:
+                    out.append(x)
+            else:
+                if len(body) == 2:
+                    keep = self._value(body[0], local)
+                    if not isinstance(keep, bool):
+                        raise CelError("no such overload: map %s"
+                                       % _type(keep))
+                    if not keep:
+                        continue
+                out.append(self._value(body[-1], local))
+        if name in ("all", "exists"):
+            if err:
+                raise err.exc
+            return name == "all"
+        if name == "exists_one":
+            return count == 1
+        return out
+
+    def _has(self, node, env):
+        """has(x.f): whether map X has key F (objects: field F is set)."""
+        target = self._value(node[1], env)
+        if isinstance(target, dict):
+            return node[2] in target
+        if isinstance(target, Variables):
+            return node[2] in target.exprs
+        if isinstance(target, Device):
+            return node[2] in ("driver", "attributes", "capacity")
+        if isinstance(target, _DomainMap):
+            return node[2] in target.domains
+        raise CelError("invalid type for field selection: %s"
+                       % _type(target))
+
+    def _eval_raise(self, node, env):
         """Evaluate NODE; raise CelError on error."""
         kind = node[0]
         if kind == "lit":
             return node[1]
         if kind == "ident":
-            return dev
+            try:
+                return env[node[1]]
+            except KeyError:
+                raise CelError("undeclared reference to '%s'" % node[1])
+        if kind == "select":
+            return self._select(self._value(node[1], env), node[2])
         if kind in ("and", "or"):
-            return self._logic(node, dev)
+            return self._logic(node, env)
         if kind == "not":
-            v = self._value(node[1], dev)
+            v = self._value(node[1], env)
             if not isinstance(v, bool):
                 raise CelError("no such overload: !%s" % _type(v))
             return not v
         if kind == "neg":
-            v = self._value(node[1], dev)
+            v = self._value(node[1], env)
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise CelError("no such overload: -%s" % _type(v))
             return -v
         if kind == "cond":
-            c = self._value(node[1], dev)
+            c = self._value(node[1], env)
             if not isinstance(c, bool):
                 raise CelError("no such overload: %s ? _ : _" % _type(c))
-            return self._value(node[2] if c else node[3], dev)
+            return self._value(node[2] if c else node[3], env)
         if kind == "list":
-            return [self._value(n, dev) for n in node[1]]
-        if kind == "select":
-            return self._select(self._value(node[1], dev), node[2])
+            return [self._value(n, env) for n in node[1]]
+        if kind == "map":
+            out = {}
+            for k, v in node[1]:
+                key = self._value(k, env)
+                if not isinstance(key, (str, int)):
+                    raise CelError("unsupported key type: %s" % _type(key))
+                if key in out:
+                    raise CelError("Failed with repeated key")
+                out[key] = self._value(v, env)
+            return out
         if kind == "index":
-            return self._index(self._value(node[1], dev),
-                               self._value(node[2], dev))
+            return self._index(self._value(node[1], env),
+                               self._value(node[2], env))
         if kind == "call":
-            args = [self._value(a, dev) for a in node[3]]
+            args = [self._value(a, env) for a in node[3]]
             if node[2] is None:
                 return _function(node[1], args)
-            return _method(node[1], self._value(node[2], dev), args)
+            return _method(node[1], self._value(node[2], env), args)
+        if kind == "macro":
+            return self._macro(node, env)
+        if kind == "has":
+            return self._has(node, env)
         if kind == "bin":
-            return self._binary(node[1], self._value(node[2], dev),
-                                self._value(node[3], dev))
+            return self._binary(node[1], self._value(node[2], env),
+                                self._value(node[3], env))
         raise CelError("internal: unknown node %r" % (kind,))
 
     @staticmethod
@@ -605,6 +878,8 @@ class Program:
                 return _DomainMap(target.capacity)
             raise CelError("no such key: %s" % name)
         if isinstance(target, _DomainMap):
+            return target.get(name)
+        if isinstance(target, Variables):
             return target.get(name)
         if isinstance(target, dict):
             if name not in target:

@@ -119,7 +119,8 @@ and ``reg.dir`` the simulator's state directory (DIR), both set before
 import threading
 
 # Modules of this package that may register hooks, loaded in this order.
-PLUGIN_MODULES = ("cel", "allocator", "quota", "webhooks", "controllers")
+PLUGIN_MODULES = ("cel", "allocator", "quota", "webhooks", "controllers",
+                  "vap")
 
 
 class ApiError(Exception):

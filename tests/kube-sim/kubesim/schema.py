@@ -82,6 +82,15 @@ _DEVICE = {f: ANY for f in (
 _DEVICE.update({"__go__": "Device", "name": S, "nodeName": S,
                 "allNodes": B})
 
+_NAMED_RULE = {"__go__": "NamedRuleWithOperations", "resourceNames": [S],
+               "operations": [S], "apiGroups": [S], "apiVersions": [S],
+               "resources": [S], "scope": S}
+_MATCH_RESOURCES = {"__go__": "MatchResources", "namespaceSelector": ANY,
+                    "objectSelector": ANY, "resourceRules": [_NAMED_RULE],
+                    "excludeResourceRules": [_NAMED_RULE],
+                    "matchPolicy": S}
+_NAMED_EXPR = {"name": S, "expression": S}
+
 _SPECS = {
     "namespaces": {"spec": {"__go__": "NamespaceSpec", "finalizers": [S]},
                    "status": ANY},
@@ -110,6 +119,28 @@ _SPECS = {
         "sharedCounters": ANY}},
     "mutatingwebhookconfigurations.admissionregistration.k8s.io": {
         "webhooks": ANY},
+    "validatingadmissionpolicies.admissionregistration.k8s.io": {
+        "spec": {"__go__": "ValidatingAdmissionPolicySpec",
+                 "paramKind": {"__go__": "ParamKind", "apiVersion": S,
+                               "kind": S},
+                 "matchConstraints": _MATCH_RESOURCES,
+                 "validations": [{"__go__": "Validation", "expression": S,
+                                  "message": S, "reason": S,
+                                  "messageExpression": S}],
+                 "failurePolicy": S,
+                 "auditAnnotations": [{"__go__": "AuditAnnotation",
+                                       "key": S, "valueExpression": S}],
+                 "matchConditions": [_NAMED_EXPR],
+                 "variables": [_NAMED_EXPR]},
+        "status": ANY},
+    "validatingadmissionpolicybindings.admissionregistration.k8s.io": {
+        "spec": {"__go__": "ValidatingAdmissionPolicyBindingSpec",
+                 "policyName": S,
+                 "paramRef": {"__go__": "ParamRef", "name": S,
+                              "namespace": S, "selector": ANY,
+                              "parameterNotFoundAction": S},
+                 "matchResources": _MATCH_RESOURCES,
+                 "validationActions": [S]}},
     "customresourcedefinitions.apiextensions.k8s.io": {"spec": ANY,
                                                        "status": ANY},
 }

@@ -134,6 +134,18 @@ def columns(res, version):
         return ([_NAME, _col("Webhooks", typ="integer"), _AGE],
                 lambda o: [o["metadata"]["name"],
                            len(o.get("webhooks") or []), age(o)])
+    if k.startswith("validatingadmissionpolicies."):
+        return ([_NAME, _col("Validations", typ="integer"),
+                 _col("ParamKind"), _AGE],
+                lambda o: [o["metadata"]["name"], len((o.get("spec") or {})
+                                                      .get("validations")
+                                                      or []),
+                           _param_kind(o), age(o)])
+    if k.startswith("validatingadmissionpolicybindings."):
+        return ([_NAME, _col("PolicyName"), _col("ParamRef"), _AGE],
+                lambda o: [o["metadata"]["name"],
+                           (o.get("spec") or {}).get("policyName", ""),
+                           _param_ref(o), age(o)])
     if k.startswith("customresourcedefinitions."):
         return ([_NAME, _col("Created At", typ="date")],
                 lambda o: [o["metadata"]["name"],
@@ -306,3 +318,22 @@ def table(res, version, objs, rv, cont=None, remaining=None,
         md["remainingItemCount"] = remaining
     return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": md,
             "columnDefinitions": cols, "rows": rows}
+
+
+def _param_kind(o):
+    """The PARAMKIND column of a ValidatingAdmissionPolicy."""
+    pk = (o.get("spec") or {}).get("paramKind")
+    if not isinstance(pk, dict):
+        return "<unset>"
+    return "%s/%s" % (pk.get("apiVersion", ""), pk.get("kind", ""))
+
+
+def _param_ref(o):
+    """The PARAMREF column of a ValidatingAdmissionPolicyBinding."""
+    pr = (o.get("spec") or {}).get("paramRef")
+    if not isinstance(pr, dict):
+        return "<unset>"
+    if pr.get("name"):
+        ns = pr.get("namespace")
+        return "%s/%s" % (ns, pr["name"]) if ns else "*/" + pr["name"]
+    return "*/*"

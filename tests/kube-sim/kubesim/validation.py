@@ -259,6 +259,31 @@ def default_webhooks(obj):
                 r.setdefault("scope", "*")
 
 
+def default_match_resources(mr):
+    """admissionregistration/v1 MatchResources defaults."""
+    if not isinstance(mr, dict):
+        return
+    mr.setdefault("matchPolicy", "Equivalent")
+    mr.setdefault("namespaceSelector", {})
+    mr.setdefault("objectSelector", {})
+    for key in ("resourceRules", "excludeResourceRules"):
+        for r in mr.get(key) or []:
+            if isinstance(r, dict):
+                r.setdefault("scope", "*")
+
+
+def default_policy(obj):
+    """ValidatingAdmissionPolicy(Binding) defaults."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    if obj.get("kind") == "ValidatingAdmissionPolicy":
+        spec.setdefault("failurePolicy", "Fail")
+        default_match_resources(spec.get("matchConstraints"))
+    else:
+        default_match_resources(spec.get("matchResources"))
+
+
 def default_deployment(obj):
     """apps/v1 SetDefaults_Deployment plus the pod template's defaults."""
     spec = obj.setdefault("spec", {})
@@ -326,6 +351,10 @@ def apply_defaults(res, obj):
         default_claim_spec((obj.get("spec") or {}).get("spec"))
     elif k == "mutatingwebhookconfigurations.admissionregistration.k8s.io":
         default_webhooks(obj)
+    elif k in ("validatingadmissionpolicies.admissionregistration.k8s.io",
+               "validatingadmissionpolicybindings."
+               "admissionregistration.k8s.io"):
+        default_policy(obj)
     elif k == "deployments.apps":
         default_deployment(obj)
     elif k == "services":
