@@ -86,6 +86,18 @@ def _undeclared(node, scope):
     kind = node[0]
     if kind == "ident":
         return None if node[1] in scope else node[1]
+    if kind == "macro":
+        # cel._Parser: ("macro", name, target, variable, [bodies])
+        bad = _undeclared(node[2], scope)
+        for body in node[4]:
+            bad = bad or _undeclared(body, scope | {node[3]})
+        return bad
+    if kind == "map":
+        for k, v in node[1]:
+            bad = _undeclared(k, scope) or _undeclared(v, scope)
+            if bad:
+                return bad
+        return None
     if kind == "call" and node[1] in MACROS and len(node) > 3 and \
             node[2] is not None and len(node[3]) == 2 and \
             isinstance(node[3][0], tuple) and node[3][0][0] == "ident":
@@ -141,6 +153,15 @@ def _cost(node):
         return 1 + ca + cb + extra, None
     if kind == "call":
         return _call_cost(node)
+    if kind == "macro":
+        tc, ts = _cost(node[2])
+        n = ts if ts is not None else UNBOUNDED
+        body = sum(_cost(b)[0] for b in node[4])
+        return tc + n * (body + 2), (ts if node[1] in ("map", "filter")
+                                     else None)
+    if kind == "map":
+        return 30 + sum(_cost(k)[0] + _cost(v)[0] for k, v in node[1]), \
+            len(node[1])
     total = 1
     for child in node[1:]:
         for c in (child if isinstance(child, list) else [child]):
