@@ -114,8 +114,8 @@ class Compiled:
             else:
                 prog = _compile(expr.strip(), declared, names,
                                 path + ".expression", errs)
-                if prog is not None:
-                    self.conditions.append((name, prog))
+                self.conditions.append((name, prog or _Broken(expr,
+                                                              errs[-1])))
             if not isinstance(name, str) or not name:
                 errs.append(FieldError("Required", path + ".name"))
             elif name in cond_names:
@@ -158,6 +158,8 @@ class Compiled:
                     "NotSupported", path + ".reason", reason,
                     "supported values: " + ", ".join(
                         '"%s"' % r for r in sorted(REASON_CODES))))
+            if prog is None and isinstance(expr, str) and expr.strip():
+                prog = _Broken(expr, errs[-1])
             if prog is not None:
                 self.validations.append((v, prog, mprog))
         audits = _list(spec.get("auditAnnotations"))
@@ -174,6 +176,20 @@ class Compiled:
                                        "Expression is not specified"))
             else:
                 _compile(expr.strip(), declared, names, path, errs)
+
+
+class _Broken:
+    """An expression that did not compile (only a policy stored without
+    the spec checks can have one): evaluating it is an error, as
+    upstream's "compilation error: ..." evaluation result."""
+
+    def __init__(self, text, ferr):
+        self.text = text
+        self.error = "compilation error: " + ferr.detail
+
+    def evaluate_in(self, env):
+        """Always the compilation error."""
+        raise cel.CelError(self.error)
 
 
 def _list(v):
@@ -576,6 +592,8 @@ class Decision:
 
 def _expr_error(prog, exc):
     """The apiserver's text of an evaluation error."""
+    if isinstance(prog, _Broken):
+        return prog.error
     return "expression '%s' resulted in error: %s" % (prog.text, exc)
 
 
