@@ -15,7 +15,8 @@ evaluated with evaluate_in(env)), objects as JSON maps (`.field` and
 all, exists, exists_one, filter, map (2 and 3 arguments) over lists and
 map keys, the string functions lowerAscii, upperAscii, trim, split,
 join, replace, indexOf, lastIndexOf, substring, and the conversions
-string(), int(), double(), dyn().
+string(), int(), double(), dyn(), and optionals (`x.?f`, `m[?k]`,
+optional.of/none/ofNonZeroValue, hasValue/value/orValue/or).
 
 Errors follow CEL: a reference to a missing key or field is an evaluation
 error (never false), && and || absorb an error only when the other side
@@ -213,6 +214,15 @@ class _Parser:
         while True:
             if self.peek("."):
                 self.take(".")
+                if self.peek("?"):
+                    self.take("?")
+                    kind, name = self.peek()
+                    if kind != "ident":
+                        raise CelSyntaxError("Syntax error: expected field "
+                                             "name")
+                    self.take()
+                    node = ("optselect", node, name)
+                    continue
                 kind, name = self.peek()
                 if kind != "ident":
                     raise CelSyntaxError("Syntax error: expected field name")
@@ -223,9 +233,12 @@ class _Parser:
                     node = ("select", node, name)
             elif self.peek("["):
                 self.take("[")
+                opt = self.peek("?")
+                if opt:
+                    self.take("?")
                 idx = self.expr()
                 self.take("]")
-                node = ("index", node, idx)
+                node = ("optindex" if opt else "index", node, idx)
             else:
                 return node
 
@@ -401,11 +414,64 @@ def _type(v):
         return "int"
     for t, name in ((str, "string"), (float, "double"), (list, "list"),
                     (dict, "map"), (_DomainMap, "map"), (Variables, "map"),
+                    (Optional, "optional_type"),
                     (qty.Quantity, "kubernetes.Quantity"),
                     (Semver, "kubernetes.Semver"), (Device, "device")):
         if isinstance(v, t):
             return name
     return "null_type" if v is None else type(v).__name__
+
+
+OPTIONAL_FUNCS = ("of", "none", "ofNonZeroValue")
+
+
+class Optional:
+    """A CEL optional value (optional.of(x) / optional.none())."""
+
+    def __init__(self, value=None, present=True):
+        self.value = value
+        self.present = present
+
+    def __eq__(self, other):
+        return isinstance(other, Optional) and \
+            self.present == other.present and \
+            (not self.present or _eq(self.value, other.value))
+
+
+NONE = Optional(None, False)
+
+
+def _optional_function(name, args):
+    """optional.of(x), optional.none(), optional.ofNonZeroValue(x)."""
+    if name == "of" and len(args) == 1:
+        return Optional(args[0])
+    if name == "none" and not args:
+        return NONE
+    if name == "ofNonZeroValue" and len(args) == 1:
+        v = args[0]
+        zero = v is None or v is False or (
+            not isinstance(v, bool) and v in (0, 0.0, "")) or (
+            isinstance(v, (list, dict)) and not v)
+        return NONE if zero else Optional(v)
+    raise CelError("found no matching overload for 'optional.%s'" % name)
+
+
+def _opt_access(target, key):
+    """x.?f and x[?k]: optional.of the value, none when absent."""
+    if isinstance(target, Optional):
+        if not target.present:
+            return target
+        target = target.value
+    if isinstance(target, dict):
+        return Optional(target[key]) if key in target else NONE
+    if isinstance(target, list):
+        if isinstance(key, int) and not isinstance(key, bool):
+            return Optional(target[key]) if 0 <= key < len(target) \
+                else NONE
+        raise CelError("unsupported index type '%s' in list" % _type(key))
+    if isinstance(target, Variables):
+        return Optional(target.get(key)) if key in target.exprs else NONE
+    raise CelError("no such overload: %s.?%s" % (_type(target), key))
 
 
 class _Err:
@@ -447,6 +513,18 @@ def _eq(a, b):
 def _method(name, target, args):
     """Receiver-style functions: quantity, semver and string methods."""
     t = _type(target)
+    if t == "optional_type":
+        if name == "hasValue" and not args:
+            return target.present
+        if name == "value" and not args:
+            if not target.present:
+                raise CelError("optional.none() dereference")
+            return target.value
+        if name == "orValue" and len(args) == 1:
+            return target.value if target.present else args[0]
+        if name == "or" and len(args) == 1 and \
+                isinstance(args[0], Optional):
+            return target if target.present else args[0]
     if t in ("kubernetes.Quantity", "kubernetes.Semver"):
         if name in ("compareTo", "isGreaterThan", "isLessThan"):
             if len(args) != 1 or _type(args[0]) != t:
@@ -653,6 +731,11 @@ class Program:
         """Reject undeclared identifiers (and unknown variables) at
         compile time; macro variables are in scope in their bodies."""
         kind = node[0]
+        if kind == "call" and node[2] == ("ident", "optional") and \
+                node[1] in OPTIONAL_FUNCS and "optional" not in scope:
+            for a in node[3]:
+                self._check(a, scope)
+            return
         if kind == "ident":
             if node[1] not in self.declared and node[1] not in scope:
                 raise CelSyntaxError("undeclared reference to '%s' "
@@ -856,7 +939,14 @@ class Program:
             args = [self._value(a, env) for a in node[3]]
             if node[2] is None:
                 return _function(node[1], args)
+            if node[2] == ("ident", "optional") and "optional" not in env:
+                return _optional_function(node[1], args)
             return _method(node[1], self._value(node[2], env), args)
+        if kind in ("optselect", "optindex"):
+            target = self._value(node[1], env)
+            key = node[2] if kind == "optselect" else \
+                self._value(node[2], env)
+            return _opt_access(target, key)
         if kind == "macro":
             return self._macro(node, env)
         if kind == "has":
@@ -869,6 +959,10 @@ class Program:
     @staticmethod
     def _select(target, name):
         """Field selection: device fields or map keys."""
+        if isinstance(target, Optional):
+            if not target.present:
+                return target
+            return Optional(Program._select(target.value, name))
         if isinstance(target, Device):
             if name == "driver":
                 return target.driver
@@ -891,6 +985,10 @@ class Program:
     @staticmethod
     def _index(target, key):
         """Indexing: map[key] or list[int]."""
+        if isinstance(target, Optional):
+            if not target.present:
+                return target
+            return Optional(Program._index(target.value, key))
         if isinstance(target, _DomainMap):
             return target.get(key)
         if isinstance(target, dict):
