@@ -44,6 +44,12 @@ struct admit_conf {
 	int64_t	 max_body;
 	int64_t	 max_headers;
 	int64_t	 max_connections;
+	int64_t	 max_conns_per_addr;
+	int64_t	 first_request_ms;
+	int64_t	 max_patch;
+	int64_t	 negative_ttl_ms;
+	int64_t	 lookup_rate;
+	int64_t	 lookup_burst;
 	int64_t	 idle_timeout_ms;
 	int64_t	 threads;
 	int64_t	 reload_interval_ms;
@@ -76,15 +82,27 @@ static const struct config_opt admit_opts[] = {
 	    CONFIG_NORELOAD),
 	CONFIG_INT(C, threads, "threads", 't', "0", 0, 64, "Serving",
 	    "HTTP worker threads; 0 = one per online CPU.", CONFIG_NORELOAD),
-	CONFIG_INT(C, max_body, "max-body", 0, "3145728", 1024, 64 << 20,
-	    "Serving", "Largest request body in bytes (larger: 413).",
-	    CONFIG_NORELOAD),
+	CONFIG_INT(C, max_body, "max-body", 0, "33554432", 1024, 256 << 20,
+	    "Serving", "Largest request body in bytes (larger: 413, which "
+	    "failurePolicy: Ignore admits); above any review of a pod etcd "
+	    "can store.", CONFIG_NORELOAD),
+	CONFIG_INT(C, max_patch, "max-patch", 0, "67108864", 4096, 64 << 20,
+	    "Serving", "Largest JSON patch in bytes; a pod of an isolated "
+	    "namespace that needs more is denied.", CONFIG_NORELOAD),
 	CONFIG_INT(C, max_headers, "max-headers", 0, "65536", 1024, 1 << 20,
 	    "Serving", "Largest request header block in bytes.",
 	    CONFIG_NORELOAD),
 	CONFIG_INT(C, max_connections, "max-connections", 0, "4096", 1,
 	    1000000, "Serving", "Open connections at most; more are closed "
 	    "at once (the apiserver keeps a small pool).", CONFIG_NORELOAD),
+	CONFIG_INT(C, max_conns_per_addr, "max-connections-per-address", 0,
+	    "256", 0, 1000000, "Serving", "Open connections from one peer "
+	    "address at most (0: no cap); more are closed at once.",
+	    CONFIG_NORELOAD),
+	CONFIG_DURATION(C, first_request_ms, "first-request-timeout", 0,
+	    "5s", 100, 600000, "Serving", "A new connection must finish the "
+	    "TLS handshake and send its first whole request within this, or "
+	    "it is closed.", CONFIG_NORELOAD),
 	CONFIG_DURATION(C, idle_timeout_ms, "idle-timeout", 0, "90s", 1000,
 	    3600000, "Serving", "Close connections idle this long.",
 	    CONFIG_NORELOAD),
@@ -106,6 +124,17 @@ static const struct config_opt admit_opts[] = {
 	CONFIG_DURATION(C, lookup_timeout_ms, "lookup-timeout", 0, "2s", 10,
 	    30000, "Sync", "Bound on a read-through namespace lookup (also "
 	    "bounded by the review's ?timeout=); SIGHUP applies a change.", 0),
+	CONFIG_DURATION(C, negative_ttl_ms, "negative-ttl", 0, "5s", 0,
+	    600000, "Sync", "How long sync's \"no such namespace\" answers "
+	    "a review without another lookup (0: not kept); a namespace "
+	    "that appears ends it.", CONFIG_NORELOAD),
+	CONFIG_INT(C, lookup_rate, "lookup-rate", 0, "100", 0, 1000000,
+	    "Sync", "Read-through lookups per second at most (0: no limit); "
+	    "over it a review gets the miss policy without a lookup.",
+	    CONFIG_NORELOAD),
+	CONFIG_INT(C, lookup_burst, "lookup-burst", 0, "200", 1, 1000000,
+	    "Sync", "Lookups allowed at once above --lookup-rate.",
+	    CONFIG_NORELOAD),
 	CONFIG_INT(C, max_namespaces, "max-namespaces", 0, "100000", 1,
 	    10000000, "Sync", "Most namespaces kept in the local map.",
 	    CONFIG_NORELOAD),
@@ -136,7 +165,8 @@ struct admit {
 	struct metrics		*metrics;
 	struct metric		*m_requests, *m_duration, *m_fallbacks;
 	struct metric		*m_connections, *m_refused, *m_open;
-	struct metric		*m_merged;
+	struct metric		*m_merged, *m_refused_addr, *m_deadline;
+	struct metric		*m_lookups;
 	struct metric		*m_connected, *m_namespaces, *m_reloads;
 	int			 listen_fd;
 	int			 pid_fd;
@@ -304,6 +334,19 @@ setup_metrics(struct admit *a)
 	    "Requests that waited on a lookup of the same namespace already "
 	    "in flight instead of asking sync again.", NULL, NULL, 0,
 	    &a->m_merged)) < 0 ||
+	    (rv = metrics_counter(m,
+	    "kpgpud_admit_connections_refused_per_address_total",
+	    "Connections closed at once: their address had "
+	    "--max-connections-per-address open.", NULL, NULL, 0,
+	    &a->m_refused_addr)) < 0 ||
+	    (rv = metrics_counter(m, "kpgpud_admit_connections_deadline_total",
+	    "Connections closed for no complete first request within "
+	    "--first-request-timeout.", NULL, NULL, 0, &a->m_deadline)) < 0 ||
+	    (rv = metrics_counter(m, "kpgpud_admit_lookups_total",
+	    "Namespaces the map did not know: sent (asked sync), "
+	    "negative_cached (sync said recently it does not exist), "
+	    "rate_limited (over --lookup-rate: miss policy).", "result", NULL,
+	    4, &a->m_lookups)) < 0 ||
 	    (rv = metrics_gauge(m, "kpgpud_admit_open_connections",
 	    "Connections open now.", NULL, NULL, 0, &a->m_open)) < 0 ||
 	    (rv = metrics_counter(m, "kpgpud_admit_tls_reloads_total",
@@ -482,6 +525,15 @@ setup(struct admit *a)
 	srv.open = a->m_open;
 	srv.merged = a->m_merged;
 	srv.max_connections = (unsigned)a->conf.max_connections;
+	srv.max_conns_per_addr = (unsigned)a->conf.max_conns_per_addr;
+	srv.first_request_ms = (unsigned)a->conf.first_request_ms;
+	srv.max_patch = (size_t)a->conf.max_patch;
+	srv.negative_ttl_ms = (unsigned)a->conf.negative_ttl_ms;
+	srv.lookup_rate = (unsigned)a->conf.lookup_rate;
+	srv.lookup_burst = (unsigned)a->conf.lookup_burst;
+	srv.refused_addr = a->m_refused_addr;
+	srv.deadline_closed = a->m_deadline;
+	srv.lookups = a->m_lookups;
 	if ((rv = server_new(&srv, &a->server)) < 0 ||
 	    (rv = server_start(a->server)) < 0)
 		fatal("server: %s", strerror(-rv));

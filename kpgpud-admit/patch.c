@@ -36,6 +36,15 @@ bad_pod(struct patch_ctx *c, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/* Record that the patch grew past its cap. */
+static void
+seterr_cap(struct patch_ctx *c, size_t max_ops)
+{
+	if (c->err != NULL && c->errlen > 0)
+		snprintf(c->err, c->errlen, "the JSON patch would be larger "
+		    "than %zu bytes (--max-patch)", max_ops);
+}
+
 /*
  * Cut a UTF-8 sequence that a bounded printf split at the end of s, so the
  * text stays valid UTF-8 (the rest of s came from a validated review).
@@ -89,14 +98,18 @@ add_op(struct patch_ctx *c, const char *op, const char *path,
     const char *value)
 {
 	struct buf *b = &c->ops;
-	int bad;
+	int rv;
 
-	bad = buf_puts(b, c->out->nops++ == 0 ? "[{\"op\":\"" : ",{\"op\":\"")
-	    | buf_puts(b, op) | buf_puts(b, "\",\"path\":")
-	    | buf_put_json(b, path, strlen(path));
-	if (value != NULL)
-		bad |= buf_puts(b, ",\"value\":") | buf_puts(b, value);
-	return bad | buf_putc(b, '}') ? -ENOMEM : 0;
+	/* -E2BIG (the patch cap) is told apart from -ENOMEM. */
+	if ((rv = buf_puts(b, c->out->nops++ == 0 ? "[{\"op\":\"" :
+	    ",{\"op\":\"")) < 0 || (rv = buf_puts(b, op)) < 0 ||
+	    (rv = buf_puts(b, "\",\"path\":")) < 0 ||
+	    (rv = buf_put_json(b, path, strlen(path))) < 0)
+		return rv;
+	if (value != NULL && ((rv = buf_puts(b, ",\"value\":")) < 0 ||
+	    (rv = buf_puts(b, value)) < 0))
+		return rv;
+	return buf_putc(b, '}');
 }
 
 /* The pod-level claim entry this namespace's pods must carry, as JSON. */
@@ -203,11 +216,13 @@ drop_legacy(struct patch_ctx *c, const char *base, const json_t *res)
 				continue;
 			buf_reset(&path);
 			if (buf_printf(&path, "%s/resources/%s/", base,
-			    maps[m]) < 0 || ptr_token(&path, key) != 0 ||
-			    add_op(c, "remove", buf_str(&path), NULL) < 0) {
+			    maps[m]) < 0 || ptr_token(&path, key) != 0) {
 				rv = -ENOMEM;
 				break;
 			}
+			if ((rv = add_op(c, "remove", buf_str(&path),
+			    NULL)) < 0)
+				break;
 		}
 	}
 	buf_free(&path);
@@ -347,8 +362,16 @@ int
 patch_build(const json_t *pod, const struct resolved *r,
     struct patch_out **ret, char *err, size_t errlen)
 {
+	return patch_build_max(pod, r, PATCH_OPS_MAX, ret, err, errlen);
+}
+
+/* The same with the patch text capped at max_ops bytes; see patch.h. */
+int
+patch_build_max(const json_t *pod, const struct resolved *r, size_t max_ops,
+    struct patch_out **ret, char *err, size_t errlen)
+{
 	struct patch_ctx c = { .r = r, .err = err, .errlen = errlen,
-	    .ops = BUF_INIT(PATCH_OPS_MAX), .claim = BUF_INIT(0) };
+	    .ops = BUF_INIT(max_ops), .claim = BUF_INIT(0) };
 	const json_t *spec = json_object_get(pod, "spec");
 	int rv = -ENOMEM;
 
@@ -371,14 +394,15 @@ patch_build(const json_t *pod, const struct resolved *r,
 		buf_reset(&c.ops);
 		c.out->nops = 0;
 	}
-	rv = -ENOMEM;
-	if (buf_puts(&c.ops, c.out->nops == 0 ? "[]" : "]") < 0)
+	if ((rv = buf_puts(&c.ops, c.out->nops == 0 ? "[]" : "]")) < 0)
 		goto fail;
 	c.out->ops = buf_steal(&c.ops, &c.out->ops_len);
 	buf_free(&c.claim);
 	*ret = c.out;
 	return 0;
 fail:
+	if (rv == -E2BIG)
+		seterr_cap(&c, max_ops);
 	buf_free(&c.ops);
 	buf_free(&c.claim);
 	patch_out_free(c.out);

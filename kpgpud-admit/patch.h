@@ -38,10 +38,15 @@ struct patch_out {
 /*
  * Compute the patch for pod (the Pod object) under r. Returns 0 with a new
  * result in *ret (also when the policy denies the pod), -EINVAL when the pod
- * does not have the shape of a Pod (reason in err), -ENOMEM.
+ * does not have the shape of a Pod or has more than PATCH_MAX_CONTAINERS
+ * containers in a list (reason in err), -E2BIG when the patch text would
+ * pass PATCH_OPS_MAX (reason in err), -ENOMEM.
  */
 int	 patch_build(const json_t *pod, const struct resolved *r,
 	    struct patch_out **ret, char *err, size_t errlen);
+/* The same with the patch text capped at max_ops bytes instead. */
+int	 patch_build_max(const json_t *pod, const struct resolved *r,
+	    size_t max_ops, struct patch_out **ret, char *err, size_t errlen);
 void	 patch_out_free(struct patch_out *p);
 
 /* Whether a resource name is a device-plugin GPU (nvidia.com/gpu, ...). */

@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "kpgpud-admit/jscan.h"
 #include "kpgpud-admit/patch.h"
+#include "kpgpud-admit/reqhead.h"
 #include "kpgpud-admit/review.h"
 
 #define REVIEW_API	"admission.k8s.io/v1"
@@ -24,6 +25,13 @@ struct review {
 	const json_t	*object;	/* the Pod, inside root */
 	char		 uid[REVIEW_UID_MAX + 1];
 	char		 ns[64];	/* "" when the request just passes */
+	size_t		 max_patch;	/* 0: PATCH_OPS_MAX */
+	/*
+	 * Read from its head only (review_parse_head): why, and whether no
+	 * namespace decides (the pod is refused wherever it is).
+	 */
+	char		 capped[REVIEW_MESSAGE_MAX / 2];
+	bool		 refuse_always;
 };
 
 /*
@@ -182,7 +190,10 @@ review_parse_full(const char *body, size_t len, struct review **ret,
 	if (rv->root == NULL) {
 		seterr(err, errlen, "body is not JSON: %s (line %d, column "
 		    "%d)", jerr.text, jerr.line, jerr.column);
-		goto fail;
+		review_free(rv);
+		/* Valid JSON nested past the parser's depth: a cap, not junk. */
+		return json_error_code(&jerr) == json_error_stack_overflow ?
+		    -E2BIG : -EINVAL;
 	}
 	if (review_check(rv, err, errlen) < 0)
 		goto fail;
@@ -543,6 +554,62 @@ review_parse(const char *body, size_t len, struct review **ret, char *err,
 	return 0;
 }
 
+/* A head member that is present, kept, and equal to want. */
+static bool
+head_is(const struct reqhead_str *m, const char *want)
+{
+	return m->seen && m->ok && strcmp(m->v, want) == 0;
+}
+
+/* Whether the head shows a Pod CREATE for certain, or not one for certain. */
+static int
+head_pod_create(const struct reqhead *h)
+{
+	if (!h->rkind.seen || !h->op.seen)
+		return -1;	/* cannot tell */
+	return head_is(&h->rkind, "Pod") && (!h->group.seen ||
+	    head_is(&h->group, "")) && head_is(&h->op, "CREATE") &&
+	    (!h->sub.seen || head_is(&h->sub, "")) ? 1 : 0;
+}
+
+/* Read a review from its head only; see review.h. */
+int
+review_parse_head(const char *body, size_t len, const char *why,
+    struct review **ret, char *err, size_t errlen)
+{
+	struct reqhead h;
+	struct review *rv;
+	int pod;
+
+	reqhead_scan(body, len, &h);
+	if (!head_is(&h.api, REVIEW_API) || !head_is(&h.kind, REVIEW_KIND))
+		return seterr(err, errlen, "apiVersion %s and kind %s not "
+		    "found before the cap", REVIEW_API, REVIEW_KIND);
+	if (!h.uid.ok || h.uid.v[0] == '\0')
+		return seterr(err, errlen, "request.uid not found before the "
+		    "cap");
+	if ((rv = calloc(1, sizeof(*rv))) == NULL)
+		return -ENOMEM;
+	memcpy(rv->uid, h.uid.v, strlen(h.uid.v) + 1);
+	snprintf(rv->capped, sizeof(rv->capped), "%s", why);
+	if ((pod = head_pod_create(&h)) != 0) {
+		if (h.ns.ok && strlen(h.ns.v) < sizeof(rv->ns) &&
+		    resolved_is_dns_label(h.ns.v))
+			memcpy(rv->ns, h.ns.v, strlen(h.ns.v) + 1);
+		else
+			rv->refuse_always = true;
+	}
+	*ret = rv;
+	return 0;
+}
+
+/* Cap the JSON patch this review may produce (0: PATCH_OPS_MAX). */
+void
+review_set_max_patch(struct review *rv, size_t max)
+{
+	rv->max_patch = max;
+}
+
 /* Free a parsed review; NULL is fine. */
 void
 review_free(struct review *rv)
@@ -610,6 +677,29 @@ struct answer {
 	char		 warning[REVIEW_MESSAGE_MAX];	/* answer_plain's */
 };
 
+/*
+ * Refuse a pod kpgpud cannot give its claim (a cap, a malformed object):
+ * answered, never a failed call, which failurePolicy: Ignore would admit.
+ */
+static void
+answer_refused(const struct review *rv, const char *why, int code,
+    struct answer *an, struct review_reply *rep)
+{
+	rep->result = REVIEW_REFUSED;
+	rep->allowed = false;
+	if (rv->ns[0] != '\0')
+		snprintf(rep->message, sizeof(rep->message), "kpgpud cannot "
+		    "add the GPU claim of namespace \"%s\" to this pod: %s; "
+		    "a pod in a GPU-isolated namespace is refused without it",
+		    rv->ns, why);
+	else
+		snprintf(rep->message, sizeof(rep->message), "kpgpud cannot "
+		    "tell the namespace of this pod: %s; refused, as it may "
+		    "be GPU-isolated", why);
+	an->code = code;
+	an->reason = code == 503 ? "ServiceUnavailable" : "Forbidden";
+}
+
 /* Decide for an isolated namespace from the patch result. */
 static int
 answer_isolated(const struct review *rv, const struct resolved *r,
@@ -617,10 +707,22 @@ answer_isolated(const struct review *rv, const struct resolved *r,
     char *err, size_t errlen)
 {
 	struct patch_out *p;
+	char why[256] = "";
 	int e;
 
-	if ((e = patch_build(rv->object, r, pp, err, errlen)) < 0)
-		return e;
+	if (rv->capped[0] != '\0') {
+		answer_refused(rv, rv->capped, 403, an, rep);
+		return 0;
+	}
+	if ((e = patch_build_max(rv->object, r, rv->max_patch ?
+	    rv->max_patch : PATCH_OPS_MAX, pp, why, sizeof(why))) < 0) {
+		if (e == -ENOMEM)
+			snprintf(why, sizeof(why), "out of memory");
+		answer_refused(rv, why, e == -ENOMEM ? 503 : 403, an, rep);
+		if (err != NULL && errlen > 0)
+			snprintf(err, errlen, "%s", why);
+		return 0;
+	}
 	p = *pp;
 	for (int i = 0; i < p->nwarnings; i++)
 		an->warnings[an->nwarnings++] = p->warnings[i];
@@ -738,13 +840,16 @@ review_answer(const struct review *rv, enum review_ns ns,
 	struct review_reply *rep;
 	struct patch_out *p = NULL;
 	struct answer an = { 0 };
-	struct buf b = BUF_INIT(PATCH_OPS_MAX);
+	/* The patch is capped; its base64 in the body needs 4/3 of it. */
+	struct buf b = BUF_INIT(PATCH_OPS_MAX / 3 * 4 + (1u << 20));
 	int e = 0;
 
 	if ((rep = calloc(1, sizeof(*rep))) == NULL)
 		return -ENOMEM;
 	rep->allowed = true;
-	if (rv->ns[0] != '\0' && ns == REVIEW_NS_ISOLATED)
+	if (rv->refuse_always)
+		answer_refused(rv, rv->capped, 403, &an, rep);
+	else if (rv->ns[0] != '\0' && ns == REVIEW_NS_ISOLATED)
 		e = answer_isolated(rv, r, &an, &p, rep, err, errlen);
 	else
 		answer_plain(rv, ns, &an, rep);
@@ -784,6 +889,7 @@ review_result_name(enum review_result res)
 		[REVIEW_DENIED] = "denied",
 		[REVIEW_MISS_ALLOWED] = "miss_allowed",
 		[REVIEW_MISS_DENIED] = "miss_denied",
+		[REVIEW_REFUSED] = "refused",
 	};
 
 	return (unsigned)res < REVIEW_NRESULTS ? names[res] : "unknown";

@@ -36,6 +36,8 @@ enum review_result {
 	REVIEW_DENIED,		/* policy (legacy GPU request) */
 	REVIEW_MISS_ALLOWED,
 	REVIEW_MISS_DENIED,
+	REVIEW_REFUSED,		/* isolated, but no patch could be built
+				   (a cap, a malformed Pod): denied */
 	REVIEW_NRESULTS
 };
 
@@ -52,7 +54,9 @@ struct review_reply {
 
 /*
  * Parse and check a request body. Returns 0, -EINVAL for a malformed review
- * (reason in err, to be sent with a 400), -ENOMEM.
+ * (reason in err, to be sent with a 400), -E2BIG for valid JSON nested
+ * deeper than the parser goes (JSCAN_MAX_DEPTH; reason in err: read the
+ * review with review_parse_head), -ENOMEM.
  */
 int	 review_parse(const char *body, size_t len, struct review **ret,
 	    char *err, size_t errlen);
@@ -63,6 +67,18 @@ int	 review_parse(const char *body, size_t len, struct review **ret,
  */
 int	 review_parse_full(const char *body, size_t len, struct review **ret,
 	    char *err, size_t errlen);
+/*
+ * Read a review that will not be parsed whole from its head (the members
+ * before request.object; see reqhead.h), for the reason why (a cap). A Pod
+ * CREATE read so is refused in an isolated namespace, and wherever it is
+ * when the head does not name a valid namespace; anything else is answered
+ * as a whole review would be. Returns 0, -EINVAL when the head does not
+ * show an AdmissionReview with a uid (reason in err), -ENOMEM.
+ */
+int	 review_parse_head(const char *body, size_t len, const char *why,
+	    struct review **ret, char *err, size_t errlen);
+/* Cap the JSON patch of this review at max bytes (0: PATCH_OPS_MAX). */
+void	 review_set_max_patch(struct review *rv, size_t max);
 void	 review_free(struct review *rv);
 /* The namespace whose isolation decides, or NULL when none is needed. */
 const char *review_namespace(const struct review *rv);
@@ -70,8 +86,10 @@ const char *review_uid(const struct review *rv);
 
 /*
  * Build the response for what the namespace lookup found (r is used only
- * for REVIEW_NS_ISOLATED). Returns 0, -EINVAL when the Pod object itself is
- * malformed (reason in err), -ENOMEM.
+ * for REVIEW_NS_ISOLATED). A pod that cannot be patched (malformed, over a
+ * cap, out of memory) in an isolated namespace gets a denial
+ * (REVIEW_REFUSED, the reason also in err), never an error. Returns 0 or
+ * -ENOMEM.
  */
 int	 review_answer(const struct review *rv, enum review_ns ns,
 	    const struct resolved *r, struct review_reply **ret, char *err,

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -33,6 +34,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
+#include "kpgpud-admit/jscan.h"
 #include "kpgpud-admit/nscache.h"
 #include "kpgpud-admit/review.h"
 #include "kpgpud-admit/server.h"
@@ -42,6 +44,8 @@
 #define SRV_MAX_THREADS	64
 #define SRV_BEAT_MS	500	/* a worker's loop proves it turns */
 #define SRV_STUCK_MS	5000	/* no beat for this long: stuck */
+#define SRV_ADDR_BUCKETS 1024	/* per-address connection counts */
+#define SRV_NEG_SLOTS	4096	/* negative lookup cache (direct-mapped) */
 
 struct worker {
 	struct server		*srv;
@@ -57,7 +61,37 @@ struct worker {
 	unsigned		 sending;	/* replies not yet flushed */
 	bool			 stopping;	/* worker thread only */
 	uint64_t		 refused_logged_ms;	/* worker thread only */
+	uint64_t		 addr_logged_ms;	/* worker thread only */
+	uint64_t		 deadline_logged_ms;	/* worker thread only */
 	atomic_bool		 done;
+};
+
+/*
+ * One accepted connection, tied to its SSL (ex_data) so that it ends with
+ * it whatever closes it. The timer first runs at once (the socket is set on
+ * the bufferevent by then) to count the peer's address, then waits for the
+ * first request's deadline.
+ */
+struct conn {
+	struct server		*srv;
+	struct worker		*w;
+	struct bufferevent	*bev;
+	struct event		*timer;
+	struct addr_count	*addr;	/* counted against its address */
+	bool			 armed;	/* the deadline is running */
+};
+
+/* Open connections from one peer address (under server.addr_lock). */
+struct addr_count {
+	struct addr_count	*next;
+	struct in6_addr		 a;	/* IPv4 as ::ffff:a.b.c.d */
+	unsigned		 n;
+};
+
+/* A namespace sync said does not exist, until expiry (main thread). */
+struct neg_slot {
+	char			 ns[64];
+	uint64_t		 expiry_ms;
 };
 
 /* One deferred /mutate request (owned by its worker). */
@@ -69,6 +103,7 @@ struct job {
 	unsigned		 timeout_ms;
 	char			 ns[64];
 	struct syncconn_answer	 answer;
+	bool			 limited;	/* over --lookup-rate */
 	struct job		*next_waiter;	/* main thread: same lookup */
 };
 
@@ -78,6 +113,7 @@ struct job {
  * asking sync again, when its deadline is no later than theirs.
  */
 struct lookup {
+	struct server		*srv;
 	struct job		*jobs;	/* waiting; NULL once answered or
 					   cancelled */
 	char			 ns[64];
@@ -94,6 +130,12 @@ struct server {
 	/* reloadable (SIGHUP): the main thread writes, workers read */
 	atomic_bool		 miss_deny;
 	atomic_uint		 lookup_timeout_ms;
+	pthread_mutex_t		 addr_lock;
+	struct addr_count	*addrs[SRV_ADDR_BUCKETS];
+	/* main thread only: negative cache and the lookup token bucket */
+	struct neg_slot		*neg;
+	double			 tokens;
+	uint64_t		 tokens_ms;
 };
 
 /* The SSL ex_data slot that ties a connection to its server's count. */
@@ -101,6 +143,7 @@ static int conn_slot = -1;
 static pthread_once_t conn_slot_once = PTHREAD_ONCE_INIT;
 
 static void worker_finish_cb(evutil_socket_t fd, short what, void *arg);
+static void conn_served(struct evhttp_request *req);
 
 /* Count one request outcome and its duration. */
 static void
@@ -289,7 +332,11 @@ job_done_cb(evutil_socket_t fd, short what, void *arg)
 	if (evhttp_request_get_connection(j->req) != NULL)
 		evhttp_connection_set_closecb(evhttp_request_get_connection(
 		    j->req), NULL, NULL);
-	if (a->err < 0) {
+	if (j->limited) {
+		fallback(w, "lookup_limited", j->rv, j->ns, "over "
+		    "--lookup-rate; miss policy without a lookup");
+		ns = miss(w);
+	} else if (a->err < 0) {
 		snprintf(why, sizeof(why), "lookup failed: %s",
 		    strerror(-a->err));
 		fallback(w, "lookup_failed", j->rv, j->ns, why);
@@ -322,6 +369,61 @@ post_back(struct job *j)
 		log_err("cannot post a lookup answer to worker %d", j->w->idx);
 }
 
+/* The negative-cache slot of a namespace (main thread). */
+static struct neg_slot *
+neg_slot(struct server *s, const char *ns)
+{
+	uint32_t h = 2166136261u;
+
+	for (const char *p = ns; *p != '\0'; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return &s->neg[h % SRV_NEG_SLOTS];
+}
+
+/*
+ * Whether sync said recently that ns does not exist. A namespace that
+ * appears since is in the map from the change stream, and its reviews do
+ * not come here; a newer entry in the same slot just evicts this one.
+ */
+static bool
+neg_hit(struct server *s, const char *ns)
+{
+	struct neg_slot *n = neg_slot(s, ns);
+
+	return n->expiry_ms > monotonic_ms() && strcmp(n->ns, ns) == 0;
+}
+
+/* Remember that sync said ns does not exist (--negative-ttl). */
+static void
+neg_put(struct server *s, const char *ns)
+{
+	struct neg_slot *n = neg_slot(s, ns);
+
+	if (s->cfg.negative_ttl_ms == 0)
+		return;
+	snprintf(n->ns, sizeof(n->ns), "%s", ns);
+	n->expiry_ms = monotonic_ms() + s->cfg.negative_ttl_ms;
+}
+
+/* Take a token for one read-through lookup (--lookup-rate, -burst). */
+static bool
+lookup_token(struct server *s)
+{
+	uint64_t now = monotonic_ms();
+
+	if (s->cfg.lookup_rate == 0)
+		return true;
+	s->tokens += (double)(now - s->tokens_ms) * s->cfg.lookup_rate /
+	    1000.0;
+	if (s->tokens > (double)s->cfg.lookup_burst)
+		s->tokens = (double)s->cfg.lookup_burst;
+	s->tokens_ms = now;
+	if (s->tokens < 1.0)
+		return false;
+	s->tokens -= 1.0;
+	return true;
+}
+
 /* Main side: sync answered the lookup; every waiting job gets the answer. */
 static void
 lookup_answered(struct syncconn_answer *a, void *arg)
@@ -329,6 +431,8 @@ lookup_answered(struct syncconn_answer *a, void *arg)
 	struct lookup *lk = arg;
 	struct job *j, *next;
 
+	if (a->err == 0 && !a->found && lk->jobs != NULL)
+		neg_put(lk->srv, lk->ns);
 	for (j = lk->jobs; j != NULL; j = next) {
 		next = j->next_waiter;
 		j->answer = *a;
@@ -365,11 +469,26 @@ lookup_start_cb(evutil_socket_t fd, short what, void *arg)
 			metric_inc(s->cfg.merged, NULL, NULL);
 			return;
 		}
+	if (s->cfg.sync != NULL && neg_hit(s, j->ns)) {
+		metric_inc(s->cfg.lookups, "negative_cached", NULL);
+		j->answer.err = 0;	/* found: false, as sync said */
+		post_back(j);
+		return;
+	}
+	if (s->cfg.sync != NULL && !lookup_token(s)) {
+		metric_inc(s->cfg.lookups, "rate_limited", NULL);
+		j->answer.err = -EAGAIN;
+		j->limited = true;
+		post_back(j);
+		return;
+	}
 	if (s->cfg.sync == NULL || (lk = calloc(1, sizeof(*lk))) == NULL) {
 		j->answer.err = s->cfg.sync == NULL ? -ECANCELED : -ENOMEM;
 		post_back(j);
 		return;
 	}
+	metric_inc(s->cfg.lookups, "sent", NULL);
+	lk->srv = s;
 	lk->jobs = j;
 	lk->deadline_ms = deadline;
 	snprintf(lk->ns, sizeof(lk->ns), "%s", j->ns);
@@ -494,7 +613,8 @@ handle_mutate(struct worker *w, struct evhttp_request *req)
 	size_t len = evbuffer_get_length(in);
 	struct review *rv = NULL;
 	const char *body;
-	char err[256];
+	char err[256], why[128];
+	int e;
 
 	if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
 		evhttp_add_header(evhttp_request_get_output_headers(req),
@@ -521,12 +641,19 @@ handle_mutate(struct worker *w, struct evhttp_request *req)
 		return;
 	}
 	body = len > 0 ? (const char *)evbuffer_pullup(in, -1) : "";
-	if (review_parse(body, len, &rv, err, sizeof(err)) < 0) {
+	if ((e = review_parse(body, len, &rv, err, sizeof(err))) == -E2BIG) {
+		/* Too deep to parse whole: answered from its head. */
+		snprintf(why, sizeof(why), "the pod is nested deeper than %d "
+		    "levels", JSCAN_MAX_DEPTH);
+		e = review_parse_head(body, len, why, &rv, err, sizeof(err));
+	}
+	if (e < 0) {
 		log_warn("bad request bytes=%zu reason=%s", len, log_q(err));
 		reply_text(w, req, 400, "Bad Request", err);
 		account(w, "bad_request", t0);
 		return;
 	}
+	review_set_max_patch(rv, w->srv->cfg.max_patch);
 	decide(w, req, rv, t0);
 }
 
@@ -554,6 +681,7 @@ handle(struct evhttp_request *req, void *arg)
 	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
 	bool get = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD;
 
+	conn_served(req);
 	if (path == NULL)
 		reply_text(w, req, 400, "Bad Request", "no path");
 	else if (strcmp(path, "/mutate") == 0)
@@ -589,24 +717,85 @@ refuse(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t lim,
 	return BEV_ERROR;
 }
 
+/* The bucket of an address. */
+static size_t
+addr_bucket(const struct in6_addr *a)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < sizeof(a->s6_addr); i++)
+		h = (h ^ a->s6_addr[i]) * 16777619u;
+	return h % SRV_ADDR_BUCKETS;
+}
+
+/*
+ * Count one more connection from a; NULL when it is over the cap (or out
+ * of memory), else the entry to release with addr_release().
+ */
+static struct addr_count *
+addr_take(struct server *s, const struct in6_addr *a)
+{
+	struct addr_count **pp, *e;
+
+	pthread_mutex_lock(&s->addr_lock);
+	for (pp = &s->addrs[addr_bucket(a)]; (e = *pp) != NULL; pp = &e->next)
+		if (memcmp(&e->a, a, sizeof(*a)) == 0)
+			break;
+	if (e == NULL && (e = calloc(1, sizeof(*e))) != NULL) {
+		e->a = *a;
+		*pp = e;
+	}
+	if (e != NULL && e->n >= s->cfg.max_conns_per_addr)
+		e = NULL;
+	else if (e != NULL)
+		e->n++;
+	pthread_mutex_unlock(&s->addr_lock);
+	return e;
+}
+
+/* A connection counted by addr_take() ended. */
+static void
+addr_release(struct server *s, struct addr_count *e)
+{
+	struct addr_count **pp;
+
+	pthread_mutex_lock(&s->addr_lock);
+	if (--e->n == 0)
+		for (pp = &s->addrs[addr_bucket(&e->a)]; *pp != NULL;
+		    pp = &(*pp)->next)
+			if (*pp == e) {
+				*pp = e->next;
+				free(e);
+				break;
+			}
+	pthread_mutex_unlock(&s->addr_lock);
+}
+
 /*
  * A connection's SSL is freed with its bufferevent, whatever ends it: that
- * is where it stops counting against --max-connections.
+ * is where it stops counting against --max-connections and its address's
+ * cap, and its timer goes.
  */
 static void
 conn_gone(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
     void *argp)
 {
-	struct server *s = ptr;
+	struct conn *c = ptr;
 
 	(void)parent;
 	(void)ad;
 	(void)idx;
 	(void)argl;
 	(void)argp;
-	if (s != NULL)
-		metric_set(s->cfg.open, NULL, NULL,
-		    (double)(atomic_fetch_sub(&s->nconns, 1) - 1));
+	if (c == NULL)
+		return;
+	metric_set(c->srv->cfg.open, NULL, NULL,
+	    (double)(atomic_fetch_sub(&c->srv->nconns, 1) - 1));
+	if (c->addr != NULL)
+		addr_release(c->srv, c->addr);
+	if (c->timer != NULL)
+		event_free(c->timer);
+	free(c);
 }
 
 static void
@@ -615,18 +804,124 @@ conn_slot_init(void)
 	conn_slot = SSL_get_ex_new_index(0, NULL, NULL, NULL, conn_gone);
 }
 
+/* Whether a rate-limited log line may go out now (once a minute). */
+static bool
+log_due(uint64_t *last_ms)
+{
+	uint64_t now = monotonic_ms();
+
+	if (*last_ms != 0 && now - *last_ms < 60000)
+		return false;
+	*last_ms = now;
+	return true;
+}
+
 /* Say, at most once a minute per worker, that connections are refused. */
 static void
 log_rate_warn(struct worker *w)
 {
-	uint64_t now = monotonic_ms();
-
-	if (w->refused_logged_ms != 0 && now - w->refused_logged_ms < 60000)
+	if (!log_due(&w->refused_logged_ms))
 		return;
-	w->refused_logged_ms = now;
 	log_warn("connection refused: %u open, --max-connections reached "
 	    "(counted in kpgpud_admit_connections_refused_total)",
 	    atomic_load(&w->srv->nconns));
+}
+
+/*
+ * End a connection from its timer: evhttp takes it for a read timeout and
+ * frees it (and so c) at once; nothing of c may be touched afterwards.
+ */
+static void
+conn_end(struct conn *c)
+{
+	bufferevent_trigger_event(c->bev, BEV_EVENT_READING |
+	    BEV_EVENT_TIMEOUT, 0);
+}
+
+/* The peer's address as an IPv6 address; false when it has none. */
+static bool
+peer_addr(int fd, struct in6_addr *ret, char *text, size_t textlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return false;
+	if (ss.ss_family == AF_INET6) {
+		*ret = ((struct sockaddr_in6 *)&ss)->sin6_addr;
+		inet_ntop(AF_INET6, ret, text, (socklen_t)textlen);
+		return true;
+	}
+	if (ss.ss_family != AF_INET)
+		return false;
+	memset(ret, 0, sizeof(*ret));
+	ret->s6_addr[10] = ret->s6_addr[11] = 0xff;
+	memcpy(&ret->s6_addr[12], &((struct sockaddr_in *)&ss)->sin_addr, 4);
+	inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, text,
+	    (socklen_t)textlen);
+	return true;
+}
+
+/*
+ * The connection's timer. First run (right after accept): count the peer
+ * against --max-connections-per-address, then start the deadline for the
+ * TLS handshake and the first request. Second run: that deadline passed.
+ */
+static void
+conn_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	struct server *s = c->srv;
+	struct worker *w = c->w;
+	struct timeval tv;
+	struct in6_addr a;
+	char text[INET6_ADDRSTRLEN] = "?";
+
+	(void)fd;
+	(void)what;
+	if (c->armed) {
+		metric_inc(s->cfg.deadline_closed, NULL, NULL);
+		if (log_due(&w->deadline_logged_ms))
+			log_warn("connection closed: no complete first request "
+			    "within --first-request-timeout (counted in "
+			    "kpgpud_admit_connections_deadline_total)");
+		conn_end(c);
+		return;
+	}
+	if (s->cfg.max_conns_per_addr > 0 &&
+	    peer_addr(bufferevent_getfd(c->bev), &a, text, sizeof(text)) &&
+	    (c->addr = addr_take(s, &a)) == NULL) {
+		metric_inc(s->cfg.refused_addr, NULL, NULL);
+		if (log_due(&w->addr_logged_ms))
+			log_warn("connection refused: address=%s has "
+			    "--max-connections-per-address=%u open (counted "
+			    "in kpgpud_admit_connections_refused_per_address"
+			    "_total)", text, s->cfg.max_conns_per_addr);
+		conn_end(c);
+		return;
+	}
+	c->armed = true;
+	tv.tv_sec = s->cfg.first_request_ms / 1000;
+	tv.tv_usec = (s->cfg.first_request_ms % 1000) * 1000;
+	event_add(c->timer, &tv);
+}
+
+/* The first request on a connection is in: its deadline is over. */
+static void
+conn_served(struct evhttp_request *req)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	struct bufferevent *bev;
+	SSL *ssl;
+	struct conn *c;
+
+	if (evcon == NULL ||
+	    (bev = evhttp_connection_get_bufferevent(evcon)) == NULL ||
+	    (ssl = bufferevent_openssl_get_ssl(bev)) == NULL ||
+	    (c = SSL_get_ex_data(ssl, conn_slot)) == NULL || !c->armed)
+		return;
+	c->armed = false;
+	event_del(c->timer);
 }
 
 /* A refusing plain bufferevent: the connection is closed at once. */
@@ -647,7 +942,8 @@ bevcb(struct event_base *base, void *arg)
 	struct worker *w = arg;
 	struct server *s = w->srv;
 	struct bufferevent *bev;
-	SSL *ssl;
+	struct conn *c = NULL;
+	SSL *ssl = NULL;
 	char idx[16];
 
 	snprintf(idx, sizeof(idx), "%d", w->idx);
@@ -657,18 +953,31 @@ bevcb(struct event_base *base, void *arg)
 		log_rate_warn(w);
 		return refuse_bev(base);
 	}
-	if ((ssl = tls_ssl_new(s->cfg.tls)) != NULL &&
-	    SSL_set_ex_data(ssl, conn_slot, s) == 1) {
+	if ((c = calloc(1, sizeof(*c))) != NULL &&
+	    (c->timer = evtimer_new(base, conn_timer_cb, c)) != NULL &&
+	    (ssl = tls_ssl_new(s->cfg.tls)) != NULL &&
+	    SSL_set_ex_data(ssl, conn_slot, c) == 1) {
+		c->srv = s;
+		c->w = w;
 		metric_set(s->cfg.open, NULL, NULL,
 		    (double)(atomic_fetch_add(&s->nconns, 1) + 1));
 		bev = bufferevent_openssl_socket_new(base, -1, ssl,
 		    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
 		if (bev != NULL) {
 			bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+			c->bev = bev;
+			/* evhttp sets the socket before this runs */
+			event_active(c->timer, EV_TIMEOUT, 0);
 			return bev;
 		}
+		c = NULL;	/* the slot's free uncounts and frees it */
 	}
-	SSL_free(ssl);		/* when counted, the slot's free uncounts it */
+	SSL_free(ssl);
+	if (c != NULL) {
+		if (c->timer != NULL)
+			event_free(c->timer);
+		free(c);
+	}
 	log_err("cannot set up TLS for a connection; refusing it");
 	return refuse_bev(base);
 }
@@ -880,7 +1189,17 @@ server_new(const struct server_config *cfg, struct server **ret)
 		return -ENOMEM;
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return -ENOMEM;
+	if (pthread_mutex_init(&s->addr_lock, NULL) != 0) {
+		free(s);
+		return -ENOMEM;
+	}
 	s->cfg = *cfg;
+	if (s->cfg.first_request_ms == 0)
+		s->cfg.first_request_ms = 5000;
+	s->tokens = (double)s->cfg.lookup_burst;
+	s->tokens_ms = monotonic_ms();
+	if ((s->neg = calloc(SRV_NEG_SLOTS, sizeof(*s->neg))) == NULL)
+		goto fail;
 	if (s->cfg.max_connections == 0)
 		s->cfg.max_connections = UINT_MAX;
 	server_set_policy(s, cfg->miss_deny, cfg->lookup_timeout_ms);
@@ -1008,6 +1327,15 @@ server_free(struct server *s)
 	/* The lookups' owners are gone; sync's callbacks must not run. */
 	for (lk = s->lookups; lk != NULL; lk = lk->next)
 		lk->jobs = NULL;
+	for (size_t i = 0; i < SRV_ADDR_BUCKETS; i++)
+		while (s->addrs[i] != NULL) {
+			struct addr_count *e = s->addrs[i];
+
+			s->addrs[i] = e->next;
+			free(e);
+		}
+	pthread_mutex_destroy(&s->addr_lock);
+	free(s->neg);
 	free(s->w);
 	free(s);
 }

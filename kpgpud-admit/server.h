@@ -23,6 +23,8 @@ struct server_config {
 	int			 listen_fd;	/* bound and listening */
 	int			 nthreads;	/* >= 1 */
 	size_t			 max_body;	/* larger bodies get 413 */
+	size_t			 max_patch;	/* JSON patch text; 0: no cap
+						   but PATCH_OPS_MAX */
 	size_t			 max_headers;
 	unsigned		 idle_timeout_s;
 	unsigned		 lookup_timeout_ms;	/* read-through bound;
@@ -41,6 +43,17 @@ struct server_config {
 	struct metric		*open;		/* gauge */
 	struct metric		*merged;	/* lookups joined */
 	unsigned		 max_connections;	/* open at most */
+	unsigned		 max_conns_per_addr;	/* 0: no cap */
+	unsigned		 first_request_ms;	/* TLS handshake and
+							   first request;
+							   0: 5000 */
+	unsigned		 negative_ttl_ms;	/* "no such namespace"
+							   kept; 0: off */
+	unsigned		 lookup_rate;	/* lookups per second; 0: any */
+	unsigned		 lookup_burst;
+	struct metric		*refused_addr;	/* over max_conns_per_addr */
+	struct metric		*deadline_closed;	/* first_request_ms */
+	struct metric		*lookups;	/* {result} */
 };
 
 struct server;

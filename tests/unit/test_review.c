@@ -8,6 +8,8 @@
 #include <stdlib.h>
 
 #include "common/resolved.h"
+#include "common/util.h"
+#include "kpgpud-admit/patch.h"
 #include "kpgpud-admit/review.h"
 #include "tests/unit/test.h"
 
@@ -465,10 +467,17 @@ TEST(malformed_pod_object)
 
 	REQUIRE(resolved_parse(TMPL, strlen(TMPL), &r, NULL, 0) == 0);
 	REQUIRE(review_parse(body, strlen(body), &rv, err, sizeof(err)) == 0);
+	/* Denied with its uid, never an error (failurePolicy: Ignore). */
 	CHECK_INT(review_answer(rv, REVIEW_NS_ISOLATED, &r, &rep, err,
-	    sizeof(err)), -EINVAL);
-	CHECK(rep == NULL);
+	    sizeof(err)), 0);
+	REQUIRE(rep != NULL);
+	CHECK(!rep->allowed);
+	CHECK(rep->result == REVIEW_REFUSED);
+	CHECK(strstr(rep->message, "containers") != NULL);
+	CHECK(strstr(rep->body, "\"uid\":\"u\",\"allowed\":false") != NULL);
 	CHECK(strstr(err, "containers") != NULL);
+	review_reply_free(rep);
+	rep = NULL;
 	/* The same pod passes untouched where the namespace is open. */
 	CHECK_INT(review_answer(rv, REVIEW_NS_OPEN, &r, &rep, err,
 	    sizeof(err)), 0);
@@ -481,4 +490,135 @@ TEST(result_names)
 	CHECK_STR(review_result_name(REVIEW_PATCHED), "patched");
 	CHECK_STR(review_result_name(REVIEW_MISS_DENIED), "miss_denied");
 	CHECK_STR(review_result_name(REVIEW_NRESULTS), "unknown");
+}
+
+/* A review built to answer, in namespace a, for a pod of the given spec. */
+static char *
+pod_review(const char *spec)
+{
+	struct buf b = BUF_INIT(0);
+
+	CHECK(buf_printf(&b, "{\"apiVersion\":\"admission.k8s.io/v1\","
+	    "\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u-1\","
+	    "\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":"
+	    "\"Pod\"},\"namespace\":\"a\",\"operation\":\"CREATE\","
+	    "\"object\":{\"spec\":%s}}}", spec) == 0);
+	return b.data;
+}
+
+/* Answer body for an isolated namespace; the reply is checked to deny. */
+static void
+check_refused(const char *body, size_t max_patch, const char *reason)
+{
+	struct review *rv = NULL;
+	struct review_reply *rep = NULL;
+	struct resolved r;
+	char err[256] = "";
+	int e;
+
+	REQUIRE(resolved_parse(TMPL, strlen(TMPL), &r, NULL, 0) == 0);
+	e = review_parse(body, strlen(body), &rv, err, sizeof(err));
+	if (e == -E2BIG)
+		e = review_parse_head(body, strlen(body), "nested too deep",
+		    &rv, err, sizeof(err));
+	REQUIRE(e == 0);
+	review_set_max_patch(rv, max_patch);
+	CHECK_INT(review_answer(rv, REVIEW_NS_ISOLATED, &r, &rep, err,
+	    sizeof(err)), 0);
+	REQUIRE(rep != NULL);
+	CHECK(!rep->allowed);
+	CHECK(rep->result == REVIEW_REFUSED);
+	if (strstr(rep->message, reason) == NULL)
+		test_fail(__FILE__, __LINE__, "message %s lacks %s",
+		    rep->message, reason);
+	CHECK(strstr(rep->body, "\"uid\":\"u-1\",\"allowed\":false") !=
+	    NULL);
+	review_reply_free(rep);
+	/* Where the namespace is not isolated, the same pod just passes. */
+	CHECK_INT(review_answer(rv, REVIEW_NS_OPEN, &r, &rep, err,
+	    sizeof(err)), 0);
+	CHECK(rep->allowed);
+	review_reply_free(rep);
+	review_free(rv);
+}
+
+TEST(caps_deny_never_fail)
+{
+	struct buf b = BUF_INIT(0);
+	char *body;
+
+	/* More containers than PATCH_MAX_CONTAINERS. */
+	REQUIRE(buf_puts(&b, "{\"containers\":[") == 0);
+	for (int i = 0; i <= PATCH_MAX_CONTAINERS; i++)
+		REQUIRE(buf_printf(&b, "%s{\"name\":\"c%d\"}", i ? "," : "",
+		    i) == 0);
+	REQUIRE(buf_puts(&b, "]}") == 0);
+	body = pod_review(b.data);
+	check_refused(body, 0, "more than 4096 entries");
+	free(body);
+	buf_reset(&b);
+	/* A patch over its cap. */
+	body = pod_review("{\"containers\":[{\"name\":\"a\"},{\"name\":"
+	    "\"b\"}]}");
+	check_refused(body, 64, "larger than 64 bytes");
+	free(body);
+	/* Nested deeper than the parser goes: answered from the head. */
+	REQUIRE(buf_puts(&b, "{\"containers\":[{\"name\":\"a\",\"x\":") ==
+	    0);
+	for (int i = 0; i < 3000; i++)
+		REQUIRE(buf_putc(&b, '[') == 0);
+	for (int i = 0; i < 3000; i++)
+		REQUIRE(buf_putc(&b, ']') == 0);
+	REQUIRE(buf_puts(&b, "}]}") == 0);
+	body = pod_review(b.data);
+	check_refused(body, 0, "nested too deep");
+	free(body);
+	buf_free(&b);
+}
+
+TEST(head_of_a_review)
+{
+	static const char *const heads[] = {
+		/* not a review, or no uid before the cap: still an error */
+		"{\"apiVersion\":\"v1\",\"kind\":\"AdmissionReview\","
+		    "\"request\":{\"uid\":\"u\"",
+		"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":"
+		    "\"AdmissionReview\",\"request\":{\"object\":{",
+		"[1,2,3",
+	};
+	const char *nopod = "{\"apiVersion\":\"admission.k8s.io/v1\","
+	    "\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\","
+	    "\"kind\":{\"kind\":\"Service\"},\"operation\":\"CREATE\","
+	    "\"namespace\":\"a\",\"object\":[[[[";
+	const char *nons = "{\"apiVersion\":\"admission.k8s.io/v1\","
+	    "\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\","
+	    "\"object\":[[[[";
+	struct review *rv = NULL;
+	struct review_reply *rep = NULL;
+	char err[256];
+
+	for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
+		if (review_parse_head(heads[i], strlen(heads[i]), "x", &rv,
+		    err, sizeof(err)) != -EINVAL)
+			test_fail(__FILE__, __LINE__, "accepted %s", heads[i]);
+	}
+	/* Not a Pod CREATE: answered as a whole one would be. */
+	REQUIRE(review_parse_head(nopod, strlen(nopod), "x", &rv, err,
+	    sizeof(err)) == 0);
+	CHECK(review_namespace(rv) == NULL);
+	REQUIRE(review_answer(rv, REVIEW_NS_OPEN, NULL, &rep, err,
+	    sizeof(err)) == 0);
+	CHECK(rep->allowed);
+	review_reply_free(rep);
+	review_free(rv);
+	/* Cannot tell kind nor namespace: refused wherever it is. */
+	REQUIRE(review_parse_head(nons, strlen(nons), "x", &rv, err,
+	    sizeof(err)) == 0);
+	CHECK(review_namespace(rv) == NULL);
+	REQUIRE(review_answer(rv, REVIEW_NS_OPEN, NULL, &rep, err,
+	    sizeof(err)) == 0);
+	CHECK(!rep->allowed);
+	CHECK_STR(review_uid(rv), "u");
+	review_reply_free(rep);
+	review_free(rv);
 }

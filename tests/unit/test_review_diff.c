@@ -333,7 +333,7 @@ TEST(huge_strings_agree)
 /*
  * The fast path's answer for a review body under a template namespace with
  * legacy "reject": the result, -1 when the body does not parse, -2 when the
- * Pod is malformed. The reference must give the same.
+ * Pod is malformed (refused). The reference must give the same.
  */
 static int
 result_of(const char *body, int line)
@@ -350,8 +350,9 @@ result_of(const char *body, int line)
 		return -3;
 	if (review_parse(body, strlen(body), &rv, NULL, 0) < 0)
 		return -1;
+	/* A malformed Pod is refused (denied), never an error. */
 	res = review_answer(rv, REVIEW_NS_ISOLATED, &r, &rep, NULL, 0) < 0 ?
-	    -2 : (int)rep->result;
+	    -3 : rep->result == REVIEW_REFUSED ? -2 : (int)rep->result;
 	review_reply_free(rep);
 	review_free(rv);
 	return res;
