@@ -86,6 +86,15 @@ struct ipc_server_config {
 	size_t		 nuids;		/* 0 = our own euid only */
 	uint32_t	 allowed_roles;	/* bits (1u << role); 0 = any */
 	uint32_t	 allowed_types;	/* IPC_BIT(type) of requests */
+	/*
+	 * Roles bound to peer uids by configuration: when any list is set, a
+	 * peer may take in HELLO only a role whose list holds its uid (a uid
+	 * on several lists may take any of those roles).
+	 */
+	uid_t		 role_uids[IPC_ROLE_COUNT][IPC_UIDS_MAX];
+	size_t		 nrole_uids[IPC_ROLE_COUNT];
+	/* Request types a role may send, within allowed_types; 0 = all. */
+	uint32_t	 role_types[IPC_ROLE_COUNT];
 	size_t		 max_frame;	/* 0 = IPC_FRAME_MAX */
 	size_t		 max_outbuf;	/* 0 = 4 MiB; a peer beyond is dropped */
 	unsigned	 max_conns;	/* 0 = 64 */

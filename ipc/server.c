@@ -365,6 +365,28 @@ ipc_conn_outbuf(const struct ipc_conn *conn)
 	return evbuffer_get_length(bufferevent_get_output(conn->bev));
 }
 
+/*
+ * Whether uid may take role: always when no role is bound to uids, else
+ * only when role's configured list holds uid.
+ */
+static bool
+role_bound_ok(const struct ipc_server_config *cfg, enum ipc_role role,
+    uid_t uid)
+{
+	bool bound = false;
+
+	for (int r = 0; r < IPC_ROLE_COUNT; r++)
+		bound |= cfg->nrole_uids[r] > 0;
+	if (!bound)
+		return true;
+	if ((unsigned)role >= IPC_ROLE_COUNT)
+		return false;
+	for (size_t i = 0; i < cfg->nrole_uids[role]; i++)
+		if (cfg->role_uids[role][i] == uid)
+			return true;
+	return false;
+}
+
 /* Handle the first frame: it must be an acceptable HELLO. */
 static void
 conn_hello(struct ipc_conn *c, const struct ipc_msg *m)
@@ -391,6 +413,15 @@ conn_hello(struct ipc_conn *c, const struct ipc_msg *m)
 		conn_send_error(c, 0, EPERM, "role %s not allowed here",
 		    ipc_role_name(m->u.hello.role));
 		conn_drop(c, LOG_LVL_WARN, "role %s not allowed on this socket",
+		    ipc_role_name(m->u.hello.role));
+		return;
+	}
+	if (!role_bound_ok(&srv->cfg, m->u.hello.role, c->cred.uid)) {
+		conn_send_error(c, 0, EPERM, "uid %lu may not take role %s "
+		    "here", (unsigned long)c->cred.uid,
+		    ipc_role_name(m->u.hello.role));
+		conn_drop(c, LOG_LVL_WARN, "uid %lu is not configured for "
+		    "role %s", (unsigned long)c->cred.uid,
 		    ipc_role_name(m->u.hello.role));
 		return;
 	}
@@ -457,6 +488,15 @@ conn_request(struct ipc_conn *c, const struct ipc_msg *m)
 		    ipc_type_name(m->type));
 		conn_drop(c, LOG_LVL_WARN, "%s not allowed on this socket",
 		    ipc_type_name(m->type));
+		return;
+	}
+	if ((unsigned)c->role < IPC_ROLE_COUNT &&
+	    srv->cfg.role_types[c->role] != 0 &&
+	    (srv->cfg.role_types[c->role] & IPC_BIT(m->type)) == 0) {
+		conn_send_error(c, m->id, EPERM, "%s not allowed for role %s",
+		    ipc_type_name(m->type), ipc_role_name(c->role));
+		conn_drop(c, LOG_LVL_WARN, "%s not allowed for role %s",
+		    ipc_type_name(m->type), ipc_role_name(c->role));
 		return;
 	}
 	if (c->npending >= srv->cfg.max_pending) {

@@ -33,6 +33,7 @@ struct sync_conf {
 	char			*token_file;
 	char			*instances;
 	struct config_uids	 peer_uids;
+	struct config_uids	 admit_uids, quota_uids, ctl_uids;
 	int64_t			 watch_timeout_ms;
 	int64_t			 stall_timeout_ms;
 	int64_t			 list_limit;
@@ -99,7 +100,17 @@ static const struct config_opt sync_opts[] = {
 	CONFIG_DURATION(SC, backoff_max_ms, "backoff-max", 0, "30s", 1,
 	    3600000, "Watch", "Longest retry delay.", CONFIG_NORELOAD),
 	CONFIG_UIDS(SC, peer_uids, "peer-uids", 0, NULL, "Socket",
-	    "Uids allowed on sync.sock (default: our own).", CONFIG_NORELOAD),
+	    "Uids allowed on sync.sock (default: our own; the role uids "
+	    "below are allowed too).", CONFIG_NORELOAD),
+	CONFIG_UIDS(SC, admit_uids, "admit-uids", 0, NULL, "Socket",
+	    "Uids that may take the admit role (namespace lookups and "
+	    "subscriptions only). Setting any of --admit-uids, --quota-uids, "
+	    "--ctl-uids binds roles to uids: a peer may then take only a role "
+	    "listed for its uid, whatever it says in HELLO.", CONFIG_NORELOAD),
+	CONFIG_UIDS(SC, quota_uids, "quota-uids", 0, NULL, "Socket",
+	    "Uids that may take the quota role.", CONFIG_NORELOAD),
+	CONFIG_UIDS(SC, ctl_uids, "ctl-uids", 0, NULL, "Socket",
+	    "Uids that may take the ctl role (kpgpuctl).", CONFIG_NORELOAD),
 	CONFIG_INT(SC, max_subscriber_buffer, "max-subscriber-buffer", 0,
 	    "67108864", 65536, 1073741824, "Socket",
 	    "Bytes queued for one peer before it is dropped as too slow.",
@@ -317,6 +328,50 @@ sync_socket(struct sync_main *sm, int *ret_fd)
 	return 0;
 }
 
+/*
+ * sync.sock's uid allowlist (--peer-uids and every role's uids) and the
+ * roles bound to uids, into ic (uids is the allowlist's storage).
+ */
+static int
+sync_peer_uids(struct sync_main *sm, struct syncd_ipc_config *ic,
+    uid_t *uids)
+{
+	const struct config_uids *lists[] = { &sm->conf.peer_uids,
+	    &sm->conf.admit_uids, &sm->conf.quota_uids, &sm->conf.ctl_uids };
+	size_t n = 0;
+
+	for (size_t l = 0; l < sizeof(lists) / sizeof(lists[0]); l++)
+		for (int i = 0; i < lists[l]->n; i++) {
+			size_t k = 0;
+
+			while (k < n && uids[k] != lists[l]->uid[i])
+				k++;
+			if (k < n)
+				continue;
+			if (n == IPC_UIDS_MAX) {
+				log_err("sync.sock: more than %d distinct peer "
+				    "uids", IPC_UIDS_MAX);
+				return -E2BIG;
+			}
+			uids[n++] = lists[l]->uid[i];
+		}
+	/* none at all: our own uid only, as before */
+	ic->uids = uids;
+	ic->nuids = n;
+	ic->role_uids[IPC_ROLE_ADMIT] = sm->conf.admit_uids.uid;
+	ic->nrole_uids[IPC_ROLE_ADMIT] = (size_t)sm->conf.admit_uids.n;
+	ic->role_uids[IPC_ROLE_QUOTA] = sm->conf.quota_uids.uid;
+	ic->nrole_uids[IPC_ROLE_QUOTA] = (size_t)sm->conf.quota_uids.n;
+	ic->role_uids[IPC_ROLE_CTL] = sm->conf.ctl_uids.uid;
+	ic->nrole_uids[IPC_ROLE_CTL] = (size_t)sm->conf.ctl_uids.n;
+	if (sm->conf.admit_uids.n + sm->conf.quota_uids.n +
+	    sm->conf.ctl_uids.n > 0)
+		log_info("sync.sock roles bound to uids admit=%d quota=%d "
+		    "ctl=%d", sm->conf.admit_uids.n, sm->conf.quota_uids.n,
+		    sm->conf.ctl_uids.n);
+	return 0;
+}
+
 /* Everything after the configuration: open, connect, serve, sync. */
 static int
 sync_setup(struct sync_main *sm)
@@ -324,6 +379,7 @@ sync_setup(struct sync_main *sm)
 	struct sync_res res[SYNCD_MAX_RES];
 	struct reflector_config rc;
 	struct syncd_ipc_config ic;
+	uid_t uids[IPC_UIDS_MAX];
 	size_t nres = 0;
 	int r, fd;
 
@@ -356,8 +412,8 @@ sync_setup(struct sync_main *sm)
 	memset(&ic, 0, sizeof(ic));
 	ic.path = sm->sockpath;
 	ic.listen_fd = fd;
-	ic.uids = sm->conf.peer_uids.uid;
-	ic.nuids = (size_t)sm->conf.peer_uids.n;
+	if ((r = sync_peer_uids(sm, &ic, uids)) < 0)
+		return r;
 	ic.max_outbuf = (size_t)sm->conf.max_subscriber_buffer;
 	if ((r = syncd_ipc_start(&sm->sd, &ic)) < 0) {
 		log_err("sync.sock failed path=%s error=%s",

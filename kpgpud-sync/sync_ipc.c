@@ -380,6 +380,13 @@ h_subscribe(struct ipc_req *req, const struct ipc_msg *msg, void *arg)
 		(void)ipc_req_error(req, EINVAL, "bad topics");
 		return;
 	}
+	/* admit needs namespaces only (the privilege split) */
+	if (conn != NULL && ipc_conn_role(conn) == IPC_ROLE_ADMIT &&
+	    s.topics != IPC_TOPIC_NAMESPACES) {
+		(void)ipc_req_error(req, EPERM, "role admit may subscribe to "
+		    "namespaces only");
+		return;
+	}
 	if (conn == NULL || ipc_conn_data(conn) != NULL) {
 		(void)ipc_req_error(req, EBUSY, "already subscribed");
 		return;
@@ -453,6 +460,12 @@ h_status(struct ipc_req *req, const struct ipc_msg *msg, void *arg)
 	m.u.status_result.synced = sd->synced;
 	m.u.status_result.generation = ipc_gen(sd);
 	m.u.status_result.counts = counts;
+	/* admit learns whether sync is synced, nothing about the objects */
+	if (ipc_req_conn(req) != NULL &&
+	    ipc_conn_role(ipc_req_conn(req)) == IPC_ROLE_ADMIT) {
+		(void)ipc_req_reply(req, &m);
+		return;
+	}
 	status_count(&m.u.status_result, "Namespace", n.namespaces);
 	status_count(&m.u.status_result, "instance", n.instances);
 	status_count(&m.u.status_result, CACHE_KIND_DEVICECLASS,
@@ -507,6 +520,18 @@ syncd_ipc_start(struct syncd *sd, const struct syncd_ipc_config *cfg)
 	sc.allowed_types = IPC_BIT(IPC_PING) | IPC_BIT(IPC_NS_LOOKUP) |
 	    IPC_BIT(IPC_NS_LIST) | IPC_BIT(IPC_SUBSCRIBE) |
 	    IPC_BIT(IPC_STATUS) | (FAULTS_ENABLED ? IPC_BIT(IPC_FAULT_ARM) : 0);
+	/* admit looks namespaces up and subscribes to them, nothing else */
+	sc.role_types[IPC_ROLE_ADMIT] = IPC_BIT(IPC_PING) |
+	    IPC_BIT(IPC_NS_LOOKUP) | IPC_BIT(IPC_SUBSCRIBE) |
+	    IPC_BIT(IPC_STATUS);
+	for (int ro = 0; ro < IPC_ROLE_COUNT; ro++) {
+		if (cfg->nrole_uids[ro] > IPC_UIDS_MAX)
+			return -E2BIG;
+		if (cfg->nrole_uids[ro] > 0)
+			memcpy(sc.role_uids[ro], cfg->role_uids[ro],
+			    cfg->nrole_uids[ro] * sizeof(uid_t));
+		sc.nrole_uids[ro] = cfg->nrole_uids[ro];
+	}
 	sc.max_outbuf = cfg->max_outbuf;
 	sc.on_close = ipc_on_close;
 	sc.arg = sd;

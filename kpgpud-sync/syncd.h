@@ -121,6 +121,9 @@ struct syncd_ipc_config {
 	const uid_t	*uids;
 	size_t		 nuids;
 	size_t		 max_outbuf;	/* per peer; a slower one is dropped */
+	/* uids bound to the admit, quota and ctl roles (none: unbound) */
+	const uid_t	*role_uids[IPC_ROLE_COUNT];
+	size_t		 nrole_uids[IPC_ROLE_COUNT];
 };
 
 /* Serve sync.sock for sd. */

@@ -10,6 +10,10 @@
  * notmsgpack, wrongtypes, extrabytes, unknowntype, badversion, nohello,
  * notallowed (STATUS), notrequest (PONG), silent (nothing at all).
  * Bad modes exit 0 when the server closed the connection, 1 otherwise.
+ * Request modes (one well-formed request, then its answer is printed, exit
+ * 0 on an answer that is not ERROR): lookup (NS_LOOKUP "default"), list
+ * (NS_LIST), subscribe (SUBSCRIBE namespaces), subscribeall (every topic),
+ * status (STATUS; prints how many counts came back).
  */
 #include <errno.h>
 #include <poll.h>
@@ -27,6 +31,7 @@
 #include "ipc/ipc.h"
 
 static int fd = -1;
+static bool answer_mode;	/* a request mode: stop at its answer */
 
 /* Write all bytes; a server that already hung up is reported, not fatal. */
 static void
@@ -174,6 +179,30 @@ send_mode(const char *mode, enum ipc_role role)
 		put_unknowntype();
 	else if (strcmp(mode, "notallowed") == 0)
 		put_req(IPC_STATUS);
+	else if (strcmp(mode, "lookup") == 0 || strcmp(mode, "list") == 0 ||
+	    strcmp(mode, "subscribe") == 0 ||
+	    strcmp(mode, "subscribeall") == 0 || strcmp(mode, "status") == 0) {
+		struct ipc_msg m;
+
+		memset(&m, 0, sizeof(m));
+		m.id = 1;
+		m.deadline_ms = 3000;
+		if (mode[0] == 'l' && mode[1] == 'o') {
+			m.type = IPC_NS_LOOKUP;
+			snprintf(m.u.ns_lookup.ns, sizeof(m.u.ns_lookup.ns),
+			    "default");
+		} else if (mode[0] == 'l') {
+			m.type = IPC_NS_LIST;
+			m.u.ns_list.limit = 10;
+		} else if (mode[1] == 'u') {
+			m.type = IPC_SUBSCRIBE;
+			m.u.subscribe.topics = strcmp(mode, "subscribe") == 0 ?
+			    IPC_TOPIC_NAMESPACES : IPC_TOPIC_ALL;
+		} else
+			m.type = IPC_STATUS;
+		put_msg(&m);
+		answer_mode = true;
+	}
 	else if (strcmp(mode, "notrequest") == 0) {
 		struct ipc_msg m;
 
@@ -202,16 +231,21 @@ read_back(void)
 			if (m.type == IPC_ERROR)
 				printf(" code=%u message=\"%s\"", m.u.error.code,
 				    m.u.error.message);
+			if (m.type == IPC_STATUS_RESULT)
+				printf(" synced=%d counts=%zu",
+				    m.u.status_result.synced,
+				    m.u.status_result.ncounts);
 			printf("\n");
-			if (m.type == IPC_PONG)
-				got = 2;
+			if (m.type == IPC_PONG || (answer_mode &&
+			    m.type != IPC_CHANGE && m.type != IPC_SNAPSHOT_BEGIN))
+				got = m.type == IPC_ERROR ? 3 : 2;
 			ipc_msg_clear(&m);
 		}
 		if (rc < 0) {
 			printf("bad frame from server: %s\n", why);
 			break;
 		}
-		if (got == 2 || poll(&pfd, 1, 5000) <= 0)
+		if (got >= 2 || poll(&pfd, 1, 5000) <= 0)
 			break;
 		rc = evbuffer_read(in, fd, 65536);
 		if (rc == 0 || (rc < 0 && errno == ECONNRESET)) {
@@ -253,7 +287,7 @@ main(int argc, char **argv)
 	}
 	got = read_back();
 	close(fd);
-	if (strcmp(argv[2], "good") == 0)
+	if (strcmp(argv[2], "good") == 0 || answer_mode)
 		return got == 2 ? 0 : 1;
 	return got == 1 ? 0 : 1;
 }
