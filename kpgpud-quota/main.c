@@ -39,6 +39,7 @@ struct quota_conf {
 	char			*gpu_class;
 	bool			 strict;
 	char			*strict_classes;
+	char			*gpu_drivers;
 	bool			 owner_refs;
 	int64_t			 resync_ms;
 	int64_t			 backoff_base_ms;
@@ -100,12 +101,19 @@ static const struct config_opt quota_opts[] = {
 	    CONFIG_NORELOAD),
 	CONFIG_STRING(QC, gpu_class, "gpu-class", 0, "gpu.nvidia.com", "Plan",
 	    "DeviceClass of whole GPUs.", CONFIG_NORELOAD),
-	CONFIG_BOOL(QC, strict, "strict", 0, "false", "Plan",
-	    "Also set the other GPU classes' device keys to 0.",
-	    CONFIG_NORELOAD),
+	CONFIG_BOOL(QC, strict, "strict", 0, "true", "Plan",
+	    "Set every other GPU DeviceClass's device key to 0 in each "
+	    "tenant's quota (every class in the cluster, watched, and "
+	    "--strict-classes). --strict=false is UNSAFE: a tenant may then "
+	    "claim devices of any other GPU class.", CONFIG_NORELOAD),
 	CONFIG_STRING(QC, strict_classes, "strict-classes", 0,
 	    "gpu.nvidia.com,mig.nvidia.com,vfio.gpu.nvidia.com", "Plan",
-	    "The GPU classes --strict closes.", CONFIG_NORELOAD),
+	    "GPU classes closed even before they exist (at most 16).",
+	    CONFIG_NORELOAD),
+	CONFIG_STRING(QC, gpu_drivers, "gpu-drivers", 0, "gpu.nvidia.com",
+	    "Plan", "DRA drivers whose devices are GPUs: a DeviceClass counts "
+	    "as a GPU class unless its selectors provably restrict it to a "
+	    "driver not listed.", CONFIG_NORELOAD),
 	CONFIG_BOOL(QC, owner_refs, "owner-refs", 0, "true", "Plan",
 	    "Owner references to the instance where scope allows.",
 	    CONFIG_NORELOAD),
@@ -194,6 +202,16 @@ quota_metrics_cb(evutil_socket_t fd, short what, void *arg)
 	quota_write_metrics(arg);
 }
 
+/* Say loudly that strict quota is off: tenants may use any GPU class. */
+static void
+quota_warn_strict(const struct quota_main *qm)
+{
+	if (!qm->conf.strict)
+		log_warn("UNSAFE: --strict=false: tenants' quotas limit only "
+		    "their own DeviceClass; a tenant may claim devices of "
+		    "every other GPU class, without limit");
+}
+
 /* SIGHUP: only debug logging reloads. */
 static int
 quota_reload(void *arg)
@@ -211,6 +229,7 @@ quota_reload(void *arg)
 	}
 	log_set_debug(qm->conf.debug);
 	log_notice("configuration reloaded changed=%zu", n);
+	quota_warn_strict(qm);
 	return 0;
 }
 
@@ -264,6 +283,12 @@ quota_core_config(struct quota_main *qm, struct quotad_config *c)
 	c->plan.gpu_class = f->gpu_class;
 	c->plan.strict_classes = f->strict_classes;
 	c->plan.strict = f->strict;
+	if (!plan_drivers_valid(f->gpu_drivers)) {
+		log_err("--gpu-drivers \"%s\" is not a list of driver names",
+		    f->gpu_drivers);
+		return -EINVAL;
+	}
+	c->gpu_drivers = f->gpu_drivers;
 	c->plan.owner_refs = f->owner_refs;
 	c->plan.ns_from_namespace = f->tenant_ns == 1;
 	c->cache_path = f->cache;
@@ -323,9 +348,10 @@ quota_setup(struct quota_main *qm)
 		    1000) * 1000;
 		event_add(qm->metrics_ev, &tv);
 	}
-	log_notice("started sync=%s cache=%s identity=%s leader_elect=%d",
-	    log_q(qm->sockpath), log_q(qm->conf.cache), log_q(qm->identity),
-	    qm->conf.leader_elect);
+	log_notice("started sync=%s cache=%s identity=%s leader_elect=%d "
+	    "strict=%d", log_q(qm->sockpath), log_q(qm->conf.cache),
+	    log_q(qm->identity), qm->conf.leader_elect, qm->conf.strict);
+	quota_warn_strict(qm);
 	(void)sdn_ready();
 	return 0;
 }

@@ -15,7 +15,7 @@
 
 #include "kpgpud-quota/plan.h"
 
-#define CLASS_NAME_MAX	(PLAN_NAME_MAX - 28)	/* + ".deviceclass.resource..." */
+#define CLASS_NAME_MAX	PLAN_CLASS_NAME_MAX	/* + ".deviceclass.resource..." */
 #define ATTRS		"device.attributes['" PLAN_DRIVER "']"
 #define CAPS		"device.capacity['" PLAN_DRIVER "']"
 
@@ -564,9 +564,9 @@ add_key(struct plan *p, const char *cls, int value)
 	}
 }
 
-/* The quota keys: claim count, class devices, strict zeros. */
+/* The configured strict classes, each zeroed unless it is the tenant's. */
 static int
-quota_keys(const struct plan_config *cfg, struct plan *p, char *err,
+strict_keys(const struct plan_config *cfg, struct plan *p, char *err,
     size_t errlen)
 {
 	char buf[PLAN_MAX_STRICT * (PLAN_NAME_MAX + 1)], *tok, *save;
@@ -574,10 +574,6 @@ quota_keys(const struct plan_config *cfg, struct plan *p, char *err,
 	    PLAN_DEFAULT_STRICT;
 	int n = 0;
 
-	add_key(p, NULL, p->annot.max_devices);
-	add_key(p, p->class_name, p->annot.max_devices);
-	if (!cfg->strict)
-		return 0;
 	if (strlen(list) >= sizeof(buf))
 		return perr(err, errlen, "strict class list is too long");
 	memcpy(buf, list, strlen(list) + 1);
@@ -592,6 +588,66 @@ quota_keys(const struct plan_config *cfg, struct plan *p, char *err,
 		if (strcmp(tok, p->class_name) != 0)
 			add_key(p, tok, 0);
 	}
+	return 0;
+}
+
+/* Report that the plan failed closed because of GPU classes. */
+static void
+closed_event(struct plan *p, const char *why)
+{
+	struct plan_event *e;
+
+	if (p->closed || p->nevents >= PLAN_MAX_EVENTS) {
+		p->closed = true;
+		return;
+	}
+	p->closed = true;
+	e = &p->events[p->nevents++];
+	e->reason = "GPUClassesNotLimited";
+	snprintf(e->message, sizeof(e->message), "%.150s: the tenant's claim "
+	    "count is held at 0 (no claim can be created) until this is "
+	    "resolved", why);
+}
+
+/*
+ * The quota keys: claim count, the tenant's class, and under strict a 0
+ * for every other GPU class (configured and observed). A GPU class that
+ * cannot be keyed closes the namespace instead of leaving it unlimited.
+ */
+static int
+quota_keys(const struct plan_config *cfg, struct plan *p, char *err,
+    size_t errlen)
+{
+	char why[200];
+	int r;
+
+	add_key(p, NULL, p->annot.max_devices);
+	add_key(p, p->class_name, p->annot.max_devices);
+	if (!cfg->strict)
+		return 0;
+	if ((r = strict_keys(cfg, p, err, errlen)) < 0)
+		return r;
+	for (int i = 0; cfg->classes != NULL && i < cfg->nclasses; i++) {
+		const char *c = cfg->classes[i];
+
+		if (i >= PLAN_MAX_CLASSES) {
+			snprintf(why, sizeof(why), "the cluster has %d GPU "
+			    "DeviceClasses, more than the %d one quota keys",
+			    cfg->nclasses, PLAN_MAX_CLASSES);
+			closed_event(p, why);
+			break;
+		}
+		if (strlen(c) > CLASS_NAME_MAX || !plan_dns_subdomain(c)) {
+			snprintf(why, sizeof(why), "GPU DeviceClass \"%.80s\" "
+			    "has a name too long to be a quota key", c);
+			closed_event(p, why);
+			continue;
+		}
+		if (strcmp(c, p->class_name) != 0)
+			add_key(p, c, 0);
+	}
+	if (p->closed)
+		p->keys[0].value = 0;
 	return 0;
 }
 
@@ -625,9 +681,12 @@ static void
 plan_events(struct plan *p)
 {
 	const struct annotation *a = &p->annot;
-	struct plan_event *e = &p->events[0];
+	struct plan_event *e;
 	const char *gate = NULL;
 
+	if (p->nevents >= PLAN_MAX_EVENTS)
+		return;
+	e = &p->events[p->nevents];
 	if (a->sharing == ANNOTATION_SHARING_TIME_SLICING)
 		gate = "TimeSlicingSettings";
 	else if (a->sharing == ANNOTATION_SHARING_MPS)
@@ -638,14 +697,14 @@ plan_events(struct plan *p)
 		    "needs the NVIDIA DRA driver's alpha feature gate %s, "
 		    "which is off by default", annotation_sharing_name(
 		    a->sharing), gate);
-		p->nevents = 1;
+		p->nevents++;
 	} else if (a->sharing == ANNOTATION_SHARING_HYBRID) {
 		e->reason = "ExperimentalHybridSharing";
 		snprintf(e->message, sizeof(e->message), "sharing \"hybrid\" "
 		    "is experimental: the tenant's pods time-share one "
 		    "ResourceClaim of a MIG device of profile %s",
 		    a->mig_profile);
-		p->nevents = 1;
+		p->nevents++;
 	}
 }
 

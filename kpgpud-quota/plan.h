@@ -32,6 +32,7 @@
 #define PLAN_DEFAULT_CLASS_PREFIX "kpgpud-mig-"
 #define PLAN_DEFAULT_QUOTA_NAME	"{kind}-{name}"
 #define PLAN_DEFAULT_STRICT	"gpu.nvidia.com,mig.nvidia.com,vfio.gpu.nvidia.com"
+#define PLAN_DEFAULT_GPU_DRIVERS "gpu.nvidia.com"
 
 #define PLAN_NAME_MAX		253	/* DNS subdomain */
 #define PLAN_LABEL_MAX		63	/* DNS label, label value */
@@ -39,8 +40,17 @@
 #define PLAN_UID_MAX		63
 #define PLAN_KEY_MAX		(PLAN_NAME_MAX + 40)
 #define PLAN_MAX_STRICT		16
-#define PLAN_MAX_KEYS		(2 + PLAN_MAX_STRICT)
-#define PLAN_MAX_EVENTS		2
+/*
+ * GPU DeviceClasses keyed in one quota. Past it (or for a class whose key
+ * would not be a valid resource name) the plan fails closed: the claim
+ * count key becomes 0, and a Warning Event says why. 256 keys of at most
+ * PLAN_KEY_MAX bytes keep the quota (and its key record annotation) under
+ * 80 KiB each, well inside the 256 KiB annotation and 1.5 MiB object caps.
+ */
+#define PLAN_MAX_CLASSES	256
+#define PLAN_CLASS_NAME_MAX	(PLAN_NAME_MAX - 28)	/* keyable class */
+#define PLAN_MAX_KEYS		(2 + PLAN_MAX_STRICT + PLAN_MAX_CLASSES)
+#define PLAN_MAX_EVENTS		3
 
 /* The parts of an instance (a KubePlus custom resource) the plan reads. */
 struct plan_instance {
@@ -61,6 +71,14 @@ struct plan_config {
 	const char	*gpu_class;	/* NULL: PLAN_DEFAULT_GPU_CLASS */
 	const char	*strict_classes; /* NULL: PLAN_DEFAULT_STRICT */
 	bool		 strict;	/* zero the other GPU classes' keys */
+	/*
+	 * The cluster's GPU DeviceClasses (those plan_class_is_gpu keeps),
+	 * each zeroed under strict unless it is the tenant's own; set per
+	 * reconcile by kpgpud-quota, NULL in kpgpuctl render (the
+	 * strict_classes list alone).
+	 */
+	const char *const *classes;
+	int		 nclasses;
 	bool		 owner_refs;	/* owner references where scope allows */
 	bool		 ns_from_namespace; /* tenant ns = the instance's ns */
 };
@@ -85,6 +103,7 @@ struct plan {
 	char		 claim_name[PLAN_LABEL_MAX + 1];
 	char		 class_name[PLAN_NAME_MAX + 1];	/* the class in use */
 	char		 quota_name[PLAN_NAME_MAX + 1];
+	bool		 closed;	/* GPU classes not keyed: claims 0 */
 	int		 nkeys;
 	struct plan_key	 keys[PLAN_MAX_KEYS];
 	char		*resolved;	/* the Namespace annotation value */
@@ -111,6 +130,20 @@ int	 plan_build(const struct plan_instance *inst,
 	    const struct plan_config *cfg, struct plan **ret, char *err,
 	    size_t errlen);
 void	 plan_free(struct plan *p);
+
+/*
+ * Whether a DeviceClass (its spec, or a cache row holding "spec") counts as
+ * a GPU class: true unless one of its CEL selectors provably restricts it
+ * to a driver outside drivers (comma-separated; NULL:
+ * PLAN_DEFAULT_GPU_DRIVERS). Fails closed: no selectors, a selector that is
+ * not CEL, or an expression this cannot analyse count as GPU. Proof is a
+ * top-level conjunct `device.driver == '<name>'` (either side, any
+ * parentheses around conjunctions); an expression with a top-level || or
+ * ?: proves nothing.
+ */
+bool	 plan_class_is_gpu(json_t *class_or_row, const char *drivers);
+/* Whether every name of a driver list is a DNS subdomain. */
+bool	 plan_drivers_valid(const char *drivers);
 
 /* The whole plan as one JSON document (what kpgpuctl render prints). */
 json_t	*plan_to_json(const struct plan *p);

@@ -38,6 +38,23 @@ struct qwork {
 						   requested: not deleted */
 	bool			 requeue;	/* look again after a backoff */
 	const char		*result;	/* metric label */
+	struct plan_instance	 inst;		/* the plan's instance */
+	char			 inst_rv[64];
+	bool			 has_inst;
+	char			**classes;	/* GPU classes of the plan */
+	int			 nclasses;
+	/* a create answered 409: read, verify, maybe replace */
+	int			 vstep;
+	int			 vnext;		/* after the report */
+	bool			 vimpostor;
+	bool			 vdeleting;
+	char			 vwhy[RC_WHY_MAX];
+	char			 vuid[PLAN_UID_MAX + 1];
+	char			*vbody;		/* delete or event body */
+};
+
+enum {
+	VS_NONE, VS_READ, VS_DELETE, VS_EVENT, VS_CREATE,
 };
 
 /* A key for one report: instance, its version, reason and message. */
@@ -112,6 +129,9 @@ work_free(struct qwork *w)
 	kube_request_cancel(w->req);
 	kube_list_cancel(w->list);
 	plan_free(w->plan);
+	quotad_classes_free(w->classes, w->nclasses);
+	free(w->vbody);
+	json_decref(w->obs.planned.data);
 	for (int i = 0; i < w->obs.nowned; i++)
 		json_decref(w->obs.owned[i].data);
 	json_decref(w->obs.device_class);
@@ -154,6 +174,9 @@ work_finish(struct qwork *w, int r)
 }
 
 static void work_next(struct qwork *w);
+static void work_verify(struct qwork *w, const struct rc_action *a);
+static void work_read_failed(struct qwork *w, const char *what,
+    const struct kube_response *resp);
 
 /* The answer to one write. */
 static void
@@ -174,6 +197,12 @@ work_wrote(const struct kube_response *resp, void *arg)
 			metric_inc(w->q->m.invalid, NULL, NULL);
 	} else if (resp->status >= 200 && resp->status < 300) {
 		log_info("%s %s key=%s", a->verb, a->what, log_q(w->key));
+		if (a->impostor_kind != NULL)
+			metric_inc(w->q->m.impostors, a->impostor_kind, NULL);
+	} else if (resp->status == 409 && a->verify_kind != NULL) {
+		/* a name of ours taken: never done without reading it */
+		work_verify(w, a);
+		return;
 	} else if (resp->status != a->also_ok || a->also_ok == 0) {
 		log_warn("%s failed %s status=%ld reason=%s message=%s",
 		    a->verb, a->what, resp->status, log_q(resp->reason),
@@ -209,6 +238,199 @@ work_next(struct qwork *w)
 		return;
 	}
 	metric_inc(w->q->m.writes, a->verb, NULL);
+}
+
+/* The write in process (the one a verify step belongs to). */
+static const struct rc_action *
+work_cur(const struct qwork *w)
+{
+	int i = w->next - 1;
+
+	return i < w->ev.n ? &w->ev.a[i] : &w->acts.a[i - w->ev.n];
+}
+
+static void work_verify_cb(const struct kube_response *resp, void *arg);
+
+/* Send one request of the verify steps; on failure end the key. */
+static void
+verify_send(struct qwork *w, int step, const char *method, const char *path,
+    const char *body)
+{
+	int r;
+
+	w->vstep = step;
+	r = kube_request(w->q->kc, method, path, body ? RC_JSON : NULL, body,
+	    body ? strlen(body) : 0, work_verify_cb, w, &w->req);
+	if (r < 0) {
+		w->vstep = VS_NONE;
+		work_finish(w, r);
+		return;
+	}
+	if (strcmp(method, "GET") != 0)
+		metric_inc(w->q->m.writes, strcmp(method, "POST") == 0 ?
+		    "create" : "delete", NULL);
+}
+
+/* Report the impostor found on the instance, then go on with next. */
+static void
+verify_report(struct qwork *w, const struct rc_action *a, int next)
+{
+	struct rc_action ev;
+	char msg[RC_WHY_MAX + 400];
+
+	snprintf(msg, sizeof(msg), "%.200s (uid %s) is not kpgpud's: %.300s; %s",
+	    a->what, w->vuid, w->vwhy, w->vdeleting ? "it is being deleted, "
+	    "replaced once gone" : "replaced");
+	log_warn("impostor %s key=%s", msg, log_q(w->key));
+	if (!w->has_inst || reconcile_event(&w->inst, w->inst_rv,
+	    "ImpostorReplaced", msg, realtime_ms(), &ev) < 0) {
+		w->vstep = next;
+		work_verify_cb(NULL, w);
+		return;
+	}
+	free(w->vbody);
+	w->vbody = ev.body;
+	/* the answer does not matter: the report is best effort */
+	w->vstep = VS_EVENT;
+	w->vnext = next;
+	if (kube_request(w->q->kc, ev.method, ev.path, ev.content_type,
+	    ev.body, strlen(ev.body), work_verify_cb, w, &w->req) < 0) {
+		w->vstep = next;
+		work_verify_cb(NULL, w);
+	}
+}
+
+/* What was read under our name: ours, or replace it. */
+static void
+verify_read(struct qwork *w, const struct rc_action *a,
+    const struct kube_response *resp)
+{
+	json_t *want = strcmp(a->verify_kind, "DeviceClass") == 0 ?
+	    w->plan->device_class : w->plan->claim;
+	json_t *md = json_object_get(resp->json, "metadata");
+	const char *uid = json_string_value(json_object_get(md, "uid"));
+	enum rc_verdict v;
+
+	if (resp->status == 404) {
+		verify_send(w, VS_CREATE, "POST", a->path, a->body);
+		return;
+	}
+	if (resp->status != 200 || !json_is_object(md)) {
+		work_read_failed(w, a->item, resp);
+		return;
+	}
+	v = reconcile_verdict(want, resp->json, w->vwhy, sizeof(w->vwhy));
+	snprintf(w->vuid, sizeof(w->vuid), "%s", uid ? uid : "");
+	w->vimpostor = v == RC_IMPOSTOR;
+	w->vdeleting = json_object_get(md, "deletionTimestamp") != NULL;
+	if (v == RC_OURS && !w->vdeleting) {
+		w->vstep = VS_NONE;
+		work_next(w);
+		return;
+	}
+	if (w->vdeleting) {
+		/* in use: it goes with its last pod; ours comes then */
+		w->requeue = true;
+		if (w->vimpostor) {
+			verify_report(w, a, VS_NONE);
+			return;
+		}
+		w->vstep = VS_NONE;
+		work_next(w);
+		return;
+	}
+	free(w->vbody);
+	if ((w->vbody = reconcile_delete_body(w->vuid)) == NULL) {
+		work_finish(w, -ENOMEM);
+		return;
+	}
+	verify_send(w, VS_DELETE, "DELETE", a->item, w->vbody);
+}
+
+/*
+ * The steps after a 409 on a create of ours: read the object of that
+ * name; if it is not ours as planned, delete exactly it (uid
+ * precondition), report an impostor, create ours again.
+ */
+static void
+work_verify_cb(const struct kube_response *resp, void *arg)
+{
+	struct qwork *w = arg;
+	const struct rc_action *a = work_cur(w);
+	const char *kind = a->verify_kind;
+
+	w->req = NULL;
+	switch (w->vstep) {
+	case VS_READ:
+		verify_read(w, a, resp);
+		return;
+	case VS_DELETE:
+		if (resp->status < 200 || (resp->status >= 300 &&
+		    resp->status != 404)) {
+			log_warn("replacing %s failed status=%ld message=%s",
+			    a->what, resp->status, log_q(resp->message));
+			work_finish(w, -EAGAIN);
+			return;
+		}
+		if (w->vimpostor && resp->status != 404)
+			metric_inc(w->q->m.impostors, kind, NULL);
+		if (w->vimpostor) {
+			verify_report(w, a, VS_CREATE);
+			return;
+		}
+		verify_send(w, VS_CREATE, "POST", a->path, a->body);
+		return;
+	case VS_EVENT:
+		if (resp != NULL && (resp->status < 200 || resp->status >= 300) &&
+		    resp->status != 409)
+			log_warn("impostor report failed status=%ld",
+			    resp->status);
+		if (w->vnext == VS_NONE) {
+			w->vstep = VS_NONE;
+			work_next(w);
+			return;
+		}
+		verify_send(w, VS_CREATE, "POST", a->path, a->body);
+		return;
+	case VS_CREATE:
+		if (resp == NULL) {
+			verify_send(w, VS_CREATE, "POST", a->path, a->body);
+			return;
+		}
+		w->vstep = VS_NONE;
+		if (resp->status == 409) {
+			/* deleted but still there (in use): look again later */
+			log_info("%s still terminating key=%s", a->what,
+			    log_q(w->key));
+			w->requeue = true;
+		} else if (resp->status < 200 || resp->status >= 300) {
+			log_warn("create failed %s status=%ld message=%s",
+			    a->what, resp->status, log_q(resp->message));
+			work_finish(w, -EIO);
+			return;
+		} else
+			log_notice("replaced %s key=%s", a->what,
+			    log_q(w->key));
+		work_next(w);
+		return;
+	case VS_NONE:	/* from verify_report without an event */
+		work_next(w);
+		return;
+	default:
+		work_finish(w, -EINVAL);
+		return;
+	}
+}
+
+/* A create of ours answered 409: read what holds the name. */
+static void
+work_verify(struct qwork *w, const struct rc_action *a)
+{
+	if (w->plan == NULL) {
+		work_finish(w, -EINVAL);
+		return;
+	}
+	verify_send(w, VS_READ, "GET", a->item, NULL);
 }
 
 /* Add one Warning event to the work's events unless already reported. */
@@ -319,6 +541,15 @@ work_quotas(const struct kube_response *resp, void *arg)
 		work_finish(w, r);
 		return;
 	}
+	/* reported before the writes replace them */
+	for (int i = 0; w->has_inst && i < w->acts.nimpostors; i++) {
+		log_warn("impostor %s key=%s", w->acts.impostor[i],
+		    log_q(w->key));
+		work_event(w, &w->inst, w->inst_rv, "ImpostorReplaced",
+		    w->acts.impostor[i]);
+	}
+	if (w->acts.wait || w->obs.more_owned)
+		w->requeue = true;
 	if (!writes_namespace(w)) {
 		work_next(w);
 		return;
@@ -333,6 +564,7 @@ work_quotas(const struct kube_response *resp, void *arg)
 static int
 work_plan(struct qwork *w, const struct quotad_cands *c, bool *ret_keep)
 {
+	struct plan_config pc;
 	char err[400], msg[512];
 	int win = 0, r;
 
@@ -352,8 +584,13 @@ work_plan(struct qwork *w, const struct quotad_cands *c, bool *ret_keep)
 		work_event(w, &c->in[i], c->rv[i], "ConflictingGPUIsolation",
 		    msg);
 	}
-	r = plan_build(&c->in[win], &w->q->cfg.plan, &w->plan, err,
-	    sizeof(err));
+	w->inst = c->in[win];
+	snprintf(w->inst_rv, sizeof(w->inst_rv), "%s", c->rv[win]);
+	w->has_inst = true;
+	pc = w->q->cfg.plan;
+	pc.classes = (const char *const *)w->classes;
+	pc.nclasses = w->nclasses;
+	r = plan_build(&c->in[win], &pc, &w->plan, err, sizeof(err));
 	if (r == -EINVAL) {
 		log_debug("invalid annotation kind=%s name=%s reason=%s",
 		    c->in[win].kind, log_q(c->in[win].name), log_q(err));
@@ -373,28 +610,81 @@ work_plan(struct qwork *w, const struct quotad_cands *c, bool *ret_keep)
 	return 0;
 }
 
-/* Keep one owned claim or template of the namespace. */
+/* Fill one rc_owned from a cache row; -E2BIG when a field is too long. */
+static int
+owned_fill(const struct cache_owned *o, struct rc_owned *ro)
+{
+	if (strlen(o->kind) >= sizeof(ro->kind) ||
+	    strlen(o->name) >= sizeof(ro->name) ||
+	    (o->uid != NULL && strlen(o->uid) >= sizeof(ro->uid)))
+		return -E2BIG;
+	strcpy(ro->kind, o->kind);
+	strcpy(ro->name, o->name);
+	strcpy(ro->uid, o->uid != NULL ? o->uid : "");
+	ro->data = json_loads(o->data ? o->data : "{}", 0, NULL);
+	if (ro->data == NULL)
+		ro->data = json_object();
+	return 0;
+}
+
+struct owned_ctx {
+	struct rc_observed	*obs;
+	const char		*skip_kind;	/* the plan's claim */
+	const char		*skip;
+};
+
+/*
+ * Keep one of kpgpud's other claims or templates (both labels; a decoy
+ * with the managed-by label alone is not kpgpud's and not looked at). The
+ * plan's own name is looked up by name, so nothing here can hide it.
+ */
 static int
 owned_cb(const struct cache_owned *o, void *arg)
 {
-	struct rc_observed *obs = arg;
-	struct rc_owned *ro;
+	struct owned_ctx *x = arg;
+	struct rc_observed *obs = x->obs;
+	struct rc_owned ro;
 
 	if (strcmp(o->kind, CACHE_KIND_CLAIMTEMPLATE) != 0 &&
 	    strcmp(o->kind, CACHE_KIND_CLAIM) != 0)
 		return 0;
-	if (obs->nowned >= RC_MAX_OWNED)
+	if (x->skip != NULL && strcmp(o->name, x->skip) == 0 &&
+	    strcmp(o->kind, x->skip_kind) == 0)
 		return 0;
-	ro = &obs->owned[obs->nowned];
-	if (strlen(o->kind) >= sizeof(ro->kind) ||
-	    strlen(o->name) >= sizeof(ro->name))
+	memset(&ro, 0, sizeof(ro));
+	if (owned_fill(o, &ro) < 0)
 		return 0;
-	strcpy(ro->kind, o->kind);
-	strcpy(ro->name, o->name);
-	ro->data = json_loads(o->data ? o->data : "{}", 0, NULL);
-	if (ro->data == NULL)
-		ro->data = json_object();
-	obs->nowned++;
+	if (!reconcile_owned_ours(ro.data)) {
+		json_decref(ro.data);
+		return 0;
+	}
+	if (obs->nowned >= RC_MAX_OWNED) {
+		obs->more_owned = true;
+		json_decref(ro.data);
+		return 0;
+	}
+	obs->owned[obs->nowned++] = ro;
+	return 0;
+}
+
+/* The object of the plan's claim kind and name in the cache, if any. */
+static int
+observe_planned(struct cache *c, const struct plan *p,
+    struct rc_observed *obs)
+{
+	struct cache_owned *o = NULL;
+	int r;
+
+	r = cache_owned_get(c, p->claim_is_template ?
+	    CACHE_KIND_CLAIMTEMPLATE : CACHE_KIND_CLAIM, obs->ns,
+	    p->claim_name, &o);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	if (owned_fill(o, &obs->planned) == 0)
+		obs->has_planned = true;
+	cache_owned_free(o);
 	return 0;
 }
 
@@ -403,10 +693,16 @@ static int
 work_observe(struct qwork *w, struct cache *c, const char *ns)
 {
 	struct rc_observed *obs = &w->obs;
+	struct owned_ctx x = { obs, NULL, NULL };
 	struct cache_ns *row = NULL;
 	struct cache_owned *dc = NULL;
 	int r;
 
+	if (w->plan != NULL) {
+		x.skip = w->plan->claim_name;
+		x.skip_kind = w->plan->claim_is_template ?
+		    CACHE_KIND_CLAIMTEMPLATE : CACHE_KIND_CLAIM;
+	}
 	snprintf(obs->ns, sizeof(obs->ns), "%s", ns);
 	r = cache_ns_get(c, ns, &row);
 	if (r < 0 && r != -ENOENT)
@@ -422,18 +718,98 @@ work_observe(struct qwork *w, struct cache *c, const char *ns)
 		if (r == -ENOMEM)
 			return r;
 	}
-	if ((r = cache_owned_foreach(c, ns, NULL, 0, owned_cb, obs)) < 0)
+	if ((r = cache_owned_foreach(c, ns, NULL, 0, owned_cb, &x)) < 0)
 		return r;
-	if (w->plan == NULL || w->plan->device_class == NULL)
+	if (w->plan == NULL)
+		return 0;
+	if ((r = observe_planned(c, w->plan, obs)) < 0)
+		return r;
+	if (w->plan->device_class == NULL)
 		return 0;
 	r = cache_owned_get(c, CACHE_KIND_DEVICECLASS, "",
 	    w->plan->class_name, &dc);
 	if (r == 0) {
 		obs->device_class = json_loads(dc->data ? dc->data : "{}", 0,
 		    NULL);
+		snprintf(obs->device_class_uid, sizeof(obs->device_class_uid),
+		    "%s", dc->uid ? dc->uid : "");
 		cache_owned_free(dc);
 	}
 	return r == -ENOENT ? 0 : r;
+}
+
+struct classes_ctx {
+	const char	*drivers;
+	char		**names;
+	int		 n, cap;
+	int		 err;
+};
+
+/* Keep a DeviceClass that counts as a GPU class. */
+static int
+class_cb(const struct cache_owned *o, void *arg)
+{
+	struct classes_ctx *x = arg;
+	json_t *data = json_loads(o->data ? o->data : "{}", 0, NULL);
+	bool gpu = data == NULL || plan_class_is_gpu(data, x->drivers);
+	char **nn;
+
+	json_decref(data);
+	if (!gpu)
+		return 0;
+	if (x->n == x->cap) {
+		/* counted past the plan's cap too: the plan fails closed */
+		if ((nn = realloc(x->names, (size_t)(x->cap ? x->cap * 2 : 16) *
+		    sizeof(*nn))) == NULL) {
+			x->err = -ENOMEM;
+			return -ENOMEM;
+		}
+		x->names = nn;
+		x->cap = x->cap ? x->cap * 2 : 16;
+	}
+	if ((x->names[x->n] = strdup(o->name)) == NULL) {
+		x->err = -ENOMEM;
+		return -ENOMEM;
+	}
+	x->n++;
+	return 0;
+}
+
+/* Free a class list. */
+void
+quotad_classes_free(char **names, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+/*
+ * The GPU classes of the cache (its rows come sorted by name). -EAGAIN
+ * while sync has not listed the DeviceClasses yet: strict then waits
+ * rather than leave a class out.
+ */
+int
+quotad_gpu_classes(struct quotad *q, struct cache *c, char ***ret_names,
+    int *ret_n)
+{
+	struct classes_ctx x = { q->cfg.gpu_drivers, NULL, 0, 0, 0 };
+	char rv[64];
+	int r;
+
+	if ((r = cache_watch_get(c, CACHE_WATCH_DEVICECLASSES, rv,
+	    sizeof(rv))) < 0)
+		return r == -ENOENT ? -EAGAIN : r;
+	r = cache_owned_foreach(c, "", CACHE_KIND_DEVICECLASS, 0, class_cb,
+	    &x);
+	if (r < 0 || x.err < 0) {
+		quotad_classes_free(x.names, x.n);
+		return x.err < 0 ? x.err : r;
+	}
+	metric_set(q->m.classes, NULL, NULL, x.n);
+	*ret_names = x.names;
+	*ret_n = x.n;
+	return 0;
 }
 
 /* Reconcile one tenant namespace: plan, observe, then list its quotas. */
@@ -445,6 +821,13 @@ work_ns(struct qwork *w, struct cache *c, const char *ns)
 	bool keep;
 	int r;
 
+	if (w->q->cfg.plan.strict && (r = quotad_gpu_classes(w->q, c,
+	    &w->classes, &w->nclasses)) < 0) {
+		if (r == -EAGAIN)
+			log_info("DeviceClasses not listed yet: waiting "
+			    "key=%s", log_q(w->key));
+		return r;
+	}
 	if ((cands = calloc(1, sizeof(*cands))) == NULL)
 		return -ENOMEM;
 	r = quotad_candidates(w->q, ns, cands);
@@ -479,12 +862,19 @@ struct gc_ctx {
 	char			*used[GC_MAX_CLASSES];
 };
 
-/* Remember one kpgpud DeviceClass. */
+/* Remember one kpgpud DeviceClass (the cache holds every class). */
 static int
 gc_class_cb(const struct cache_owned *o, void *arg)
 {
 	struct gc_ctx *g = arg;
+	json_t *data = json_loads(o->data ? o->data : "{}", 0, NULL);
+	const char *mb = json_string_value(json_object_get(json_object_get(
+	    data, "labels"), PLAN_MANAGED_BY_KEY));
+	bool ours = mb != NULL && strcmp(mb, PLAN_MANAGED_BY) == 0;
 
+	json_decref(data);
+	if (!ours)
+		return 0;
 	if (g->nnames < GC_MAX_CLASSES &&
 	    (g->names[g->nnames] = strdup(o->name)) != NULL)
 		g->nnames++;
@@ -796,6 +1186,12 @@ quotad_metrics(struct quotad *q, struct metrics *reg)
 		  "1 while this replica holds the Lease.", NULL, &q->m.leader },
 		{ true, "kpgpud_quota_resyncs_total", "Periodic resyncs.", NULL,
 		  &q->m.resyncs },
+		{ true, "kpgpud_quota_impostors_replaced_total",
+		  "Objects of kpgpud's names that were not kpgpud's, replaced, "
+		  "by kind.", "kind", &q->m.impostors },
+		{ false, "kpgpud_quota_gpu_classes",
+		  "GPU DeviceClasses strict quota closes (last count).", NULL,
+		  &q->m.classes },
 	};
 	int r;
 

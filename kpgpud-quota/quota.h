@@ -39,6 +39,7 @@ struct quotad_config {
 	const char		*sync_socket;
 	uid_t			 sync_uids[IPC_UIDS_MAX];
 	size_t			 nsync_uids;
+	const char		*gpu_drivers;	/* NULL: the plan's default */
 	uint64_t		 resync_ms;
 	struct wq_config	 wq;
 	bool			 leader_elect;
@@ -53,6 +54,8 @@ struct quotad_metrics {
 	struct metric	*writes;	/* counter by verb */
 	struct metric	*leader;	/* gauge */
 	struct metric	*resyncs;	/* counter */
+	struct metric	*impostors;	/* counter by kind */
+	struct metric	*classes;	/* gauge: GPU classes closed */
 };
 
 struct quotad {
@@ -88,6 +91,17 @@ void	 quotad_stop(struct quotad *q);
 int	 quotad_release(struct quotad *q, struct kube_config *cfg);
 /* Refresh the gauges (queue depth, leader) before rendering metrics. */
 void	 quotad_update_gauges(struct quotad *q);
+
+/*
+ * The cluster's GPU DeviceClasses from the cache (every class, classified
+ * with plan_class_is_gpu), sorted by name; *ret_names is an array of
+ * *ret_n strings for quotad_classes_free. -EAGAIN until sync has listed
+ * the DeviceClasses; 0 or -errno.
+ */
+struct cache;
+int	 quotad_gpu_classes(struct quotad *q, struct cache *c,
+	    char ***ret_names, int *ret_n);
+void	 quotad_classes_free(char **names, int n);
 
 /* quota.c: queue a namespace (or the class collector) and run work. */
 void	 quotad_enqueue(struct quotad *q, const char *key);

@@ -17,6 +17,7 @@
 #define RES_API		"/apis/resource.k8s.io/v1"
 #define CORE_API	"/api/v1"
 #define KEYS_MAX	(PLAN_MAX_KEYS + 8)
+#define KEYS_LEN	(KEYS_MAX * (PLAN_KEY_MAX + 1))
 
 /* Whether want is contained in have (objects by member, arrays by index). */
 bool
@@ -48,6 +49,180 @@ reconcile_json_subset(json_t *want, json_t *have)
 		return true;
 	}
 	return json_equal(want, have);
+}
+
+/* Whether a member the server may have added is empty. */
+static bool
+json_empty(json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_NULL:
+	case JSON_FALSE:
+		return true;
+	case JSON_INTEGER:
+		return json_integer_value(v) == 0;
+	case JSON_STRING:
+		return json_string_length(v) == 0;
+	case JSON_ARRAY:
+		return json_array_size(v) == 0;
+	case JSON_OBJECT:
+		return json_object_size(v) == 0;
+	default:
+		return false;
+	}
+}
+
+/* want and have equal, but for empty members only have has. */
+static bool
+spec_equal(json_t *want, json_t *have, int depth)
+{
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	if (want == NULL || have == NULL || depth > 32)
+		return want == have;
+	if (json_is_object(want)) {
+		if (!json_is_object(have))
+			return false;
+		json_object_foreach(want, k, v)
+			if (!spec_equal(v, json_object_get(have, k), depth + 1))
+				return false;
+		json_object_foreach(have, k, v)
+			if (json_object_get(want, k) == NULL &&
+			    !json_empty(v))
+				return false;
+		return true;
+	}
+	if (json_is_array(want)) {
+		if (!json_is_array(have) ||
+		    json_array_size(want) != json_array_size(have))
+			return false;
+		json_array_foreach(want, i, v)
+			if (!spec_equal(v, json_array_get(have, i), depth + 1))
+				return false;
+		return true;
+	}
+	return json_equal(want, have);
+}
+
+/* Append a reason to why ("a; b"). */
+static void
+why_add(char *why, size_t len, const char *reason)
+{
+	size_t o = strlen(why);
+
+	if (o + 1 < len)
+		snprintf(why + o, len - o, "%s%s", o ? "; " : "", reason);
+}
+
+/* Whether the owner references of have include want's controller. */
+static bool
+owner_matches(json_t *want_refs, json_t *have_refs)
+{
+	json_t *w = json_array_get(want_refs, 0), *h;
+	const char *uid = json_string_value(json_object_get(w, "uid"));
+	size_t i;
+
+	if (uid == NULL)
+		return true;
+	json_array_foreach(have_refs, i, h)
+		if (json_is_string(json_object_get(h, "uid")) &&
+		    strcmp(json_string_value(json_object_get(h, "uid")),
+		    uid) == 0 && json_is_true(json_object_get(h, "controller")))
+			return true;
+	return false;
+}
+
+/* A label of a cache row or object's metadata. */
+static const char *
+row_label(json_t *row, const char *key)
+{
+	return json_string_value(json_object_get(json_object_get(row,
+	    "labels"), key));
+}
+
+/* The object reduced to the cache row form. */
+json_t *
+reconcile_row(json_t *obj)
+{
+	json_t *md = json_object_get(obj, "metadata"), *row = json_object();
+	static const char *const keys[] = { "labels", "annotations",
+	    "ownerReferences", "deletionTimestamp" };
+	json_t *v;
+
+	if (row == NULL)
+		return NULL;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if ((v = json_object_get(md, keys[i])) != NULL &&
+		    !json_is_null(v) && json_object_set(row, keys[i], v) < 0)
+			goto fail;
+	if ((v = json_object_get(obj, "spec")) != NULL &&
+	    json_object_set(row, "spec", v) < 0)
+		goto fail;
+	return row;
+fail:
+	json_decref(row);
+	return NULL;
+}
+
+/* Ours, an older plan's, or an impostor; why lists what differs. */
+enum rc_verdict
+reconcile_verdict(json_t *want, json_t *have, char *why, size_t whylen)
+{
+	json_t *wmd = json_object_get(want, "metadata");
+	const char *mb, *inst, *winst;
+	bool labelled, owned, same;
+
+	if (json_object_get(have, "metadata") != NULL)
+		have = reconcile_row(have);
+	else
+		json_incref(have);
+	if (have == NULL) {
+		snprintf(why, whylen, "unreadable");
+		return RC_IMPOSTOR;
+	}
+	why[0] = '\0';
+	mb = row_label(have, PLAN_MANAGED_BY_KEY);
+	labelled = mb != NULL && strcmp(mb, PLAN_MANAGED_BY) == 0;
+	owned = owner_matches(json_object_get(wmd, "ownerReferences"),
+	    json_object_get(have, "ownerReferences"));
+	same = spec_equal(json_object_get(want, "spec"),
+	    json_object_get(have, "spec"), 0);
+	winst = json_string_value(json_object_get(json_object_get(wmd,
+	    "labels"), PLAN_INSTANCE_LABEL));
+	inst = row_label(have, PLAN_INSTANCE_LABEL);
+	if (!labelled)
+		why_add(why, whylen, "no " PLAN_MANAGED_BY_KEY "="
+		    PLAN_MANAGED_BY " label");
+	if (!owned)
+		why_add(why, whylen, "no controller owner reference to the "
+		    "instance");
+	if (!same)
+		why_add(why, whylen, "spec differs from the plan's");
+	json_decref(have);
+	if (labelled && owned && same)
+		return RC_OURS;
+	/* kpgpud's own object of an earlier plan: labels and owner agree */
+	if (labelled && owned && (winst == NULL ||
+	    (inst != NULL && strcmp(inst, winst) == 0)))
+		return RC_OUTDATED;
+	return RC_IMPOSTOR;
+}
+
+/* DeleteOptions with a uid precondition. */
+char *
+reconcile_delete_body(const char *uid)
+{
+	json_t *o = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1",
+	    "kind", "DeleteOptions", "preconditions", "uid", uid);
+	char *s;
+
+	if (o == NULL)
+		return NULL;
+	s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(o);
+	return s;
 }
 
 /* Copy src into dst of len bytes, cut if need be. */
@@ -98,49 +273,96 @@ plural(const char *kind)
 	    "resourceclaimtemplates" : "resourceclaims";
 }
 
-/* Create the DeviceClass, or patch it back when it drifted. */
+/* A create of kpgpud's object at coll, verified by reading item on 409. */
+static int
+push_create(struct rc_actions *r, json_t *obj, const char *kind,
+    const char *coll, const char *item, const char *what)
+{
+	int ret;
+
+	if ((ret = push(r, "POST", "create", json_incref(obj), 0, coll,
+	    what)) < 0)
+		return ret;
+	r->a[r->n - 1].verify_kind = kind;
+	scopy(r->a[r->n - 1].item, sizeof(r->a[0].item), item);
+	return 0;
+}
+
+/* A delete of exactly the object of that uid (an impostor or outdated). */
+static int
+push_replace_delete(struct rc_actions *r, const char *item, const char *uid,
+    const char *impostor_kind, const char *what)
+{
+	struct rc_action *a;
+	int ret;
+
+	if (uid == NULL || uid[0] == '\0')
+		return push(r, "DELETE", "delete", NULL, 404, item, what);
+	if ((ret = push(r, "DELETE", "delete", NULL, 404, item, what)) < 0)
+		return ret;
+	a = &r->a[r->n - 1];
+	a->impostor_kind = impostor_kind;
+	if ((a->body = reconcile_delete_body(uid)) == NULL)
+		return -ENOMEM;
+	a->content_type = RC_JSON;
+	return 0;
+}
+
+/* Record an impostor: what it is and why it is not kpgpud's. */
+static void
+note_impostor(struct rc_actions *r, const char *what, const char *uid,
+    const char *why, bool deleting)
+{
+	if (r->nimpostors >= RC_MAX_IMPOSTORS)
+		return;
+	snprintf(r->impostor[r->nimpostors++], sizeof(r->impostor[0]), "%.200s (uid %.64s) is "
+	    "not kpgpud's: %.300s; %s", what, uid && *uid ? uid : "unknown", why,
+	    deleting ? "it is being deleted, replaced once gone" :
+	    "replaced");
+}
+
+/* Create the DeviceClass; patch it back or replace it when not ours. */
 static int
 ensure_class(const struct plan *p, const struct rc_observed *obs,
     struct rc_actions *r)
 {
-	char path[RC_PATH_MAX], what[384];
-	json_t *labels, *spec, *want;
-	bool same;
+	char path[RC_PATH_MAX], what[384], why[RC_WHY_MAX];
+	json_t *labels, *spec;
+	enum rc_verdict v;
+	int ret;
 
 	if (p->device_class == NULL)
 		return 0;
 	snprintf(what, sizeof(what), "DeviceClass %s", p->class_name);
+	snprintf(path, sizeof(path), RES_API "/deviceclasses/%s",
+	    p->class_name);
 	if (obs->device_class == NULL)
-		return push(r, "POST", "create", json_incref(p->device_class),
-		    409, RES_API "/deviceclasses", what);
+		return push_create(r, p->device_class, "DeviceClass",
+		    RES_API "/deviceclasses", path, what);
+	v = reconcile_verdict(p->device_class, obs->device_class, why,
+	    sizeof(why));
+	if (v == RC_OURS)
+		return 0;
+	if (v == RC_IMPOSTOR) {
+		note_impostor(r, what, obs->device_class_uid, why, false);
+		if ((ret = push_replace_delete(r, path, obs->device_class_uid,
+		    "DeviceClass", what)) < 0)
+			return ret;
+		return push_create(r, p->device_class, "DeviceClass",
+		    RES_API "/deviceclasses", path, what);
+	}
+	/* ours, drifted: a class's spec may be patched back */
 	labels = json_object_get(json_object_get(p->device_class, "metadata"),
 	    "labels");
 	spec = json_object_get(p->device_class, "spec");
-	want = json_pack("{s:O, s:O}", "labels", labels, "spec", spec);
-	if (want == NULL)
-		return -ENOMEM;
-	same = reconcile_json_subset(want, obs->device_class);
-	json_decref(want);
-	if (same)
-		return 0;
-	snprintf(path, sizeof(path), RES_API "/deviceclasses/%s",
-	    p->class_name);
 	return push(r, "PATCH", "patch", json_pack("{s:{s:O}, s:O}",
 	    "metadata", "labels", labels, "spec", spec), 0, path, what);
 }
 
-/* Find an owned object by kind and name. */
-static const struct rc_owned *
-find_owned(const struct rc_observed *obs, const char *kind, const char *name)
-{
-	for (int i = 0; i < obs->nowned; i++)
-		if (strcmp(obs->owned[i].kind, kind) == 0 &&
-		    strcmp(obs->owned[i].name, name) == 0)
-			return &obs->owned[i];
-	return NULL;
-}
-
-/* Create the claim or template; replace it when its spec drifted. */
+/*
+ * Create the claim or template; replace it when it is not kpgpud's or its
+ * spec is an older plan's (the spec is immutable).
+ */
 static int
 ensure_claim(const struct plan *p, const struct rc_observed *obs,
     struct rc_actions *r)
@@ -148,8 +370,12 @@ ensure_claim(const struct plan *p, const struct rc_observed *obs,
 	const char *kind = json_string_value(json_object_get(p->claim,
 	    "kind"));
 	json_t *meta = json_object_get(p->claim, "metadata");
-	const struct rc_owned *o = find_owned(obs, kind, p->claim_name);
+	const struct rc_owned *o = obs->has_planned &&
+	    strcmp(obs->planned.kind, kind) == 0 ? &obs->planned : NULL;
 	char coll[RC_PATH_MAX], item[RC_PATH_MAX + 80], what[384];
+	char why[RC_WHY_MAX];
+	bool deleting;
+	enum rc_verdict v;
 	int ret;
 
 	snprintf(coll, sizeof(coll), RES_API "/namespaces/%s/%s",
@@ -158,16 +384,21 @@ ensure_claim(const struct plan *p, const struct rc_observed *obs,
 	snprintf(what, sizeof(what), "%s %s/%s", kind, p->namespace,
 	    p->claim_name);
 	if (o == NULL)
-		return push(r, "POST", "create", json_incref(p->claim), 409,
-		    coll, what);
-	if (!reconcile_json_subset(json_object_get(p->claim, "spec"),
-	    json_object_get(o->data, "spec"))) {
-		/* the spec of claims and templates is immutable */
-		if ((ret = push(r, "DELETE", "delete", NULL, 404, item,
-		    what)) < 0)
+		return push_create(r, p->claim, kind, coll, item, what);
+	deleting = json_object_get(o->data, "deletionTimestamp") != NULL;
+	v = reconcile_verdict(p->claim, o->data, why, sizeof(why));
+	if (v == RC_IMPOSTOR)
+		note_impostor(r, what, o->uid, why, deleting);
+	if (deleting) {
+		/* in use: it goes when its last pod does; then ours comes */
+		r->wait = true;
+		return 0;
+	}
+	if (v != RC_OURS) {
+		if ((ret = push_replace_delete(r, item, o->uid,
+		    v == RC_IMPOSTOR ? kind : NULL, what)) < 0)
 			return ret;
-		return push(r, "POST", "create", json_incref(p->claim), 0,
-		    coll, what);
+		return push_create(r, p->claim, kind, coll, item, what);
 	}
 	if (reconcile_json_subset(json_object_get(meta, "labels"),
 	    json_object_get(o->data, "labels")) &&
@@ -180,7 +411,21 @@ ensure_claim(const struct plan *p, const struct rc_observed *obs,
 	    what);
 }
 
-/* Delete owned claims and templates the plan (or NULL) does not want. */
+/* Whether an owned object carries both of kpgpud's labels. */
+bool
+reconcile_owned_ours(json_t *data)
+{
+	const char *mb = row_label(data, PLAN_MANAGED_BY_KEY);
+
+	return mb != NULL && strcmp(mb, PLAN_MANAGED_BY) == 0 &&
+	    row_label(data, PLAN_INSTANCE_LABEL) != NULL;
+}
+
+/*
+ * Delete kpgpud's claims and templates the plan (or NULL) does not want.
+ * Objects with only the managed-by label (a tenant's decoys) are left
+ * alone; the plan's own name is never one of these.
+ */
 static int
 remove_stale(const struct plan *p, const struct rc_observed *obs,
     struct rc_actions *r)
@@ -195,6 +440,8 @@ remove_stale(const struct plan *p, const struct rc_observed *obs,
 
 		if (p != NULL && strcmp(o->kind, kind) == 0 &&
 		    strcmp(o->name, p->claim_name) == 0)
+			continue;
+		if (!reconcile_owned_ours(o->data))
 			continue;
 		snprintf(path, sizeof(path), RES_API "/namespaces/%s/%s/%s",
 		    obs->ns, plural(o->kind), o->name);
@@ -266,15 +513,19 @@ static int
 quota_update(const struct plan *p, json_t *q, const struct keylist *ours,
     struct rc_actions *r)
 {
-	char want[KEYS_MAX * (PLAN_KEY_MAX + 1)], v[16], path[RC_PATH_MAX];
-	char what[384];
+	char v[16], path[RC_PATH_MAX], what[384], *want;
 	json_t *hard = json_object_get(json_object_get(q, "spec"), "hard");
-	json_t *hp = json_object(), *patch;
+	json_t *hp, *patch;
 	const char *have, *rec = meta_str(q, "annotations",
 	    PLAN_QUOTA_KEYS_ANNOT);
+	int ret;
 
-	if (hp == NULL)
+	if ((hp = json_object()) == NULL)
 		return -ENOMEM;
+	if ((want = malloc(KEYS_LEN)) == NULL) {
+		json_decref(hp);
+		return -ENOMEM;
+	}
 	for (int i = 0; i < p->nkeys; i++) {
 		snprintf(v, sizeof(v), "%d", p->keys[i].value);
 		have = json_string_value(json_object_get(hard,
@@ -287,19 +538,22 @@ quota_update(const struct plan *p, json_t *q, const struct keylist *ours,
 		if (!plan_has_key(p, ours->k[i]) &&
 		    json_object_get(hard, ours->k[i]) != NULL)
 			json_object_set_new(hp, ours->k[i], json_null());
-	keys_join(p, want, sizeof(want));
+	keys_join(p, want, KEYS_LEN);
 	if (json_object_size(hp) == 0 && rec != NULL &&
 	    strcmp(rec, want) == 0) {
 		json_decref(hp);
+		free(want);
 		return 0;
 	}
 	patch = json_pack("{s:{s:{s:s}}, s:{s:o}}", "metadata", "annotations",
 	    PLAN_QUOTA_KEYS_ANNOT, want, "spec", "hard", hp);
+	free(want);
 	snprintf(path, sizeof(path), CORE_API "/namespaces/%s/resourcequotas/"
 	    "%s", p->namespace, p->quota_name);
 	snprintf(what, sizeof(what), "ResourceQuota %s/%s keys",
 	    p->namespace, p->quota_name);
-	return push(r, "PATCH", "patch", patch, 0, path, what);
+	ret = push(r, "PATCH", "patch", patch, 0, path, what);
+	return ret;
 }
 
 /* Take our keys out of a quota the plan does not use (or delete ours). */
@@ -345,23 +599,27 @@ quota_release(const char *ns, json_t *q, const struct keylist *ours,
 static int
 quota_create(const struct plan *p, struct rc_actions *r)
 {
-	char want[KEYS_MAX * (PLAN_KEY_MAX + 1)], path[RC_PATH_MAX];
-	char what[384];
+	char path[RC_PATH_MAX], what[384], *want;
 	json_t *hard = plan_quota_hard(p);
+	int ret;
 
-	if (hard == NULL)
+	if (hard == NULL || (want = malloc(KEYS_LEN)) == NULL) {
+		json_decref(hard);
 		return -ENOMEM;
-	keys_join(p, want, sizeof(want));
+	}
+	keys_join(p, want, KEYS_LEN);
 	snprintf(path, sizeof(path), CORE_API "/namespaces/%s/resourcequotas",
 	    p->namespace);
 	snprintf(what, sizeof(what), "ResourceQuota %s/%s", p->namespace,
 	    p->quota_name);
-	return push(r, "POST", "create", json_pack("{s:s, s:s, s:{s:s, s:s, "
+	ret = push(r, "POST", "create", json_pack("{s:s, s:s, s:{s:s, s:s, "
 	    "s:{s:s}, s:{s:s}}, s:{s:o}}", "apiVersion", "v1", "kind",
 	    "ResourceQuota", "metadata", "name", p->quota_name, "namespace",
 	    p->namespace, "labels", PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY,
 	    "annotations", PLAN_QUOTA_KEYS_ANNOT, want, "spec", "hard", hard),
 	    0, path, what);
+	free(want);
+	return ret;
 }
 
 /* Quota writes for the namespace: ours updated, others released. */
@@ -438,6 +696,8 @@ reconcile_diff(const struct plan *p, const struct rc_observed *obs,
 	int r = 0;
 
 	ret->n = 0;
+	ret->nimpostors = 0;
+	ret->wait = false;
 	if (!obs->ns_exists || obs->ns_terminating)
 		return 0;
 	if (p != NULL) {

@@ -21,7 +21,9 @@
 
 #define RC_MAX_OWNED	32	/* owned objects considered per namespace */
 #define RC_MAX_QUOTAS	16	/* ResourceQuotas considered per namespace */
-#define RC_MAX_ACTIONS	(4 + RC_MAX_OWNED + RC_MAX_QUOTAS)
+#define RC_MAX_ACTIONS	(6 + RC_MAX_OWNED + RC_MAX_QUOTAS)
+#define RC_MAX_IMPOSTORS 2	/* the class and the claim or template */
+#define RC_WHY_MAX	320
 #define RC_PATH_MAX	600
 
 #define RC_MERGE	"application/merge-patch+json"
@@ -36,19 +38,40 @@ struct rc_action {
 	char		*body;		/* owned; NULL for none */
 	long		 also_ok;	/* a status that counts as done:
 					   409 on create, 404 on delete, 0 */
+	/*
+	 * A create of kpgpud's object of this kind: on 409 the object of
+	 * that name (item) is read and verified, never taken as done.
+	 */
+	const char	*verify_kind;
+	char		 item[RC_PATH_MAX];
+	const char	*impostor_kind;	/* a delete replacing an impostor */
 	char		 what[384];	/* "create ResourceClaim ns/name" */
 };
 
 struct rc_actions {
 	int		 n;
 	struct rc_action a[RC_MAX_ACTIONS];
+	/* objects of kpgpud's names found not to be kpgpud's: what and why */
+	int		 nimpostors;
+	char		 impostor[RC_MAX_IMPOSTORS][RC_WHY_MAX + 400];
+	bool		 wait;		/* an object of ours is terminating:
+					   look again after a backoff */
 };
 
 /* An owned object of the namespace as the cache holds it. */
 struct rc_owned {
 	char		 kind[32];
 	char		 name[PLAN_NAME_MAX + 1];
-	json_t		*data;		/* {"labels","annotations","spec"} */
+	char		 uid[PLAN_UID_MAX + 1];
+	json_t		*data;		/* {"labels","annotations",
+					   "ownerReferences","spec",...} */
+};
+
+/* What an object of one of kpgpud's names is. */
+enum rc_verdict {
+	RC_OURS,	/* kpgpud's, as planned */
+	RC_OUTDATED,	/* kpgpud's (labels, owner), an older plan's spec */
+	RC_IMPOSTOR,	/* not kpgpud's: replaced and reported */
 };
 
 /* What is known of one tenant namespace. */
@@ -58,9 +81,18 @@ struct rc_observed {
 	bool		 ns_terminating;
 	bool		 ns_isolated;	/* the label is "true" */
 	const char	*ns_resolved;	/* annotation value or NULL */
-	int		 nowned;	/* ResourceClaim(Template)s only */
+	/*
+	 * The object of the plan's claim name, looked up by name (never
+	 * hidden by other objects); has_planned false when there is none.
+	 */
+	bool		 has_planned;
+	struct rc_owned	 planned;
+	/* kpgpud's other claims and templates (its two labels), up to a cap */
+	int		 nowned;
 	struct rc_owned	 owned[RC_MAX_OWNED];
+	bool		 more_owned;	/* some left for the next pass */
 	json_t		*device_class;	/* cached data of the plan's class */
+	char		 device_class_uid[PLAN_UID_MAX + 1];
 	json_t		*quotas;	/* items of the namespace's quota list */
 };
 
@@ -87,6 +119,22 @@ int	 reconcile_gc_classes(const char *const *names, int n,
 int	 reconcile_event(const struct plan_instance *in, const char *rv,
 	    const char *reason, const char *message, uint64_t wall_ms,
 	    struct rc_action *ret);
+
+/*
+ * Whether have (a cache row {"labels","ownerReferences","spec",...} or a
+ * whole object) is kpgpud's version of want (the plan's object): the
+ * managed-by label, the controller owner reference when want has one, and
+ * a spec equal to want's (members the server may add are accepted only
+ * when empty: null, false, 0, "", [] or {}). why gets the differences.
+ */
+enum rc_verdict reconcile_verdict(json_t *want, json_t *have, char *why,
+	    size_t whylen);
+/* Whether a cache row carries both of kpgpud's labels (stale removal). */
+bool	 reconcile_owned_ours(json_t *data);
+/* A whole object reduced to the cache row form reconcile_verdict reads. */
+json_t	*reconcile_row(json_t *obj);
+/* The DeleteOptions body of a delete that must hit exactly uid. */
+char	*reconcile_delete_body(const char *uid);
 
 /* Free the bodies; leaves no actions. */
 void	 reconcile_actions_clear(struct rc_actions *a);

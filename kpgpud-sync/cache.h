@@ -36,6 +36,8 @@
 #define CACHE_KIND_CLAIMTEMPLATE	"ResourceClaimTemplate"
 #define CACHE_KIND_CLAIM		"ResourceClaim"
 #define CACHE_KIND_QUOTA		"ResourceQuota"
+/* The watch key of every DeviceClass (set once the first list is in). */
+#define CACHE_WATCH_DEVICECLASSES	"resource.k8s.io/v1/deviceclasses/all"
 
 /* cache_open flags */
 #define CACHE_OPEN_RDONLY	0x1	/* reader: read-only, query_only */
@@ -74,9 +76,12 @@ struct cache_instance {
 };
 
 /*
- * One object kpgpud owns (label app.kubernetes.io/managed-by=kpgpud).
+ * One object kpgpud owns (label app.kubernetes.io/managed-by=kpgpud), or
+ * any DeviceClass (every class is kept, labelled or not).
  * data is compact JSON with sorted keys holding what quota needs to detect
- * drift: {"annotations":{...},"labels":{...},"spec":...} and for a
+ * drift and verify ownership: {"annotations":{...},"labels":{...},
+ * "ownerReferences":[...],"deletionTimestamp":"...","spec":...} (absent
+ * members omitted; a DeviceClass over the size cap is {"oversize":true}); for a
  * ResourceQuota "spec":{"hard":{...}} plus "status":{"hard":{...},
  * "used":{...}} (status omitted while empty).
  */

@@ -63,18 +63,26 @@ sync_res_instance(const char *gvr, struct sync_res *ret)
 int
 sync_res_owned(const char *kind, struct sync_res *ret)
 {
+	/*
+	 * Every DeviceClass, not only kpgpud's: kpgpud-quota closes each GPU
+	 * class in every isolated tenant's quota, including classes created
+	 * later. Classes are few and cluster-scoped. The watch key differs
+	 * from the one of the labelled watch of older versions, so a cache
+	 * written by them is relisted instead of resumed.
+	 */
 	static const struct {
 		const char *kind, *key, *path;
+		bool all;
 	} tab[] = {
-		{ CACHE_KIND_DEVICECLASS, "resource.k8s.io/v1/deviceclasses",
-		  "/apis/resource.k8s.io/v1/deviceclasses" },
+		{ CACHE_KIND_DEVICECLASS, CACHE_WATCH_DEVICECLASSES,
+		  "/apis/resource.k8s.io/v1/deviceclasses", true },
 		{ CACHE_KIND_CLAIMTEMPLATE,
 		  "resource.k8s.io/v1/resourceclaimtemplates",
-		  "/apis/resource.k8s.io/v1/resourceclaimtemplates" },
+		  "/apis/resource.k8s.io/v1/resourceclaimtemplates", false },
 		{ CACHE_KIND_CLAIM, "resource.k8s.io/v1/resourceclaims",
-		  "/apis/resource.k8s.io/v1/resourceclaims" },
+		  "/apis/resource.k8s.io/v1/resourceclaims", false },
 		{ CACHE_KIND_QUOTA, "v1/resourcequotas",
-		  "/api/v1/resourcequotas" },
+		  "/api/v1/resourcequotas", false },
 	};
 	size_t i;
 
@@ -84,7 +92,7 @@ sync_res_owned(const char *kind, struct sync_res *ret)
 		memset(ret, 0, sizeof(*ret));
 		ret->table = CACHE_T_OWNED;
 		ret->kind = tab[i].kind;
-		ret->selector = SYNC_MANAGED_SELECTOR;
+		ret->selector = tab[i].all ? NULL : SYNC_MANAGED_SELECTOR;
 		snprintf(ret->key, sizeof(ret->key), "%s", tab[i].key);
 		snprintf(ret->path, sizeof(ret->path), "%s", tab[i].path);
 		return 0;
@@ -217,6 +225,11 @@ row_owned(const struct sync_res *res, json_t *obj, json_t *md,
 	row->u.ow.kind = res->kind;
 	r |= put_if(d, "labels", json_object_get(md, "labels"));
 	r |= put_if(d, "annotations", json_object_get(md, "annotations"));
+	/* kpgpud-quota verifies its objects: owner and pending deletion */
+	r |= put_if(d, "ownerReferences", json_object_get(md,
+	    "ownerReferences"));
+	r |= put_if(d, "deletionTimestamp", json_object_get(md,
+	    "deletionTimestamp"));
 	if (strcmp(res->kind, CACHE_KIND_QUOTA) == 0) {
 		if ((sub = json_object()) == NULL)
 			goto nomem;
@@ -234,6 +247,17 @@ row_owned(const struct sync_res *res, json_t *obj, json_t *md,
 	if (r != 0 || (row->json[0] = dump(d)) == NULL)
 		goto nomem;
 	json_decref(d);
+	/*
+	 * A DeviceClass too large to keep is kept without its spec: with no
+	 * selectors kpgpud-quota counts it as a GPU class (fail closed)
+	 * instead of never seeing it.
+	 */
+	if (strcmp(res->kind, CACHE_KIND_DEVICECLASS) == 0 &&
+	    strlen(row->json[0]) > CACHE_JSON_MAX) {
+		free(row->json[0]);
+		if ((row->json[0] = strdup("{\"oversize\":true}")) == NULL)
+			return -ENOMEM;
+	}
 	row->u.ow.data = row->json[0];
 	return 0;
 nomem:

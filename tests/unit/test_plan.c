@@ -670,3 +670,155 @@ TEST(plan_document)
 	json_decref(j);
 	plan_free(p);
 }
+
+/* A DeviceClass cache row with one CEL selector (NULL: none). */
+static json_t *
+dclass(const char *expr)
+{
+	if (expr == NULL)
+		return json_pack("{s:{s:s}, s:{}}", "labels", "a", "b", "spec");
+	return json_pack("{s:{s:[{s:{s:s}}]}}", "spec", "selectors", "cel",
+	    "expression", expr);
+}
+
+/* Whether a class with that selector counts as GPU (default drivers). */
+static bool
+gpu(const char *expr)
+{
+	json_t *c = dclass(expr);
+	bool r = plan_class_is_gpu(c, NULL);
+
+	json_decref(c);
+	return r;
+}
+
+TEST(class_classification_fails_closed)
+{
+	json_t *c;
+
+	/* the stock classes and kpgpud's own: GPU */
+	CHECK(gpu("device.driver == 'gpu.nvidia.com' && "
+	    "device.attributes['gpu.nvidia.com'].type == 'gpu'"));
+	CHECK(gpu("device.driver == 'gpu.nvidia.com' && 'type' in "
+	    "device.attributes['gpu.nvidia.com'] && "
+	    "device.attributes['gpu.nvidia.com'].type == 'mig'"));
+	/* provably another driver's: not GPU, in every spelling */
+	CHECK(!gpu("device.driver == 'net.example.com'"));
+	CHECK(!gpu("\"net.example.com\" == device.driver"));
+	CHECK(!gpu("  (device.driver=='net.example.com')  "));
+	CHECK(!gpu("device.attributes['x'].y == 'a && b' && "
+	    "(true && device.driver == 'net.example.com')"));
+	CHECK(!gpu("device.driver == 'gpu.nvidia.com' && "
+	    "device.driver == 'net.example.com'"));
+	/* no selectors, not CEL, or not provable: GPU */
+	CHECK(gpu(NULL));
+	c = json_pack("{s:{s:[{s:{}}]}}", "spec", "selectors", "other");
+	CHECK(plan_class_is_gpu(c, NULL));
+	json_decref(c);
+	c = json_pack("{s:b}", "oversize", 1);
+	CHECK(plan_class_is_gpu(c, NULL));
+	json_decref(c);
+	CHECK(gpu("device.driver == 'net.example.com' || true"));
+	CHECK(gpu("true || device.driver == 'net.example.com'"));
+	CHECK(gpu("device.driver == 'net.example.com' ? true : true"));
+	CHECK(gpu("!(device.driver == 'net.example.com')"));
+	CHECK(gpu("device.driver != 'net.example.com'"));
+	CHECK(gpu("device.driver == 'net.example.com' + ''"));
+	CHECK(gpu("device.driver == 'net.example.com'.lowerAscii()"));
+	CHECK(gpu("device.driver.startsWith('net')"));
+	CHECK(gpu("device.driver == r'net.example.com'"));
+	CHECK(gpu("device.driver == 'net\\x2eexample.com'"));
+	CHECK(gpu("device.driver == '''net.example.com'''"));
+	CHECK(gpu("// device.driver == 'net.example.com' &&\ntrue"));
+	CHECK(gpu("(device.driver == 'net.example.com'"));
+	CHECK(gpu("device.driver == 'net.example.com')"));
+	CHECK(gpu("device.driver == 'net.example.com' == true"));
+	CHECK(gpu("'it''s' == device.driver"));
+	CHECK(gpu(""));
+	/* the configured GPU drivers decide */
+	c = dclass("device.driver == 'net.example.com'");
+	CHECK(plan_class_is_gpu(c, "gpu.nvidia.com, net.example.com"));
+	CHECK(!plan_class_is_gpu(c, "gpu.nvidia.com,net.example.co"));
+	json_decref(c);
+	CHECK(plan_drivers_valid("gpu.nvidia.com, x.example.com"));
+	CHECK(!plan_drivers_valid(""));
+	CHECK(!plan_drivers_valid("Bad_Driver"));
+}
+
+TEST(strict_closes_every_gpu_class)
+{
+	const char *cls[] = { "a.example.com", "gpu.nvidia.com",
+	    "kpgpud-mig-1g.10gb", "kpgpud-mig-2g.20gb" };
+	struct plan_config cfg = { .strict = true, .classes = cls,
+	    .nclasses = 4 };
+	const char **many;
+	char (*names)[32];
+	struct plan *p;
+
+	/* the tenant's own class keeps maxDevices, every other one is 0 */
+	p = build("mig", &cfg);
+	REQUIRE(p != NULL);
+	CHECK(!p->closed);
+	CHECK_INT(key(p, "count/resourceclaims.resource.k8s.io"), 1);
+	CHECK_INT(key(p, "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/"
+	    "devices"), 1);
+	CHECK_INT(key(p, "kpgpud-mig-2g.20gb.deviceclass.resource.k8s.io/"
+	    "devices"), 0);
+	CHECK_INT(key(p, "a.example.com.deviceclass.resource.k8s.io/"
+	    "devices"), 0);
+	CHECK_INT(key(p, "gpu.nvidia.com.deviceclass.resource.k8s.io/"
+	    "devices"), 0);
+	/* claims, own, 3 strict defaults (gpu in both lists), 2 observed */
+	CHECK_INT(p->nkeys, 7);
+	plan_free(p);
+
+	/* strict off: the tenant's class only (unsafe, documented) */
+	cfg.strict = false;
+	p = build("mig", &cfg);
+	REQUIRE(p != NULL);
+	CHECK_INT(p->nkeys, 2);
+	plan_free(p);
+	cfg.strict = true;
+
+	/* more GPU classes than a quota keys: fail closed, claims 0 */
+	many = calloc(PLAN_MAX_CLASSES + 1, sizeof(*many));
+	names = calloc(PLAN_MAX_CLASSES + 1, sizeof(*names));
+	REQUIRE(many != NULL && names != NULL);
+	for (int i = 0; i <= PLAN_MAX_CLASSES; i++) {
+		snprintf(names[i], sizeof(names[i]), "c%04d.example.com", i);
+		many[i] = names[i];
+	}
+	cfg.classes = many;
+	cfg.nclasses = PLAN_MAX_CLASSES;
+	p = build("exclusive", &cfg);
+	REQUIRE(p != NULL);
+	CHECK(!p->closed);
+	CHECK_INT(key(p, "count/resourceclaims.resource.k8s.io"), 2);
+	CHECK_INT(key(p, "c0255.example.com.deviceclass.resource.k8s.io/"
+	    "devices"), 0);
+	plan_free(p);
+	cfg.nclasses = PLAN_MAX_CLASSES + 1;
+	p = build("exclusive", &cfg);
+	REQUIRE(p != NULL);
+	CHECK(p->closed);
+	CHECK_INT(key(p, "count/resourceclaims.resource.k8s.io"), 0);
+	CHECK_INT(p->nevents, 1);
+	CHECK_STR(p->events[0].reason, "GPUClassesNotLimited");
+	plan_free(p);
+	/* a GPU class whose key cannot be written also closes */
+	{
+		static char longname[PLAN_NAME_MAX + 1];
+		const char *one[1] = { longname };
+
+		memset(longname, 'a', PLAN_CLASS_NAME_MAX + 1);
+		cfg.classes = one;
+		cfg.nclasses = 1;
+		p = build("exclusive", &cfg);
+		REQUIRE(p != NULL);
+		CHECK(p->closed);
+		CHECK_INT(key(p, "count/resourceclaims.resource.k8s.io"), 0);
+		plan_free(p);
+	}
+	free(many);
+	free(names);
+}

@@ -58,6 +58,7 @@ obs_free(struct rc_observed *o)
 {
 	for (int i = 0; i < o->nowned; i++)
 		json_decref(o->owned[i].data);
+	json_decref(o->planned.data);
 	json_decref(o->device_class);
 	json_decref(o->quotas);
 }
@@ -82,6 +83,10 @@ obs_from_plan(struct rc_observed *o, const struct plan *p)
 	    json_deep_copy(json_object_get(m, "annotations")), "spec",
 	    json_deep_copy(json_object_get(p->claim, "spec")));
 	o->nowned = 1;
+	/* looked up by name too (the cleanup walk has it in owned[]) */
+	o->planned = o->owned[0];
+	o->planned.data = json_deep_copy(o->owned[0].data);
+	o->has_planned = true;
 	json_array_append_new(o->quotas, json_pack("{s:{s:s, s:{s:s}}, "
 	    "s:{s:o}}", "metadata", "name", p->quota_name, "annotations",
 	    PLAN_QUOTA_KEYS_ANNOT, "count/resourceclaims.resource.k8s.io,"
@@ -119,7 +124,14 @@ TEST(from_nothing_in_order)
 	REQUIRE(reconcile_diff(p, &o, a) == 0);
 	CHECK_INT(a->n, 4);
 	check_action(a, 0, "POST", "/apis/resource.k8s.io/v1/deviceclasses");
-	CHECK_INT(a->a[0].also_ok, 409);
+	/* a 409 is never success: the object of the name is read */
+	CHECK_INT(a->a[0].also_ok, 0);
+	CHECK_STR(a->a[0].verify_kind, "DeviceClass");
+	CHECK_STR(a->a[0].item, "/apis/resource.k8s.io/v1/deviceclasses/"
+	    "kpgpud-mig-1g.10gb");
+	CHECK_STR(a->a[1].verify_kind, "ResourceClaimTemplate");
+	CHECK_STR(a->a[1].item, "/apis/resource.k8s.io/v1/namespaces/t1/"
+	    "resourceclaimtemplates/agent-t1-gpu");
 	check_action(a, 1, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
 	    "resourceclaimtemplates");
 	check_action(a, 2, "POST", "/api/v1/namespaces/t1/resourcequotas");
@@ -158,11 +170,12 @@ TEST(in_sync_writes_nothing)
 	obs_from_plan(&o, p);
 	REQUIRE(reconcile_diff(p, &o, a) == 0);
 	CHECK_INT(a->n, 0);
-	/* extra defaulted fields on the server side do not count as drift */
-	json_object_set_new(json_object_get(o.owned[0].data, "spec"),
-	    "extra", json_true());
+	/* empty defaulted fields on the server side do not count as drift */
+	json_object_set_new(json_object_get(o.planned.data, "spec"),
+	    "extra", json_false());
 	REQUIRE(reconcile_diff(p, &o, a) == 0);
 	CHECK_INT(a->n, 0);
+	CHECK_INT(a->nimpostors, 0);
 	obs_free(&o);
 	free(a);
 	plan_free(p);
@@ -226,18 +239,26 @@ TEST(drift_replaced_and_stale_removed)
 	obs_from_plan(&o, p);
 	/* someone edited the template's count and the class's selector */
 	ex = json_object_get(json_array_get(json_object_get(json_object_get(
-	    json_object_get(json_object_get(o.owned[0].data, "spec"), "spec"),
+	    json_object_get(json_object_get(o.planned.data, "spec"), "spec"),
 	    "devices"), "requests"), 0), "exactly");
 	REQUIRE(ex != NULL);
 	json_object_set_new(ex, "count", json_integer(5));
 	json_object_set_new(json_object_get(o.device_class, "spec"),
 	    "selectors", json_array());
-	/* and an old shared claim of ours is still there */
+	/* and an old shared claim of ours is still there, and a decoy */
 	snprintf(o.owned[1].kind, sizeof(o.owned[1].kind), "ResourceClaim");
 	snprintf(o.owned[1].name, sizeof(o.owned[1].name), "old-gpu");
-	o.owned[1].data = json_object();
-	o.nowned = 2;
+	o.owned[1].data = json_pack("{s:{s:s, s:s}}", "labels",
+	    PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY, PLAN_INSTANCE_LABEL,
+	    "agent-t0");
+	snprintf(o.owned[2].kind, sizeof(o.owned[2].kind), "ResourceClaim");
+	snprintf(o.owned[2].name, sizeof(o.owned[2].name), "decoy");
+	o.owned[2].data = json_pack("{s:{s:s}}", "labels",
+	    PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY);
+	o.nowned = 3;
 	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	/* kpgpud's own, an older plan's: replaced, not an impostor */
+	CHECK_INT(a->nimpostors, 0);
 	REQUIRE(a->n == 4);
 	check_action(a, 0, "PATCH", "/apis/resource.k8s.io/v1/deviceclasses/"
 	    "kpgpud-mig-1g.10gb");
@@ -398,4 +419,212 @@ TEST(json_subset)
 	json_decref(a);
 	json_decref(b);
 	json_decref(c);
+}
+
+/* A plan with an owner reference to instance uid u-1. */
+static struct plan *
+mkplan_owned(const char *annotation)
+{
+	struct plan_instance *in = calloc(1, sizeof(*in));
+	struct plan_config cfg = { .owner_refs = true };
+	struct plan *p = NULL;
+	char err[256];
+
+	if (in == NULL)
+		return NULL;
+	snprintf(in->api_version, sizeof(in->api_version), "kubeplus.io/v1");
+	snprintf(in->kind, sizeof(in->kind), "Agent");
+	snprintf(in->name, sizeof(in->name), "t1");
+	snprintf(in->uid, sizeof(in->uid), "u-1");
+	in->has_annotation = true;
+	snprintf(in->annotation, sizeof(in->annotation), "%s", annotation);
+	in->annotation_len = strlen(annotation);
+	if (plan_build(in, &cfg, &p, err, sizeof(err)) < 0)
+		test_fail(__FILE__, __LINE__, "plan: %s", err);
+	free(in);
+	return p;
+}
+
+TEST(verdict_ours_outdated_impostor)
+{
+	struct plan *p = mkplan_owned("{\"sharing\":\"time-slicing\"}");
+	json_t *obj, *md, *ex;
+	char why[RC_WHY_MAX];
+
+	REQUIRE(p != NULL);
+	/* the plan's own object, as the server returns it */
+	obj = json_deep_copy(p->claim);
+	md = json_object_get(obj, "metadata");
+	json_object_set_new(md, "uid", json_string("x-1"));
+	CHECK_INT(reconcile_verdict(p->claim, obj, why, sizeof(why)), RC_OURS);
+	/* its cache row form gives the same answer */
+	md = reconcile_row(obj);
+	CHECK_INT(reconcile_verdict(p->claim, md, why, sizeof(why)), RC_OURS);
+	json_decref(md);
+	/* an extra non-empty member the plan has not: not equal */
+	ex = json_object_get(json_array_get(json_object_get(json_object_get(
+	    json_object_get(obj, "spec"), "devices"), "requests"), 0),
+	    "exactly");
+	json_object_set_new(ex, "adminAccess", json_true());
+	CHECK_INT(reconcile_verdict(p->claim, obj, why, sizeof(why)),
+	    RC_OUTDATED);
+	CHECK(strstr(why, "spec differs") != NULL);
+	json_object_set_new(ex, "adminAccess", json_false());
+	CHECK_INT(reconcile_verdict(p->claim, obj, why, sizeof(why)), RC_OURS);
+	/* the same spec and labels without the owner reference: impostor */
+	json_object_del(json_object_get(obj, "metadata"), "ownerReferences");
+	CHECK_INT(reconcile_verdict(p->claim, obj, why, sizeof(why)),
+	    RC_IMPOSTOR);
+	CHECK(strstr(why, "owner reference") != NULL);
+	/* no label at all */
+	json_decref(obj);
+	obj = json_pack("{s:{s:s}, s:O}", "metadata", "name", "agent-t1-gpu",
+	    "spec", json_object_get(p->claim, "spec"));
+	CHECK_INT(reconcile_verdict(p->claim, obj, why, sizeof(why)),
+	    RC_IMPOSTOR);
+	CHECK(strstr(why, "no app.kubernetes.io/managed-by=kpgpud label") !=
+	    NULL);
+	json_decref(obj);
+	plan_free(p);
+}
+
+TEST(impostor_replaced_exactly)
+{
+	struct plan *p = mkplan_owned("{\"sharing\":\"time-slicing\"}");
+	struct rc_observed o;
+	struct rc_actions *a = calloc(1, sizeof(*a));
+	json_t *b;
+
+	REQUIRE(p != NULL && a != NULL);
+	mkobs(&o);
+	/* a tenant's claim under kpgpud's name, count 8, no label */
+	o.has_planned = true;
+	snprintf(o.planned.kind, sizeof(o.planned.kind), "ResourceClaim");
+	snprintf(o.planned.name, sizeof(o.planned.name), "%s", p->claim_name);
+	snprintf(o.planned.uid, sizeof(o.planned.uid), "evil-uid");
+	o.planned.data = json_pack("{s:{s:[{s:s, s:{s:s, s:s, s:i}}]}}",
+	    "spec", "devices", "requests", "name", "gpu", "exactly",
+	    "deviceClassName", "gpu.nvidia.com", "allocationMode",
+	    "ExactCount", "count", 8);
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	CHECK_INT(a->nimpostors, 1);
+	CHECK(strstr(a->impostor[0], "ResourceClaim t1/agent-t1-gpu (uid "
+	    "evil-uid) is not kpgpud's") != NULL);
+	CHECK(strstr(a->impostor[0], "replaced") != NULL);
+	REQUIRE(a->n >= 2);
+	check_action(a, 0, "DELETE", "/apis/resource.k8s.io/v1/namespaces/t1/"
+	    "resourceclaims/agent-t1-gpu");
+	CHECK_STR(a->a[0].impostor_kind, "ResourceClaim");
+	b = json_loads(a->a[0].body, 0, NULL);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(b,
+	    "preconditions"), "uid")), "evil-uid");
+	json_decref(b);
+	check_action(a, 1, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
+	    "resourceclaims");
+	CHECK_STR(a->a[1].verify_kind, "ResourceClaim");
+	reconcile_actions_clear(a);
+
+	/* in use, being deleted: reported, waited for, not deleted again */
+	json_object_set_new(o.planned.data, "deletionTimestamp",
+	    json_string("2026-01-01T00:00:00Z"));
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	CHECK_INT(a->nimpostors, 1);
+	CHECK(strstr(a->impostor[0], "being deleted") != NULL);
+	CHECK(a->wait);
+	for (int i = 0; i < a->n; i++)
+		CHECK(strstr(a->a[i].path, "resourceclaims") == NULL);
+	reconcile_actions_clear(a);
+	obs_free(&o);
+	free(a);
+	plan_free(p);
+}
+
+TEST(decoys_are_not_kpgpuds)
+{
+	json_t *d = json_pack("{s:{s:s}}", "labels", PLAN_MANAGED_BY_KEY,
+	    PLAN_MANAGED_BY);
+	json_t *k = json_pack("{s:{s:s, s:s}}", "labels", PLAN_MANAGED_BY_KEY,
+	    PLAN_MANAGED_BY, PLAN_INSTANCE_LABEL, "agent-t1");
+
+	CHECK(!reconcile_owned_ours(d));
+	CHECK(reconcile_owned_ours(k));
+	CHECK(!reconcile_owned_ours(NULL));
+	json_decref(d);
+	json_decref(k);
+}
+
+TEST(quota_keys_follow_classes)
+{
+	const char *c1[] = { "a.example.com", "gpu.nvidia.com",
+	    "kpgpud-mig-1g.10gb" };
+	const char *c2[] = { "gpu.nvidia.com", "kpgpud-mig-1g.10gb" };
+	struct plan_instance *in = calloc(1, sizeof(*in));
+	struct plan_config cfg = { .strict = true, .strict_classes =
+	    "gpu.nvidia.com" };
+	struct plan *p1 = NULL, *p2 = NULL;
+	struct rc_observed o;
+	struct rc_actions *a = calloc(1, sizeof(*a));
+	char err[256];
+	json_t *b, *hard;
+
+	REQUIRE(in != NULL && a != NULL);
+	snprintf(in->api_version, sizeof(in->api_version), "kubeplus.io/v1");
+	snprintf(in->kind, sizeof(in->kind), "Agent");
+	snprintf(in->name, sizeof(in->name), "t1");
+	in->has_annotation = true;
+	snprintf(in->annotation, sizeof(in->annotation), "%s", MIG);
+	in->annotation_len = strlen(MIG);
+	cfg.classes = c1;
+	cfg.nclasses = 3;
+	REQUIRE(plan_build(in, &cfg, &p1, err, sizeof(err)) == 0);
+	cfg.classes = c2;
+	cfg.nclasses = 2;
+	REQUIRE(plan_build(in, &cfg, &p2, err, sizeof(err)) == 0);
+	/* the quota as p1 left it; then a.example.com is deleted */
+	mkobs(&o);
+	json_array_append_new(o.quotas, json_pack("{s:{s:s, s:{s:s}}, "
+	    "s:{s:o}}", "metadata", "name", p1->quota_name, "annotations",
+	    PLAN_QUOTA_KEYS_ANNOT, "count/resourceclaims.resource.k8s.io,"
+	    "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/devices,"
+	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices,"
+	    "a.example.com.deviceclass.resource.k8s.io/devices", "spec",
+	    "hard", plan_quota_hard(p1)));
+	REQUIRE(reconcile_diff(p2, &o, a) == 0);
+	b = NULL;
+	for (int i = 0; i < a->n; i++)
+		if (strstr(a->a[i].path, "resourcequotas/") != NULL)
+			b = json_loads(a->a[i].body, 0, NULL);
+	REQUIRE(b != NULL);
+	hard = json_object_get(json_object_get(b, "spec"), "hard");
+	/* the gone class's key is taken out, the others stay as they are */
+	CHECK_INT(json_object_size(hard), 1);
+	CHECK(json_is_null(json_object_get(hard,
+	    "a.example.com.deviceclass.resource.k8s.io/devices")));
+	json_decref(b);
+	reconcile_actions_clear(a);
+	/* and back again: the new class's key is written as 0 */
+	json_array_clear(o.quotas);
+	json_array_append_new(o.quotas, json_pack("{s:{s:s, s:{s:s}}, "
+	    "s:{s:o}}", "metadata", "name", p2->quota_name, "annotations",
+	    PLAN_QUOTA_KEYS_ANNOT, "count/resourceclaims.resource.k8s.io,"
+	    "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/devices,"
+	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices", "spec",
+	    "hard", plan_quota_hard(p2)));
+	REQUIRE(reconcile_diff(p1, &o, a) == 0);
+	b = NULL;
+	for (int i = 0; i < a->n; i++)
+		if (strstr(a->a[i].path, "resourcequotas/") != NULL)
+			b = json_loads(a->a[i].body, 0, NULL);
+	REQUIRE(b != NULL);
+	hard = json_object_get(json_object_get(b, "spec"), "hard");
+	CHECK_INT(json_object_size(hard), 1);
+	CHECK_STR(json_string_value(json_object_get(hard,
+	    "a.example.com.deviceclass.resource.k8s.io/devices")), "0");
+	json_decref(b);
+	reconcile_actions_clear(a);
+	obs_free(&o);
+	free(a);
+	free(in);
+	plan_free(p1);
+	plan_free(p2);
 }

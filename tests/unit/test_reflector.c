@@ -235,13 +235,53 @@ TEST(row_instance_and_owned)
 	    "resource.k8s.io\":\"1\"}},\"status\":{\"hard\":{\"a\":\"1\"},"
 	    "\"used\":{\"a\":\"0\"}}}");
 	sync_row_clear(&row);
-	/* other owned kinds keep the whole spec */
+	/* other owned kinds keep the whole spec, and deletion and owners */
 	REQUIRE(sync_res_owned(CACHE_KIND_DEVICECLASS, &res) == 0);
 	REQUIRE(sync_row_from_json(&res, o, &row, &why) == 0);
 	CHECK_STR(row.u.ow.data, "{\"annotations\":{\"kubeplus.io/gpu-"
-	    "isolation\":\"{\\\"sharing\\\":\\\"mig\\\"}\"},\"spec\":"
+	    "isolation\":\"{\\\"sharing\\\":\\\"mig\\\"}\"},"
+	    "\"deletionTimestamp\":\"2025-01-02T00:00:00Z\",\"spec\":"
 	    "{\"x\":1}}");
+	sync_row_clear(&row);
+	/* every DeviceClass is watched, kpgpud's objects by label */
+	CHECK(res.selector == NULL);
+	REQUIRE(sync_res_owned(CACHE_KIND_CLAIM, &res) == 0);
+	CHECK_STR(res.selector, SYNC_MANAGED_SELECTOR);
+	json_object_set_new(json_object_get(o, "metadata"), "ownerReferences",
+	    json_pack("[{s:s}]", "uid", "u-9"));
+	REQUIRE(sync_row_from_json(&res, o, &row, &why) == 0);
+	CHECK(strstr(row.u.ow.data, "\"ownerReferences\":[{\"uid\":"
+	    "\"u-9\"}]") != NULL);
 	sync_row_clear(&row);
 	json_decref(o);
 	json_decref(q);
+}
+
+TEST(oversize_deviceclass_kept_without_spec)
+{
+	struct sync_res res;
+	struct sync_row row;
+	const char *why = NULL;
+	size_t n = CACHE_JSON_MAX + 16;
+	char *big = malloc(n + 1);
+	json_t *o;
+
+	REQUIRE(big != NULL);
+	memset(big, 'x', n);
+	big[n] = '\0';
+	/* a class too large to keep must not vanish: no spec, counts as GPU */
+	o = json_pack("{s:{s:s, s:s, s:s}, s:{s:[{s:{s:s}}]}}", "metadata",
+	    "name", "huge", "uid", "u-1", "resourceVersion", "7", "spec",
+	    "selectors", "cel", "expression", big);
+	free(big);
+	REQUIRE(o != NULL);
+	REQUIRE(sync_res_owned(CACHE_KIND_DEVICECLASS, &res) == 0);
+	REQUIRE(sync_row_from_json(&res, o, &row, &why) == 0);
+	CHECK_STR(row.u.ow.data, "{\"oversize\":true}");
+	CHECK_STR(row.u.ow.name, "huge");
+	sync_row_clear(&row);
+	/* any other kind over the cap is still refused */
+	REQUIRE(sync_res_owned(CACHE_KIND_CLAIM, &res) == 0);
+	CHECK(sync_row_from_json(&res, o, &row, &why) == -EINVAL);
+	json_decref(o);
 }
