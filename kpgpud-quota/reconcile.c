@@ -341,8 +341,6 @@ ensure_class(const struct plan *p, const struct rc_observed *obs,
 		    RES_API "/deviceclasses", path, what);
 	v = reconcile_verdict(p->device_class, obs->device_class, why,
 	    sizeof(why));
-	if (v == RC_OURS)
-		return 0;
 	if (v == RC_IMPOSTOR) {
 		note_impostor(r, what, obs->device_class_uid, why, false);
 		if ((ret = push_replace_delete(r, path, obs->device_class_uid,
@@ -351,10 +349,13 @@ ensure_class(const struct plan *p, const struct rc_observed *obs,
 		return push_create(r, p->device_class, "DeviceClass",
 		    RES_API "/deviceclasses", path, what);
 	}
-	/* ours, drifted: a class's spec may be patched back */
+	/* ours: labels or spec edited by hand are patched back */
 	labels = json_object_get(json_object_get(p->device_class, "metadata"),
 	    "labels");
 	spec = json_object_get(p->device_class, "spec");
+	if (v == RC_OURS && reconcile_json_subset(labels, json_object_get(
+	    obs->device_class, "labels")))
+		return 0;
 	return push(r, "PATCH", "patch", json_pack("{s:{s:O}, s:O}",
 	    "metadata", "labels", labels, "spec", spec), 0, path, what);
 }
