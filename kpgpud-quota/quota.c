@@ -278,9 +278,9 @@ verify_report(struct qwork *w, const struct rc_action *a, int next)
 	struct rc_action ev;
 	char msg[RC_WHY_MAX + 400];
 
-	snprintf(msg, sizeof(msg), "%.200s (uid %s) is not kpgpud's: %.300s; %s",
-	    a->what, w->vuid, w->vwhy, w->vdeleting ? "it is being deleted, "
-	    "replaced once gone" : "replaced");
+	snprintf(msg, sizeof(msg), "%.200s (uid %s) is not kpgpud's: %.300s; "
+	    "%s", a->what, w->vuid, w->vwhy, w->vdeleting ? "it is being "
+	    "deleted, replaced once gone" : "replaced");
 	log_warn("impostor %s key=%s", msg, log_q(w->key));
 	if (!w->has_inst || reconcile_event(&w->inst, w->inst_rv,
 	    "ImpostorReplaced", msg, realtime_ms(), &ev) < 0) {

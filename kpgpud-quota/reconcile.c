@@ -315,8 +315,9 @@ note_impostor(struct rc_actions *r, const char *what, const char *uid,
 {
 	if (r->nimpostors >= RC_MAX_IMPOSTORS)
 		return;
-	snprintf(r->impostor[r->nimpostors++], sizeof(r->impostor[0]), "%.200s (uid %.64s) is "
-	    "not kpgpud's: %.300s; %s", what, uid && *uid ? uid : "unknown", why,
+	snprintf(r->impostor[r->nimpostors++], sizeof(r->impostor[0]),
+	    "%.200s (uid %.64s) is not kpgpud's: %.300s; %s", what,
+	    uid && *uid ? uid : "unknown", why,
 	    deleting ? "it is being deleted, replaced once gone" :
 	    "replaced");
 }
