@@ -18,6 +18,9 @@
 #define LLVMFuzzerTestOneInput fuzz_annotation_one
 #include "tests/fuzz/fuzz_annotation.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_classes_one
+#include "tests/fuzz/fuzz_classes.c"
+#undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_ipc_one
 #include "tests/fuzz/fuzz_ipc.c"
 #undef LLVMFuzzerTestOneInput
@@ -114,6 +117,7 @@ run_target(const char *name, fuzz_fn fn)
 }
 
 TEST(annotation) { run_target("annotation", fuzz_annotation_one); }
+TEST(classes) { run_target("classes", fuzz_classes_one); }
 TEST(ipc) { run_target("ipc", fuzz_ipc_one); }
 TEST(kubeconfig) { run_target("kubeconfig", fuzz_kubeconfig_one); }
 TEST(plan) { run_target("plan", fuzz_plan_one); }
