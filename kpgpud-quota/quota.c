@@ -199,8 +199,13 @@ work_wrote(const struct kube_response *resp, void *arg)
 		log_info("%s %s key=%s", a->verb, a->what, log_q(w->key));
 		if (a->impostor_kind != NULL)
 			metric_inc(w->q->m.impostors, a->impostor_kind, NULL);
-	} else if (resp->status == 409 && a->verify_kind != NULL) {
-		/* a name of ours taken: never done without reading it */
+	} else if ((resp->status == 409 || resp->status == 403) &&
+	    a->verify_kind != NULL) {
+		/*
+		 * A name of ours taken: never done without reading it. Quota
+		 * admission runs before the name check, so an object under our
+		 * name that fills the quota makes our create a 403.
+		 */
 		work_verify(w, a);
 		return;
 	} else if (resp->status != a->also_ok || a->also_ok == 0) {

@@ -39,8 +39,9 @@ struct rc_action {
 	long		 also_ok;	/* a status that counts as done:
 					   409 on create, 404 on delete, 0 */
 	/*
-	 * A create of kpgpud's object of this kind: on 409 the object of
-	 * that name (item) is read and verified, never taken as done.
+	 * A create of kpgpud's object of this kind: on 409 (or 403: quota
+	 * admission runs before the name check) the object of that name
+	 * (item) is read and verified, never taken as done.
 	 */
 	const char	*verify_kind;
 	char		 item[RC_PATH_MAX];
