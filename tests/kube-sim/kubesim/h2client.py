@@ -50,6 +50,7 @@ class H2Client:
         ctx = ssl.create_default_context(cafile=os.path.join(d, "ca.crt"))
         ctx.set_alpn_protocols(["h2"])
         raw = socket.create_connection((u.hostname, u.port), timeout)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = ctx.wrap_socket(raw, server_hostname=u.hostname)
         self.alpn = self.sock.selected_alpn_protocol()
         self.authority = "%s:%d" % (u.hostname, u.port)

@@ -41,6 +41,7 @@ MAX_STREAMS = 1000          # kube-apiserver's --http2-max-streams-per-connectio
 MAX_HEADER_LIST = 1 << 20   # Go's http2 default (1 MiB)
 RECV_WINDOW = 1 << 24       # connection receive window we grant
 HIGH_WATER = 4 << 20        # queued bytes before writers wait for the socket
+KICK_BYTES = 256 << 10      # queued bytes before the socket is woken anyway
 HOP_BY_HOP = {"connection", "transfer-encoding", "keep-alive",
               "proxy-connection", "upgrade"}
 
@@ -95,6 +96,8 @@ class H2Request(Handler):
         self.body = bytearray()
         self.body_len = 0
         self._resp = None
+        self.out_headers = None     # HEADERS not yet sent
+        self.out_body = bytearray()  # DATA not yet sent
         msg = http.client.HTTPMessage()
         pseudo = {}
         for k, v in headers:
@@ -146,15 +149,22 @@ class H2Request(Handler):
             self._resp.append((k, str(value)))
 
     def end_headers(self):
-        """Send the HEADERS frame."""
-        hdrs, self._resp = self._resp, None
-        self.conn.send_headers(self, hdrs)
+        """Keep the HEADERS frame until the body is known (one flush for
+        a whole response: fewer wake-ups of the connection thread)."""
+        self.out_headers, self._resp = self._resp, None
         self.sent_headers = True
 
     def write(self, data):
-        """Body bytes (wfile.write)."""
-        if data:
-            self.conn.send_data(self, data, False)
+        """Body bytes (wfile.write): kept until the response ends or a
+        streamed piece follows."""
+        self.out_body += data
+
+    def _flush(self, data=b"", end=False):
+        """Send what is kept, then data; END_STREAM when end."""
+        hdrs, self.out_headers = self.out_headers, None
+        if self.out_body:
+            data, self.out_body = bytes(self.out_body) + data, bytearray()
+        self.conn.send(self, hdrs, data, end)
 
     def flush(self):
         """Nothing is buffered here."""
@@ -162,7 +172,7 @@ class H2Request(Handler):
     def send_chunk(self, data):
         """One piece of a streamed (watch) body; b'' ends the stream."""
         if data:
-            self.conn.send_data(self, data, False)
+            self._flush(data)
         else:
             self.end_watch(False)
 
@@ -172,7 +182,7 @@ class H2Request(Handler):
         if dropped:
             self.conn.reset(self, h2.errors.ErrorCodes.INTERNAL_ERROR)
         else:
-            self.conn.send_data(self, b"", True)
+            self._flush(b"", True)
 
     def on_watch(self, w):
         """The watch this stream serves (closed when the stream goes)."""
@@ -185,9 +195,10 @@ class H2Request(Handler):
         try:
             self._dispatch()
             if self.truncated:
+                self._flush()
                 self.conn.reset(self, h2.errors.ErrorCodes.INTERNAL_ERROR)
             elif not self.ended and self.sent_headers:
-                self.conn.send_data(self, b"", True)
+                self._flush(b"", True)
             elif not self.sent_headers and not self.gone:
                 self.conn.reset(self, h2.errors.ErrorCodes.INTERNAL_ERROR)
         except (StreamGone, OSError):
@@ -216,6 +227,7 @@ class H2Connection:
         self.streams = {}
         self.out = bytearray()
         self.closed = False
+        self.broken = False
         self.goaway = False
         self.wake_r, self.wake_w = socket.socketpair()
         self.wake_r.setblocking(False)
@@ -235,51 +247,81 @@ class H2Connection:
 
     def _check(self, st):
         """Raise StreamGone when st can no longer be written (lock held)."""
-        if self.closed or st.gone or st.ended:
+        if self.closed or self.broken or st.gone or st.ended:
             raise StreamGone()
 
-    def send_headers(self, st, hdrs):
-        """Queue a HEADERS frame."""
-        with self.lock:
-            self._check(st)
+    def _out(self, io=False):
+        """Write what h2 queued, as far as the socket takes it now (lock
+        held: every TLS read and write happens under it, so any thread
+        may write); what is left waits for the connection thread, woken
+        unless io. True when all was written."""
+        data = self.h2.data_to_send()
+        if data:
+            self.out += data
+        while self.out:
             try:
-                self.h2.send_headers(st.sid, hdrs)
-            except h2.exceptions.StreamClosedError:
-                st.gone = True
-                raise StreamGone()
-            self._kick()
+                n = self.sock.send(bytes(self.out[:262144]))
+            except (ssl.SSLWantWriteError, ssl.SSLWantReadError,
+                    BlockingIOError):
+                if not io:
+                    self._kick()
+                return False
+            except OSError:
+                self.broken = True
+                self.out.clear()
+                if not io:
+                    self._kick()
+                return False
+            del self.out[:n]
+        self.lock.notify_all()
+        return True
 
-    def send_data(self, st, data, end):
-        """Queue DATA within the peer's flow-control windows; waits for
-        WINDOW_UPDATE (or for the socket) when they are exhausted."""
+    def send(self, st, hdrs, data, end):
+        """Queue HEADERS (if hdrs) and DATA within the peer's flow-control
+        windows, END_STREAM when end; waits for WINDOW_UPDATE (or for the
+        socket) when the windows are exhausted. One wake-up of the
+        connection thread per call, unless it has to wait."""
         view = memoryview(data)
+        sent = 0
         with self.lock:
-            while True:
+            try:
                 self._check(st)
-                try:
+                if hdrs is not None:
+                    self.h2.send_headers(st.sid, hdrs,
+                                         end_stream=end and not len(view))
+                    if end and not len(view):
+                        st.ended = True
+                        self._out()
+                        return
+                while True:
+                    self._check(st)
                     if not len(view):
                         if end:
                             self.h2.end_stream(st.sid)
                             st.ended = True
-                            self._kick()
+                        self._out()
                         return
                     win = min(self.h2.local_flow_control_window(st.sid),
                               self.h2.max_outbound_frame_size, len(view))
                     if win <= 0 or len(self.out) > HIGH_WATER:
+                        self._out()
                         self.lock.wait(5.0)
                         continue
                     last = end and win == len(view)
                     self.h2.send_data(st.sid, view[:win].tobytes(),
                                       end_stream=last)
-                except h2.exceptions.StreamClosedError:
-                    st.gone = True
-                    raise StreamGone()
-                view = view[win:]
-                if last:
-                    st.ended = True
-                self._kick()
-                if last:
-                    return
+                    view = view[win:]
+                    if last:
+                        st.ended = True
+                        self._out()
+                        return
+                    sent += win
+                    if sent >= KICK_BYTES:  # start writing a long body
+                        sent = 0
+                        self._out()
+            except h2.exceptions.StreamClosedError:
+                st.gone = True
+                raise StreamGone()
 
     def reset(self, st, code):
         """Reset a stream (RST_STREAM)."""
@@ -292,7 +334,7 @@ class H2Connection:
                 pass
             st.gone = True
             self.server.h2stats.add("resets_sent")
-            self._kick()
+            self._out()
 
     def stream_done(self, st):
         """A stream's handler finished."""
@@ -312,7 +354,7 @@ class H2Connection:
             except h2.exceptions.ProtocolError:
                 pass
             self.server.h2stats.add("goaway_sent")
-            self._kick()
+            self._out()
 
     # --- the connection thread ---------------------------------------------
 
@@ -377,30 +419,19 @@ class H2Connection:
         True when everything was written."""
         with self.lock:
             self.kicked = False
-            data = self.h2.data_to_send()
-            if data:
-                self.out += data
-            while self.out:
-                try:
-                    n = self.sock.send(bytes(self.out[:262144]))
-                except (ssl.SSLWantWriteError, ssl.SSLWantReadError,
-                        BlockingIOError):
-                    return False
-                del self.out[:n]
-            self.lock.notify_all()
-            return True
+            return self._out(io=True)
 
     def _read(self):
         """Read what the socket has; False when the peer is gone."""
         while True:
-            try:
-                data = self.sock.recv(65536)
-            except (ssl.SSLWantReadError, ssl.SSLWantWriteError,
-                    BlockingIOError):
-                return True
-            if not data:
-                return False
             with self.lock:
+                try:
+                    data = self.sock.recv(65536)
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError,
+                        BlockingIOError):
+                    return True
+                if not data:
+                    return False
                 try:
                     events = self.h2.receive_data(data)
                 except h2.exceptions.ProtocolError as e:
@@ -411,8 +442,8 @@ class H2Connection:
                     return True
                 for ev in events:
                     self._on_event(ev)
-            if not self.sock.pending():
-                return True
+                if not self.sock.pending():
+                    return True
 
     def serve(self):
         """Run the connection until the peer leaves or GOAWAY is done."""
@@ -450,6 +481,8 @@ class H2Connection:
         drained = True
         while True:
             drained = self._flush()
+            if self.broken:
+                return
             if self.goaway and self.close_after and drained:
                 time.sleep(0.05)  # let the peer read GOAWAY before FIN
                 return
