@@ -923,6 +923,13 @@ kube_client_metrics(const struct kube_client *c)
 	return &c->m;
 }
 
+/* The client's HTTP version option. */
+int
+kube_client_http_version(const struct kube_client *c)
+{
+	return c->o.http_version;
+}
+
 /* Allocate a transfer with its URL, easy handle and timer. */
 int
 kube_kx_new(struct kube_client *c, const char *method, const char *pq,

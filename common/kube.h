@@ -111,6 +111,8 @@ struct kube_client *kube_client_new(struct event_base *base,
  */
 void	 kube_client_free(struct kube_client *c);
 const struct kube_metrics *kube_client_metrics(const struct kube_client *c);
+/* The client's enum kube_http_version (for a helper client to match). */
+int	 kube_client_http_version(const struct kube_client *c);
 
 /*
  * Start a request. path_and_query starts with '/', e.g.

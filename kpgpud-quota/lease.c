@@ -379,6 +379,7 @@ lease_release(struct lease *l, struct kube_config *cfg, unsigned timeout_ms)
 
 	if (l == NULL || l->ours == NULL || !lease_leader(l))
 		return 0;
+	o.http_version = kube_client_http_version(l->client);
 	if ((body = json_deep_copy(l->ours)) == NULL)
 		return -ENOMEM;
 	lease_microtime(realtime_ms(), now);
