@@ -4,7 +4,10 @@
  * attribute names, guarded CEL, deterministic DNS-valid names (hashed when
  * too long), owner references only where scope allows, kpgpud's quota keys,
  * the Namespace annotation admit reads, and the Warning events; invalid
- * annotations yield their precise message and no plan.
+ * annotations yield their precise message and no plan. DeviceClasses are
+ * GPU classes unless their CEL provably names another driver (fail
+ * closed); strict zeroes every GPU class but the tenant's, and more GPU
+ * classes than a quota keys (or an unkeyable one) hold the claims at 0.
  */
 #include <errno.h>
 #include <stdio.h>

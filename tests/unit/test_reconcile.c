@@ -5,7 +5,11 @@
  * removed); a drifted immutable spec is replaced; stale owned objects go;
  * cleanup runs in reverse and deletes a quota only when kpgpud created it
  * and nothing else is in it; unused DeviceClasses are collected; events get
- * deterministic names.
+ * deterministic names. Creates of kpgpud's objects are verified on 409; an
+ * object of kpgpud's name that is not kpgpud's (label, owner reference,
+ * spec) is reported and deleted with a uid precondition, or waited for when
+ * terminating; decoys with only the managed-by label are left alone; keys
+ * of classes added and removed follow the class list.
  */
 #include <errno.h>
 #include <stdio.h>
