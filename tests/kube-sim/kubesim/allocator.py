@@ -17,6 +17,7 @@ from . import controllers
 from .hooks import ApiError
 
 MAX_RESERVED_FOR = 256
+SCHEDULER = "system:kube-scheduler"
 ALL_MODE_LIMIT = 32
 MAX_STEPS = 200000
 RS = "resource.k8s.io"
@@ -248,7 +249,6 @@ class _Search:
 def _config(claim_spec, classes, picked):
     """status.allocation.devices.config: class configs, then the claim's."""
     out = []
-    names = sorted({n.name for n, _ in picked})
     seen = set()
     for need, _ in picked:
         cname = need.cls["metadata"]["name"]
@@ -263,9 +263,11 @@ def _config(claim_spec, classes, picked):
                             "opaque": c["opaque"]})
     for c in (claim_spec.get("devices") or {}).get("config") or []:
         if c.get("opaque"):
-            reqs = c.get("requests") or []
-            out.append({"source": "FromClaim",
-                        "requests": reqs or names, "opaque": c["opaque"]})
+            # As given: no requests means every request of the claim.
+            cfg = {"source": "FromClaim", "opaque": c["opaque"]}
+            if c.get("requests"):
+                cfg["requests"] = list(c["requests"])
+            out.append(cfg)
     return out
 
 
@@ -345,7 +347,8 @@ def pod_claim_names(pod):
 # ---------------------------------------------------------------- controller
 
 class Scheduler:
-    """The simulator's scheduler: allocates claims of unscheduled Pods."""
+    """The simulator's scheduler: allocates the claims of unscheduled Pods
+    (DRA plug-in), then binds every schedulable Pod to a node."""
 
     def __init__(self, api):
         self.api = api
@@ -356,11 +359,7 @@ class Scheduler:
         api = self.api
         pods, _ = api.list("pods")
         claims, _ = api.list("resourceclaims." + RS)
-        live = {p["metadata"]["uid"] for p in pods
-                if (p.get("status") or {}).get("phase") not in
-                ("Succeeded", "Failed")}
-        controllers.each(claims, lambda c: self._release([c], live))
-        claims, _ = api.list("resourceclaims." + RS)
+        live = {p["metadata"]["uid"] for p in pods}
         by_name = {(c["metadata"]["namespace"], c["metadata"]["name"]): c
                    for c in claims}
         slices, _ = api.list("resourceslices." + RS)
@@ -371,40 +370,32 @@ class Scheduler:
         for uid in list(self.reported):
             if uid not in live:
                 del self.reported[uid]
+        load = {}
+        for p in pods:
+            n = (p.get("spec") or {}).get("nodeName")
+            if n and not controllers.pod_done(p):
+                load[n] = load.get(n, 0) + 1
         todo = [p for p in pods
                 if not (p.get("spec") or {}).get("nodeName") and
                 not p["metadata"].get("deletionTimestamp") and
-                (p.get("spec") or {}).get("resourceClaims") and
-                not _scheduled(p)]
+                not controllers.pod_done(p)]
         controllers.each(todo, lambda p: self._schedule(
-            p, by_name, classes, inv, in_use))
+            p, by_name, classes, inv, in_use, load))
 
-    def _release(self, claims, live):
-        """Drop reservations of gone Pods; deallocate unreserved claims."""
-        for c in claims:
-            st = c.get("status") or {}
-            res = st.get("reservedFor") or []
-            keep = [r for r in res if r.get("resource") != "pods" or
-                    r.get("uid") in live]
-            if keep == res and (keep or not st.get("allocation")):
-                continue
-            st["reservedFor"] = keep
-            if not keep:
-                st.pop("allocation", None)
-                st.pop("reservedFor", None)
-            c["status"] = st
-            self._write_status("resourceclaims." + RS, c)
-
-    def _schedule(self, pod, by_name, classes, inv, in_use):
-        """Allocate and reserve every claim of POD, all on one node."""
+    def _schedule(self, pod, by_name, classes, inv, in_use, load):
+        """Allocate and reserve every claim of POD on one node, then bind."""
         md = pod["metadata"]
         ns = md["namespace"]
         claims = []
         for cname in pod_claim_names(pod).values():
             c = by_name.get((ns, cname)) if cname else None
+            # PreEnqueue: a claim that does not exist yet or is being
+            # deleted keeps the pod out of the scheduling queue (no event).
             if c is None or c["metadata"].get("deletionTimestamp"):
                 return
             claims.append(c)
+        if not claims:
+            return self._bind_plain(pod, inv, load)
         node = None
         for c in claims:
             n = allocated_node(c)
@@ -412,6 +403,14 @@ class Scheduler:
                 return self._unschedulable(pod, "claims are allocated on "
                                            "different nodes", None)
             node = node or n
+            st = c.get("status") or {}
+            if st.get("allocation") and len(st.get("reservedFor") or []) \
+                    >= MAX_RESERVED_FOR and not any(
+                        r.get("uid") == md["uid"]
+                        for r in st.get("reservedFor") or []):
+                return self._unschedulable(
+                    pod, "0/%d nodes are available: resourceclaim in use."
+                    % len(inv.nodes()), None)
         todo = [c for c in claims
                 if not (c.get("status") or {}).get("allocation")]
         nodes = [node] if node else inv.nodes()
@@ -430,7 +429,7 @@ class Scheduler:
             except AllocationError as e:
                 err = (c, str(e))
                 break
-            done = (allocs, used)
+            done = (allocs, used, n)
             break
         if err:
             return self._unschedulable(pod, err[1], err[0])
@@ -438,23 +437,63 @@ class Scheduler:
             return self._unschedulable(
                 pod, "%d/%d nodes are available: %d cannot allocate all "
                 "claims." % (0, len(inv.nodes()), len(nodes)), None)
-        for c, a in zip(todo, done[0]):
-            c.setdefault("status", {})["allocation"] = a
+        allocs = {id(c): a for c, a in zip(todo, done[0])}
         for c in claims:
-            st = c.setdefault("status", {})
+            c = self._reserve(c, allocs.get(id(c)), md)
+            if c is None:
+                return
+            by_name[(ns, c["metadata"]["name"])] = c
+        in_use |= done[1]
+        self._bind(pod, done[2], load)
+
+    def _reserve(self, claim, alloc, md):
+        """bindClaim: the delete-protection finalizer (a normal update)
+        before the allocation, then allocation and reservedFor in one
+        status update. Returns the claim, or None when it failed."""
+        key = "resourceclaims." + RS
+        cmd = claim["metadata"]
+        try:
+            if alloc is not None:
+                fins = cmd.get("finalizers") or []
+                if controllers.CLAIM_FINALIZER not in fins:
+                    cmd["finalizers"] = fins + [controllers.CLAIM_FINALIZER]
+                    claim = self.api.update(key, cmd["namespace"], claim,
+                                            user=SCHEDULER)
+                claim.setdefault("status", {})["allocation"] = alloc
+            st = claim.setdefault("status", {})
             res = st.setdefault("reservedFor", [])
             if not any(r.get("uid") == md["uid"] for r in res):
-                if len(res) >= MAX_RESERVED_FOR:
-                    return self._unschedulable(pod, "claim %s is reserved "
-                                               "for too many pods"
-                                               % c["metadata"]["name"], c)
                 res.append({"resource": "pods", "name": md["name"],
                             "uid": md["uid"]})
-            if not self._write_status("resourceclaims." + RS, c):
-                return
-        in_use |= done[1]
+            return self.api.update(key, claim["metadata"]["namespace"], claim,
+                                   subresource="status", user=SCHEDULER)
+        except ApiError:
+            return None
+
+    def _bind_plain(self, pod, inv, load):
+        """A Pod without claims goes to the least loaded node."""
+        nodes = inv.nodes()
+        if not nodes:
+            return self._unschedulable(
+                pod, "no nodes available to schedule pods", None)
+        self._bind(pod, min(nodes, key=lambda n: (load.get(n, 0), n)), load)
+
+    def _bind(self, pod, node, load):
+        """Bind: spec.nodeName, PodScheduled=True, a Scheduled event."""
+        md = pod["metadata"]
+        pod["spec"]["nodeName"] = node
+        try:
+            pod = self.api.update("pods", md["namespace"], pod,
+                                  user=SCHEDULER)
+        except ApiError:
+            return
+        load[node] = load.get(node, 0) + 1
         self._pod_condition(pod, "True", None, None)
         self.reported.pop(md["uid"], None)
+        controllers.emit_event(self.api, pod, "Normal", "Scheduled",
+                               "Successfully assigned %s/%s to %s"
+                               % (md["namespace"], md["name"], node),
+                               "default-scheduler")
 
     def _unschedulable(self, pod, message, claim):
         """PodScheduled=False plus Warning events (once per message)."""
@@ -490,8 +529,7 @@ class Scheduler:
         md = obj["metadata"]
         try:
             self.api.update(key, md.get("namespace", ""), obj,
-                            subresource="status",
-                            user="system:kube-scheduler")
+                            subresource="status", user=SCHEDULER)
             return True
         except ApiError:
             return False

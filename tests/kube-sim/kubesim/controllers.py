@@ -22,6 +22,8 @@ MIN_GAP = 0.02
 RS = "resource.k8s.io"
 CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 CLAIM_BASE_MAX = 57
+# The scheduler's finalizer on every claim it allocates (resourceapi.Finalizer).
+CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
 BACKOFF_BASE = 0.005
 BACKOFF_MAX = 1000.0
 MAX_DRAIN = 1000
@@ -34,11 +36,38 @@ GC_USER = "system:serviceaccount:kube-system:generic-garbage-collector"
 QUOTA_USER = "system:serviceaccount:kube-system:resourcequota-controller"
 
 
-def now():
-    """RFC 3339 UTC timestamp to the second, as the API server writes."""
-    return datetime.datetime.now(datetime.timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%SZ")
+def now(t=None):
+    """RFC 3339 UTC timestamp to the second, as the API server writes;
+    T is a time.time() value (default: now)."""
+    if t is None:
+        t = time.time()
+    return datetime.datetime.fromtimestamp(
+        t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+
+def claim_generate_name(pod_name, pod_claim_name):
+    """generateName of a generated claim, as the resourceclaim controller
+    builds it: '<pod>-<claim>-', and when that is longer than 57 both parts
+    cut in proportion to their length and joined without the trailing dash
+    (pkg/controller/resourceclaim/controller.go handleClaim)."""
+    gen = pod_name + "-" + pod_claim_name + "-"
+    if len(gen) > CLAIM_BASE_MAX:
+        n = len(gen)
+        gen = (pod_name[:len(pod_name) * CLAIM_BASE_MAX // n] + "-" +
+               pod_claim_name[:len(pod_claim_name) * CLAIM_BASE_MAX // n])
+    return gen
+
+
+def pod_done(pod):
+    """isPodDone: terminal phase, or deleted before it was scheduled."""
+    st = (pod.get("status") or {}).get("phase")
+    return st in ("Succeeded", "Failed") or bool(
+        pod["metadata"].get("deletionTimestamp") and
+        not (pod.get("spec") or {}).get("nodeName"))
+
+
+# Where controllers log (DIR/log once registered).
+LOG = [lambda msg: None]
 
 BAD_OBJECT = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
@@ -193,13 +222,25 @@ class ClaimController:
         self.not_before = {}
 
     def pass_once(self):
-        """Handle every Pod that still lacks a generated claim."""
+        """Handle every Pod that still lacks a generated claim, then every
+        claim (reservations, deallocation, finalizer, unused claims)."""
         pods, _ = self.api.list("pods")
         t = time.monotonic()
         alive = {p["metadata"].get("uid") for p in pods}
         each([p for p in pods if not p["metadata"].get("deletionTimestamp")
+              and not pod_done(p)
               and self.not_before.get(p["metadata"].get("uid"), 0) <= t],
              self.sync_pod)
+        by_name = {(p["metadata"].get("namespace"), p["metadata"].get("name")):
+                   p for p in pods}
+        claims, _ = self.api.list("resourceclaims." + RS)
+
+        def sync(c):
+            try:
+                self.sync_claim(c, by_name)
+            except ApiError:
+                pass  # conflict or gone: the next pass sees the new state
+        each(claims, sync)
         for uid in list(self.failures):
             if uid not in alive:
                 self.failures.pop(uid, None)
@@ -261,7 +302,7 @@ class ClaimController:
                            '"%s": %s' % (tname, e.message))
         tspec = tmpl.get("spec") or {}
         tmeta = tspec.get("metadata") or {}
-        base = ("%s-%s-" % (md["name"], pc["name"]))[:CLAIM_BASE_MAX]
+        base = claim_generate_name(md["name"], pc["name"])
         ann = dict(tmeta.get("annotations") or {})
         ann[CLAIM_ANNOTATION] = pc["name"]
         meta = {"generateName": base, "namespace": ns, "annotations": ann,
@@ -282,6 +323,84 @@ class ClaimController:
             raise ApiError(e.code, e.reason, "create ResourceClaim : %s"
                            % e.message)
         return made["metadata"]["name"]
+
+    def _pod(self, ns, name, by_name):
+        """The Pod NS/NAME from this pass's list, else from the store (it
+        may be newer than the list), else None."""
+        p = by_name.get((ns, name))
+        if p is not None:
+            return p
+        try:
+            return self.api.get("pods", ns, name)
+        except ApiError:
+            return None
+
+    def sync_claim(self, claim, by_name):
+        """syncClaim: drop reservations of Pods that are gone, replaced or
+        done; deallocate when none is left and lift the scheduler's
+        finalizer; delete a generated claim whose Pod will not run."""
+        md = claim["metadata"]
+        ns = md["namespace"]
+        st = claim.get("status") or {}
+        res = st.get("reservedFor") or []
+        valid = []
+        for r in res:
+            if r.get("resource") != "pods" or r.get("apiGroup"):
+                valid.append(r)
+                continue
+            p = self._pod(ns, r.get("name", ""), by_name)
+            if p is not None and p["metadata"].get("uid") == r.get("uid") \
+                    and not pod_done(p):
+                valid.append(r)
+        fin = CLAIM_FINALIZER in (md.get("finalizers") or [])
+        key = "resourceclaims." + RS
+        if len(valid) < len(res):
+            if valid:
+                st["reservedFor"] = valid
+            else:
+                st.pop("reservedFor", None)
+                if fin:
+                    st.pop("allocation", None)
+            claim["status"] = st
+            claim = self.api.update(key, ns, claim, subresource="status",
+                                    user=KCM)
+            md = claim["metadata"]
+            if fin and not (claim.get("status") or {}).get("allocation"):
+                self._unfinalize(claim)
+        elif fin and md.get("deletionTimestamp") and not valid:
+            if st.get("allocation"):
+                st.pop("allocation", None)
+                claim["status"] = st
+                claim = self.api.update(key, ns, claim, subresource="status",
+                                        user=KCM)
+            self._unfinalize(claim)
+        if valid or md.get("deletionTimestamp"):
+            return
+        owner = [r for r in md.get("ownerReferences") or []
+                 if r.get("controller") and r.get("apiVersion") == "v1"
+                 and r.get("kind") == "Pod"]
+        if not owner:
+            return
+        pod = by_name.get((ns, owner[0].get("name")))
+        if pod is None:
+            return  # the garbage collector handles a Pod that is gone
+        if pod["metadata"].get("uid") != owner[0].get("uid") or \
+                pod_done(pod):
+            LOG[0]("resourceclaim controller: deleting unused generated "
+                   "claim %s/%s (pod %s)" % (ns, md["name"],
+                                             pod["metadata"]["name"]))
+            self.api.delete(key, ns, md["name"], user=KCM,
+                            preconditions={"uid": md["uid"]})
+
+    def _unfinalize(self, claim):
+        """Remove the delete-protection finalizer from CLAIM."""
+        md = claim["metadata"]
+        md["finalizers"] = [f for f in md.get("finalizers") or []
+                            if f != CLAIM_FINALIZER]
+        if not md["finalizers"]:
+            del md["finalizers"]
+        self.api.update("resourceclaims." + RS, md["namespace"], claim,
+                        user=KCM)
 
     def _failed(self, pod, pc, message):
         """Warning event on the Pod and exponential retry backoff."""
@@ -617,6 +736,7 @@ def run_gc(api, stop):
 
 def register(reg):
     """Plug the controllers into the simulator."""
+    LOG[0] = reg.log
     reg.add_controller("resourceclaim-controller", run_claims)
     reg.add_controller("namespace-controller", run_namespaces)
     reg.add_controller("garbage-collector", run_gc)

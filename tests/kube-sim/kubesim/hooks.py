@@ -109,6 +109,13 @@ thread from server start; ``stop`` is a threading.Event set at shutdown
 (the thread is joined for up to 2 s).  A controller that raises is logged
 and restarted after 1 s.
 
+Admin endpoints
+---------------
+``reg.add_sim_endpoint(method, path, fn)``: an admin-only endpoint under
+/sim/ (e.g. "GET", "/sim/allocations").  fn(body) gets the decoded JSON body
+(None for GET) and returns (status, JSON-able object); raise ApiError to
+answer with a Status.
+
 Configuration
 -------------
 ``reg.options`` is a dict of the ``run ... --set KEY=VAL`` options (strings)
@@ -120,7 +127,7 @@ import threading
 
 # Modules of this package that may register hooks, loaded in this order.
 PLUGIN_MODULES = ("cel", "allocator", "quota", "webhooks", "controllers",
-                  "vap")
+                  "vap", "kubelet", "alloclog")
 
 
 class ApiError(Exception):
@@ -279,6 +286,7 @@ class Registry:
         self.mutating = []
         self.validating = []
         self.controllers = []
+        self.sim_endpoints = {}
         self.lock = threading.Lock()
         self.options = {}
         self.dir = ""
@@ -300,6 +308,11 @@ class Registry:
         """Register fn(api, stop_event) to run in a thread with the server."""
         with self.lock:
             self.controllers.append((name, fn))
+
+    def add_sim_endpoint(self, method, path, fn):
+        """Register fn(body) -> (status, obj) for METHOD /sim/PATH."""
+        with self.lock:
+            self.sim_endpoints[(method, path)] = fn
 
     def run_mutating(self, ctx):
         """Run every mutating hook; an ApiError aborts the request."""

@@ -211,7 +211,11 @@ def load_plugins(sim, which, options, d):
         mod = importlib.import_module("kubesim." + name)
         reg = getattr(mod, "register", None)
         if reg is not None:
-            reg(sim.hooks)
+            try:
+                reg(sim.hooks)
+            except ValueError as e:  # a bad --set value
+                sys.stderr.write("kube-sim: %s\n" % e)
+                sys.exit(2)
             sim.log("plug-in %s registered" % name)
 
 

@@ -509,6 +509,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send_obj(200, sim.faults.apply(body, sim, self))
         if path == "/sim/bulk" and self.command == "POST":
             return self._sim_bulk()
+        fn = sim.hooks.sim_endpoints.get((self.command, path))
+        if fn is not None:
+            body = self._json_body() if self.command != "GET" else None
+            code, out = fn(body)
+            return self.send_obj(code, out)
         raise ApiError(404, "NotFound", "404 page not found",
                        plain="404 page not found")
 

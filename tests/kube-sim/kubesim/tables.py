@@ -62,7 +62,19 @@ def _pod_cells(o):
     cs = st.get("containerStatuses") or []
     ready = len([c for c in cs if c.get("ready")])
     restarts = sum(c.get("restartCount", 0) for c in cs)
-    phase = st.get("phase") or "Pending"
+    phase = st.get("reason") or st.get("phase") or "Pending"
+    running = False
+    for c in reversed(cs):  # printPod: the last reason found wins
+        state = c.get("state") or {}
+        w, t = state.get("waiting") or {}, state.get("terminated")
+        if w.get("reason"):
+            phase = w["reason"]
+        elif t is not None:
+            phase = t.get("reason") or "ExitCode:%d" % t.get("exitCode", 0)
+        elif c.get("ready") and "running" in state:
+            running = True
+    if phase == "Completed" and running:
+        phase = "Running"
     if (o.get("metadata") or {}).get("deletionTimestamp"):
         phase = "Terminating"
     return ["%d/%d" % (ready, total), phase, restarts]
