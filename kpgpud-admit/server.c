@@ -104,6 +104,8 @@ struct job {
 	char			 ns[64];
 	struct syncconn_answer	 answer;
 	bool			 limited;	/* over --lookup-rate */
+	bool			 negative;	/* sync said lately: no such
+						   namespace */
 	struct job		*next_waiter;	/* main thread: same lookup */
 };
 
@@ -336,6 +338,16 @@ job_done_cb(evutil_socket_t fd, short what, void *arg)
 		fallback(w, "lookup_limited", j->rv, j->ns, "over "
 		    "--lookup-rate; miss policy without a lookup");
 		ns = miss(w);
+	} else if (j->negative) {
+		/*
+		 * The apiserver sends reviews only for labelled namespaces:
+		 * one for a namespace sync just said does not exist is stale
+		 * (it appeared meanwhile) or not from the apiserver. Never
+		 * "open", which would admit it unpatched.
+		 */
+		fallback(w, "negative_cached", j->rv, j->ns, "sync said "
+		    "lately that it does not exist; miss policy");
+		ns = miss(w);
 	} else if (a->err < 0) {
 		snprintf(why, sizeof(why), "lookup failed: %s",
 		    strerror(-a->err));
@@ -471,7 +483,7 @@ lookup_start_cb(evutil_socket_t fd, short what, void *arg)
 		}
 	if (s->cfg.sync != NULL && neg_hit(s, j->ns)) {
 		metric_inc(s->cfg.lookups, "negative_cached", NULL);
-		j->answer.err = 0;	/* found: false, as sync said */
+		j->negative = true;
 		post_back(j);
 		return;
 	}
