@@ -477,8 +477,11 @@ class H2Connection:
                 pass
 
     def _loop(self):
-        """select() on the socket and the wake-up pair."""
-        drained = True
+        """poll() the socket and the wake-up pair (poll, not select: a
+        busy simulator has descriptors above FD_SETSIZE)."""
+        p = select.poll()
+        sfd, wfd = self.sock.fileno(), self.wake_r.fileno()
+        p.register(wfd, select.POLLIN)
         while True:
             drained = self._flush()
             if self.broken:
@@ -486,13 +489,18 @@ class H2Connection:
             if self.goaway and self.close_after and drained:
                 time.sleep(0.05)  # let the peer read GOAWAY before FIN
                 return
-            wr = [self.sock] if not drained else []
-            r, w, _ = select.select([self.sock, self.wake_r], wr, [], 1.0)
-            if self.wake_r in r:
+            p.register(sfd, select.POLLIN | (0 if drained else
+                                             select.POLLOUT))
+            ready = dict(p.poll(1000))
+            if wfd in ready:
                 try:
                     while self.wake_r.recv(4096):
                         pass
                 except (BlockingIOError, OSError):
                     pass
-            if self.sock in r and not self._read():
+            ev = ready.get(sfd, 0)
+            if ev & select.POLLIN and not self._read():
+                return
+            if ev & (select.POLLHUP | select.POLLERR | select.POLLNVAL) \
+                    and not ev & select.POLLIN:
                 return
