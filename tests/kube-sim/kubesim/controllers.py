@@ -363,7 +363,7 @@ class ClaimController:
                     st.pop("allocation", None)
             claim["status"] = st
             claim = self.api.update(key, ns, claim, subresource="status",
-                                    user=KCM)
+                                    user=CLAIM_USER)
             md = claim["metadata"]
             if fin and not (claim.get("status") or {}).get("allocation"):
                 self._unfinalize(claim)
@@ -372,7 +372,7 @@ class ClaimController:
                 st.pop("allocation", None)
                 claim["status"] = st
                 claim = self.api.update(key, ns, claim, subresource="status",
-                                        user=KCM)
+                                        user=CLAIM_USER)
             self._unfinalize(claim)
         if valid or md.get("deletionTimestamp"):
             return
@@ -389,7 +389,7 @@ class ClaimController:
             LOG[0]("resourceclaim controller: deleting unused generated "
                    "claim %s/%s (pod %s)" % (ns, md["name"],
                                              pod["metadata"]["name"]))
-            self.api.delete(key, ns, md["name"], user=KCM,
+            self.api.delete(key, ns, md["name"], user=CLAIM_USER,
                             preconditions={"uid": md["uid"]})
 
     def _unfinalize(self, claim):
@@ -400,7 +400,7 @@ class ClaimController:
         if not md["finalizers"]:
             del md["finalizers"]
         self.api.update("resourceclaims." + RS, md["namespace"], claim,
-                        user=KCM)
+                        user=CLAIM_USER)
 
     def _failed(self, pod, pc, message):
         """Warning event on the Pod and exponential retry backoff."""
