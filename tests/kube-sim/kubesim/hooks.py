@@ -127,7 +127,7 @@ import threading
 
 # Modules of this package that may register hooks, loaded in this order.
 PLUGIN_MODULES = ("cel", "allocator", "quota", "webhooks", "controllers",
-                  "vap", "kubelet", "alloclog")
+                  "vap", "kubelet", "alloclog", "kubeplus")
 
 
 class ApiError(Exception):

@@ -5,9 +5,20 @@ a ResourceClaim over quota with the apiserver's 403 texts.
 Usage of a ResourceClaim (pkg/quota/v1/evaluator/core/resource_claims.go):
 count/resourceclaims.resource.k8s.io = 1, and per device class
 <class>.deviceclass.resource.k8s.io/devices = the devices it may get
-(ExactCount: count; All: 32; firstAvailable: the largest per class).
-Pods are not charged for claims.
+(ExactCount: count; All: 32; adminAccess counted; firstAvailable: per
+class, a subrequest larger than the running value is added to it, as
+1.34's Add does). Pods are not charged for claims.
+
+Admission (staging/src/k8s.io/apiserver/pkg/admission/plugin/
+resourcequota/controller.go checkRequest) enforces only the keys in a
+quota's status.hard against its status.used and charges status.used
+itself; the quota controller copies spec.hard to status.hard and
+recomputes status.used asynchronously, QUOTA_SYNC_DELAY after it notices
+a difference (--set quota-sync-delay=DURATION, default 100ms).
 """
+
+import re
+import time
 
 from . import quantity as qty
 from .controllers import QUOTA_USER, each, event_loop
@@ -18,6 +29,9 @@ CLAIMS = "resourceclaims." + RS
 CLAIM_COUNT = "count/resourceclaims." + RS
 CLASS_SUFFIX = ".deviceclass." + RS + "/devices"
 ALL_MODE_COUNT = 32
+# The quota controller's delay before writing a changed status: never zero
+# (a real controller is always asynchronous), settable per simulator.
+DEFAULT_SYNC_DELAY = 0.1
 POD_RESOURCES = ("cpu", "memory", "requests.cpu", "requests.memory",
                  "limits.cpu", "limits.memory", "ephemeral-storage",
                  "requests.ephemeral-storage", "limits.ephemeral-storage")
@@ -37,13 +51,19 @@ def claim_usage(claim):
             key = ex.get("deviceClassName", "") + CLASS_SUFFIX
             use[key] = use.get(key, 0) + n
         elif r.get("firstAvailable"):
+            # 1.34: per class, a subrequest larger than the running value
+            # is *added* to it (ascending 1, 2 charge 3; descending 2, 1
+            # charge 2).
             worst = {}
             for s in r["firstAvailable"]:
                 n = _devices(s)
                 if n is None:
                     continue
                 c = s.get("deviceClassName", "")
-                worst[c] = max(worst.get(c, 0), n)
+                if c not in worst:
+                    worst[c] = n
+                elif n > worst[c]:
+                    worst[c] += n
             for c, n in worst.items():
                 key = c + CLASS_SUFFIX
                 use[key] = use.get(key, 0) + n
@@ -96,44 +116,85 @@ def _q(text):
         return qty.Quantity(0)
 
 
+def _restricted(quota):
+    """Claim keys of QUOTA's status.hard (what admission enforces)."""
+    hard = (quota.get("status") or {}).get("hard") or {}
+    return sorted(k for k in hard if is_claim_resource(k))
+
+
 def check_claim(ctx):
-    """Validating hook: quota admission for ResourceClaim CREATE."""
+    """Quota admission for a ResourceClaim CREATE, as the apiserver's
+    ResourceQuota plug-in (checkRequest) does it.
+
+    Only keys in a quota's status.hard are enforced, against its
+    status.used: a quota the controller has not synced yet, a key only in
+    spec.hard or a limit lowered in spec.hard alone are not enforced (fails
+    open). Returns [(quota, new status.used)] for every quota the claim is
+    charged to and whose usage changes; raises the 403.
+    """
     if ctx.resource.key != CLAIMS or ctx.operation != "CREATE" or \
             ctx.subresource:
-        return
+        return []
     quotas, _ = ctx.api.list("resourcequotas", namespace=ctx.namespace)
-    if not quotas:
-        return
-    requested = claim_usage(ctx.object)
-    used_live = None
+    interesting = []
     for quota in sorted(quotas, key=lambda q: q["metadata"]["name"]):
         if not _applies(quota):
             continue
-        st = quota.get("status") or {}
-        hard = st.get("hard") or (quota.get("spec") or {}).get("hard") or {}
-        restricted = sorted(k for k in hard if is_claim_resource(k))
+        restricted = _restricted(quota)
         if not restricted:
             continue
-        used = st.get("used") or {}
-        if not st.get("hard") or any(k not in used for k in restricted):
+        used = (quota.get("status") or {}).get("used") or {}
+        if any(k not in used for k in restricted):
             raise err_forbidden(ctx.resource, ctx.name,
                                 "status unknown for quota: %s, resources: %s"
                                 % (quota["metadata"]["name"],
                                    ",".join(restricted)))
-        if used_live is None:
-            claims, _ = ctx.api.list(CLAIMS, namespace=ctx.namespace)
-            used_live = _claims_usage(claims)
-        exceeded = [k for k in restricted if k in requested and
-                    qty.Quantity(used_live.get(k, 0) + requested[k]).compare(
-                        _q(hard[k])) > 0]
+        interesting.append(quota)
+    requested = {k: v for k, v in claim_usage(ctx.object).items() if v}
+    charges = []
+    for quota in interesting:
+        st = quota["status"]
+        hard, used = st["hard"], st["used"]
+        req = {k: requested[k] for k in hard if k in requested}
+        if not req:
+            continue
+        new_used = dict(used)
+        for k, v in req.items():
+            new_used[k] = str(_q(used.get(k, "0")) + qty.Quantity(v))
+        exceeded = sorted(k for k in req
+                          if _q(new_used[k]).compare(_q(hard[k])) > 0)
         if exceeded:
             raise err_forbidden(
                 ctx.resource, ctx.name,
                 "exceeded quota: %s, requested: %s, used: %s, limited: %s"
                 % (quota["metadata"]["name"],
-                   _pretty({k: requested[k] for k in exceeded}),
-                   _pretty({k: used_live.get(k, 0) for k in exceeded}),
+                   _pretty({k: req[k] for k in exceeded}),
+                   _pretty({k: used[k] for k in exceeded}),
                    _pretty({k: hard[k] for k in exceeded})))
+        charges.append((quota, new_used))
+    return charges
+
+
+def admit_claim(ctx):
+    """Validating hook: check_claim, then charge status.used of every
+    matching quota in the same critical section as the claim's persist
+    (the apiserver writes the quota status before it stores the claim; a
+    later refusal leaves the charge until the quota controller recomputes
+    usage, as on a real cluster)."""
+    charges = check_claim(ctx)
+    if ctx.dry_run or not charges:
+        return
+    store = ctx.api.store
+    res = ctx.api.resource("resourcequotas")
+    with store.lock:
+        for quota, new_used in charges:
+            cur = store.get(res, ctx.namespace, quota["metadata"]["name"])
+            if cur is None:
+                continue
+            obj = cur.copy()
+            obj.setdefault("status", {})["used"] = new_used
+            obj["metadata"]["resourceVersion"] = str(store.next_rv())
+            store.commit("MODIFIED", res, obj, cur.obj)
 
 
 def _pod_usage(pods, name):
@@ -160,11 +221,16 @@ def _pod_usage(pods, name):
 
 
 class QuotaController:
-    """Recomputes status of every ResourceQuota from the live objects."""
+    """kube-controller-manager's quota controller: copies spec.hard to
+    status.hard and recomputes status.used from the live objects, DELAY
+    seconds after it first sees a quota's status differ from that (so
+    tests can widen the window in which a real cluster fails open)."""
 
-    def __init__(self, api):
+    def __init__(self, api, delay=DEFAULT_SYNC_DELAY):
         self.api = api
+        self.delay = delay
         self.namespaces = set()
+        self.since = {}
 
     def relevant(self, ev):
         """Quota objects and anything in a namespace that has a quota."""
@@ -207,34 +273,82 @@ class QuotaController:
         return used
 
     def pass_once(self):
-        """Update status of every quota whose usage changed."""
+        """Update status of every quota whose status is due."""
         quotas, _ = self.api.list("resourcequotas")
         self.namespaces = {q["metadata"]["namespace"] for q in quotas}
+        live = set()
+        for q in quotas:
+            live.add(q["metadata"].get("uid"))
+        for uid in list(self.since):
+            if uid not in live:
+                del self.since[uid]
         each([q for q in quotas if not q["metadata"].get(
             "deletionTimestamp")], self.sync)
 
+    def next_due(self):
+        """Seconds until the earliest pending status write, or None."""
+        if not self.since:
+            return None
+        return max(0.0, min(self.since.values()) + self.delay -
+                   time.monotonic())
+
     def sync(self, q):
-        """Write the status of one quota if it changed."""
+        """Write the status of one quota once it has differed for DELAY.
+
+        The update carries the quota's resourceVersion, so a charge made
+        by admission meanwhile makes it conflict and the next pass
+        recomputes (the usage is listed after the quota was read)."""
         md = q["metadata"]
         hard = dict((q.get("spec") or {}).get("hard") or {})
         status = {"hard": hard, "used": self.usage(md["namespace"], hard)}
         if (q.get("status") or {}) == status:
+            self.since.pop(md["uid"], None)
+            return
+        t = time.monotonic()
+        first = self.since.setdefault(md["uid"], t)
+        if t - first < self.delay:
             return
         q["status"] = status
         try:
             self.api.update("resourcequotas", md["namespace"], q,
                             subresource="status", user=QUOTA_USER)
         except ApiError:
-            pass
+            return
+        self.since.pop(md["uid"], None)
 
 
-def run(api, stop):
-    """Controller thread of the quota controller."""
-    ctl = QuotaController(api)
-    event_loop(api, stop, ctl.relevant, ctl.pass_once)
+def parse_duration(text):
+    """Seconds of a duration like 250ms, 2s, 1.5s, 1m (ValueError if not
+    one, or negative, or over an hour)."""
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]*)?)(ms|s|m)", (text or "").strip())
+    if not m:
+        raise ValueError("invalid duration %r (want e.g. 250ms, 2s, 1m)"
+                         % text)
+    v = float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0}[m.group(2)]
+    if v > 3600:
+        raise ValueError("duration %r is over 1h" % text)
+    return v
+
+
+def option_duration(reg, key, default):
+    """A duration option of --set KEY=DURATION (ValueError names KEY)."""
+    text = reg.options.get(key)
+    if text is None:
+        return default
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise ValueError("--set %s: %s" % (key, e)) from None
 
 
 def register(reg):
     """Plug quota admission and the quota controller into the simulator."""
-    reg.add_validating("ResourceQuota", check_claim, order=50)
+    delay = option_duration(reg, "quota-sync-delay", DEFAULT_SYNC_DELAY)
+
+    def run(api, stop):
+        ctl = QuotaController(api, delay)
+        event_loop(api, stop, ctl.relevant, ctl.pass_once, due=ctl.next_due)
+    # The apiserver runs ResourceQuota as the last admission plug-in.
+    reg.add_validating("ResourceQuota", admit_claim, order=1000)
     reg.add_controller("resourcequota-controller", run)
+    reg.log("quota: status sync delay %gs" % delay)
