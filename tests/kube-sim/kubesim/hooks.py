@@ -25,7 +25,9 @@ Write pipeline (create / update / patch / delete, HTTP and internal alike)
  6. validation of the built-in type (422 Invalid, 400 BadRequest ...)
  7. VALIDATING hooks (e.g. ResourceQuota), called while holding the store
     lock so that check-then-persist is atomic: they may read through
-    ctx.api (get/list) but must not write or block.
+    ctx.api (get/list) but must not write or block.  (The one exception,
+    quota.py, charges ResourceQuota status.used straight in the store
+    under that lock, as the apiserver's quota admission writes it.)
  8. persist (unless dry run), resourceVersion bump, watch event.
 
 A hook is ``fn(ctx) -> None`` and rejects the request by raising ApiError.
