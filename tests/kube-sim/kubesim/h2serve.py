@@ -319,7 +319,8 @@ class H2Connection:
                     if sent >= KICK_BYTES:  # start writing a long body
                         sent = 0
                         self._out()
-            except h2.exceptions.StreamClosedError:
+            except (h2.exceptions.StreamClosedError,
+                    h2.exceptions.ProtocolError):  # stream or conn closed
                 st.gone = True
                 raise StreamGone()
 
@@ -330,7 +331,8 @@ class H2Connection:
                 return
             try:
                 self.h2.reset_stream(st.sid, code)
-            except h2.exceptions.StreamClosedError:
+            except (h2.exceptions.StreamClosedError,
+                    h2.exceptions.ProtocolError):
                 pass
             st.gone = True
             self.server.h2stats.add("resets_sent")
@@ -354,6 +356,9 @@ class H2Connection:
             except h2.exceptions.ProtocolError:
                 pass
             self.server.h2stats.add("goaway_sent")
+            if close_after:  # the streams die with the connection
+                for st in list(self.streams.values()):
+                    self._stream_gone(st)
             self._out()
 
     # --- the connection thread ---------------------------------------------
@@ -432,6 +437,10 @@ class H2Connection:
                     return True
                 if not data:
                     return False
+                if self.goaway:  # we said GOAWAY: what follows is moot
+                    if not self.sock.pending():
+                        return True
+                    continue
                 try:
                     events = self.h2.receive_data(data)
                 except h2.exceptions.ProtocolError as e:
