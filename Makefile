@@ -8,6 +8,7 @@
 #   make bench      benchmarks (figures, not assertions)
 #   make study      the sharing-mode study into study/out (STUDY_QUICK=1: short)
 #   make install    PREFIX=/usr/local DESTDIR=
+#   make deb        Debian package into build/ (DEB_CHECK=1 make deb-check)
 
 VERSION    := 0.1.0
 PREFIX     ?= /usr/local
@@ -68,7 +69,7 @@ TOOL_BINS  := $(TOOL_SRCS:tests/tools/%.c=$(OUT)/tests/%)
 .DELETE_ON_ERROR:
 
 .PHONY: all deps check test-build asan fuzz demo bench install clean \
-	unit integration faults study
+	unit integration faults study deb deb-check
 
 all: $(BINS)
 
@@ -167,6 +168,23 @@ install: all
 		install -m 0644 systemd/kpgpud.tmpfiles \
 			$(DESTDIR)$(PREFIX)/lib/tmpfiles.d/kpgpud.conf; \
 	fi
+
+# deb: the Debian package (debian/), built from a copy of the tree so that
+# dpkg-buildpackage leaves the checkout alone; lintian runs on the result.
+DEB := build/kpgpud_$(VERSION)-1_$(shell dpkg --print-architecture 2>/dev/null)
+deb:
+	@scripts/deps
+	rm -rf build/deb && mkdir -p build/deb/kpgpud-$(VERSION)
+	tar -C . --exclude=./build --exclude=./.git --exclude='./study/out' \
+		-cf - . | tar -C build/deb/kpgpud-$(VERSION) -xf -
+	cd build/deb/kpgpud-$(VERSION) && dpkg-buildpackage -us -uc -b \
+		-j$$(nproc) >../build.log 2>&1 || { tail -n 40 ../build.log; exit 1; }
+	cp build/deb/kpgpud_$(VERSION)-1_*.deb build/
+	lintian --fail-on error,warning --tag-display-limit 0 $(DEB).deb
+
+# deb-check: the package installed into a scratch root (tests/package/).
+deb-check: deb
+	tests/package/t_deb $(DEB).deb
 
 clean:
 	rm -rf build
