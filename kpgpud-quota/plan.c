@@ -836,6 +836,49 @@ events_json(const struct plan *p)
 	return ev;
 }
 
+const char *const plan_ns_annotation_keys[] = {
+	RESOLVED_ANNOTATION, PLAN_NS_TEMPLATE_ANNOT, PLAN_NS_CLAIM_ANNOT,
+	PLAN_NS_CLASS_ANNOT, PLAN_NS_MAX_ANNOT, PLAN_NS_INIT_ANNOT, NULL,
+};
+
+/* The init container policy as the plain annotation says it. */
+static char *
+init_value(const struct annotation *a)
+{
+	size_t len = 1, off = 0;
+	char *s;
+
+	if (a->init != RESOLVED_INIT_NAMED)
+		return strdup(a->init == RESOLVED_INIT_ALL ? "all" : "none");
+	for (int i = 0; i < a->ninit_names; i++)
+		len += strlen(a->init_names[i]) + 1;
+	if ((s = malloc(len)) == NULL)
+		return NULL;
+	s[0] = '\0';
+	for (int i = 0; i < a->ninit_names; i++)
+		off += (size_t)snprintf(s + off, len - off, "%s%s",
+		    i > 0 ? "," : "", a->init_names[i]);
+	return s;
+}
+
+/* The Namespace annotations of the plan. */
+json_t *
+plan_ns_annotations(const struct plan *p)
+{
+	char max[16], *init;
+	json_t *m;
+
+	if ((init = init_value(&p->annot)) == NULL)
+		return NULL;
+	snprintf(max, sizeof(max), "%d", p->annot.max_devices);
+	m = json_pack("{s:s, s:s, s:s, s:s, s:s}", RESOLVED_ANNOTATION,
+	    p->resolved, p->claim_is_template ? PLAN_NS_TEMPLATE_ANNOT :
+	    PLAN_NS_CLAIM_ANNOT, p->claim_name, PLAN_NS_CLASS_ANNOT,
+	    p->class_name, PLAN_NS_MAX_ANNOT, max, PLAN_NS_INIT_ANNOT, init);
+	free(init);
+	return m;
+}
+
 /* Render the plan: objects, quota keys, Namespace metadata, events. */
 json_t *
 plan_to_json(const struct plan *p)
@@ -849,10 +892,10 @@ plan_to_json(const struct plan *p)
 		return NULL;
 	}
 	return json_pack("{s:s, s:s, s:o, s:{s:s, s:s, s:o}, "
-	    "s:{s:s, s:{s:s}, s:{s:s}}, s:o}", "instance", p->instance_ref,
+	    "s:{s:s, s:{s:s}, s:o}, s:o}", "instance", p->instance_ref,
 	    "sharing", annotation_sharing_name(p->annot.sharing), "objects",
 	    objs, "quota", "name", p->quota_name, "namespace", p->namespace,
 	    "hard", plan_quota_hard(p), "namespace", "name", p->namespace,
 	    "labels", RESOLVED_LABEL, "true", "annotations",
-	    RESOLVED_ANNOTATION, p->resolved, "events", events_json(p));
+	    plan_ns_annotations(p), "events", events_json(p));
 }

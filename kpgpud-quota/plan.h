@@ -27,6 +27,18 @@
 #define PLAN_CLASS_KEY_SUFFIX	".deviceclass.resource.k8s.io/devices"
 #define PLAN_DRIVER		"gpu.nvidia.com"
 #define PLAN_REQUEST		"gpu"	/* the request name in every claim */
+/*
+ * Plain Namespace annotations next to RESOLVED_ANNOTATION, for the
+ * ValidatingAdmissionPolicies (CEL cannot parse the JSON one): the name of
+ * the tenant's template or shared claim (exactly one of the two), its
+ * DeviceClass, the devices it may hold (decimal) and the init containers
+ * that get the claim ("none", "all" or a comma list).
+ */
+#define PLAN_NS_TEMPLATE_ANNOT	"kubeplus.io/gpu-claim-template"
+#define PLAN_NS_CLAIM_ANNOT	"kubeplus.io/gpu-claim"
+#define PLAN_NS_CLASS_ANNOT	"kubeplus.io/gpu-device-class"
+#define PLAN_NS_MAX_ANNOT	"kubeplus.io/gpu-max-devices"
+#define PLAN_NS_INIT_ANNOT	"kubeplus.io/gpu-init-containers"
 
 #define PLAN_DEFAULT_GPU_CLASS	"gpu.nvidia.com"
 #define PLAN_DEFAULT_CLASS_PREFIX "kpgpud-mig-"
@@ -147,6 +159,13 @@ bool	 plan_drivers_valid(const char *drivers);
 
 /* The whole plan as one JSON document (what kpgpuctl render prints). */
 json_t	*plan_to_json(const struct plan *p);
+/*
+ * The Namespace annotations of the plan: RESOLVED_ANNOTATION and the
+ * PLAN_NS_* ones (one of the two claim keys). NULL on ENOMEM.
+ */
+json_t	*plan_ns_annotations(const struct plan *p);
+/* Every Namespace annotation key kpgpud-quota may write (NULL-terminated). */
+extern const char *const plan_ns_annotation_keys[];
 /* The ResourceQuota "hard" map of the plan: key -> quantity string. */
 json_t	*plan_quota_hard(const struct plan *p);
 

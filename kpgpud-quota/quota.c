@@ -137,6 +137,7 @@ work_free(struct qwork *w)
 	json_decref(w->obs.device_class);
 	json_decref(w->obs.quotas);
 	free((char *)w->obs.ns_resolved);
+	json_decref(w->obs.ns_annots);
 	reconcile_actions_clear(&w->ev);
 	reconcile_actions_clear(&w->acts);
 	free(w);
@@ -508,6 +509,8 @@ work_namespace(const struct kube_response *resp, void *arg)
 	w->obs.ns_isolated = label != NULL && strcmp(label, "true") == 0;
 	free((char *)w->obs.ns_resolved);
 	w->obs.ns_resolved = res != NULL ? strdup(res) : NULL;
+	json_decref(w->obs.ns_annots);
+	w->obs.ns_annots = json_incref(json_object_get(meta, "annotations"));
 	w->obs.ns_terminating = json_object_get(meta, "deletionTimestamp") !=
 	    NULL;
 	work_diff(w);
@@ -719,6 +722,9 @@ work_observe(struct qwork *w, struct cache *c, const char *ns)
 		if (row->resolved != NULL &&
 		    (obs->ns_resolved = strdup(row->resolved)) == NULL)
 			r = -ENOMEM;
+		/* kubeplus.io/ keys only, which are all ns_diff reads */
+		if (row->annotations != NULL)
+			obs->ns_annots = json_loads(row->annotations, 0, NULL);
 		cache_ns_free(row);
 		if (r == -ENOMEM)
 			return r;

@@ -662,31 +662,61 @@ quota_diff(const struct plan *p, const struct rc_observed *obs,
 	return ret;
 }
 
-/* Label and annotate the Namespace, or take both away (p NULL). */
+/* Whether the Namespace already has every annotation of want, no other. */
+static bool
+ns_annots_equal(json_t *want, json_t *have)
+{
+	const char *k;
+
+	for (int i = 0; (k = plan_ns_annotation_keys[i]) != NULL; i++) {
+		json_t *w = json_object_get(want, k), *h = json_object_get(have,
+		    k);
+
+		if (w == NULL ? h != NULL : h == NULL || !json_equal(w, h))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Label and annotate the Namespace, or take both away (p NULL). The plain
+ * annotations for the admission policy travel in the same patch as the
+ * label, and the claim key of the other kind is removed.
+ */
 static int
 ns_diff(const struct plan *p, const struct rc_observed *obs,
     struct rc_actions *r)
 {
 	char path[RC_PATH_MAX], what[384];
-	json_t *patch;
+	json_t *patch, *want;
+	const char *k;
 
 	snprintf(path, sizeof(path), CORE_API "/namespaces/%s", obs->ns);
-	snprintf(what, sizeof(what), "Namespace %s label and annotation",
+	snprintf(what, sizeof(what), "Namespace %s label and annotations",
 	    obs->ns);
-	if (p != NULL) {
-		if (obs->ns_isolated && obs->ns_resolved != NULL &&
-		    strcmp(obs->ns_resolved, p->resolved) == 0)
-			return 0;
-		patch = json_pack("{s:{s:{s:s}, s:{s:s}}}", "metadata",
-		    "labels", RESOLVED_LABEL, "true", "annotations",
-		    RESOLVED_ANNOTATION, p->resolved);
-	} else {
-		if (!obs->ns_isolated && obs->ns_resolved == NULL)
-			return 0;
-		patch = json_pack("{s:{s:{s:n}, s:{s:n}}}", "metadata",
-		    "labels", RESOLVED_LABEL, "annotations",
-		    RESOLVED_ANNOTATION);
+	if (p != NULL && (want = plan_ns_annotations(p)) == NULL)
+		return -ENOMEM;
+	if (p == NULL)
+		want = json_object();
+	if (want == NULL)
+		return -ENOMEM;
+	if (p != NULL ? obs->ns_isolated && ns_annots_equal(want,
+	    obs->ns_annots) : !obs->ns_isolated && ns_annots_equal(want,
+	    obs->ns_annots)) {
+		json_decref(want);
+		return 0;
 	}
+	for (int i = 0; (k = plan_ns_annotation_keys[i]) != NULL; i++)
+		if (json_object_get(want, k) == NULL &&
+		    json_object_set_new(want, k, json_null())) {
+			json_decref(want);
+			return -ENOMEM;
+		}
+	patch = json_pack("{s:{s:{s:o}, s:o}}", "metadata", "labels",
+	    RESOLVED_LABEL, p != NULL ? json_string("true") : json_null(),
+	    "annotations", want);
+	if (patch == NULL)
+		return -ENOMEM;
 	return push(r, "PATCH", "patch", patch, 0, path, what);
 }
 

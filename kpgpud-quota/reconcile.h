@@ -82,6 +82,8 @@ struct rc_observed {
 	bool		 ns_terminating;
 	bool		 ns_isolated;	/* the label is "true" */
 	const char	*ns_resolved;	/* annotation value or NULL */
+	json_t		*ns_annots;	/* its kubeplus.io/ annotations or
+					   NULL (none) */
 	/*
 	 * The object of the plan's claim name, looked up by name (never
 	 * hidden by other objects); has_planned false when there is none.

@@ -189,6 +189,15 @@ TEST(exclusive_optional_fields)
 	CHECK_INT(r->ninit_names, 2);
 	CHECK_STR(r->init_names[0], "setup");
 	CHECK_INT(r->legacy, RESOLVED_LEGACY_TRANSLATE);
+	/* the plain Namespace annotations of the admission policy */
+	d = plan_ns_annotations(p);
+	CHECK_STR(jstr(d, PLAN_NS_TEMPLATE_ANNOT), "agent-team-b-gpu");
+	CHECK(json_object_get(d, PLAN_NS_CLAIM_ANNOT) == NULL);
+	CHECK_STR(jstr(d, PLAN_NS_CLASS_ANNOT), "gpu.nvidia.com");
+	CHECK_STR(jstr(d, PLAN_NS_MAX_ANNOT), "4");
+	CHECK_STR(jstr(d, PLAN_NS_INIT_ANNOT), "setup,warmup");
+	CHECK_STR(jstr(d, RESOLVED_ANNOTATION), p->resolved);
+	json_decref(d);
 	free(r);
 	plan_free(p);
 }
@@ -297,6 +306,12 @@ TEST(time_slicing_shared_claim)
 	REQUIRE(resolved_of(p, r) == 0);
 	CHECK_STR(r->claim, "agent-team-e-gpu");
 	CHECK_STR(r->claim_template, "");
+	c = plan_ns_annotations(p);
+	CHECK_STR(jstr(c, PLAN_NS_CLAIM_ANNOT), "agent-team-e-gpu");
+	CHECK(json_object_get(c, PLAN_NS_TEMPLATE_ANNOT) == NULL);
+	CHECK_STR(jstr(c, PLAN_NS_MAX_ANNOT), "1");
+	CHECK_STR(jstr(c, PLAN_NS_INIT_ANNOT), "none");
+	json_decref(c);
 	REQUIRE(p->nevents == 1);
 	CHECK_STR(p->events[0].reason, "AlphaFeatureGate");
 	CHECK_STR(p->events[0].message, "sharing \"time-slicing\" needs the "

@@ -65,6 +65,7 @@ obs_free(struct rc_observed *o)
 	json_decref(o->planned.data);
 	json_decref(o->device_class);
 	json_decref(o->quotas);
+	json_decref(o->ns_annots);
 }
 
 /* Make o look exactly like what p wants. */
@@ -98,6 +99,7 @@ obs_from_plan(struct rc_observed *o, const struct plan *p)
 	    "hard", plan_quota_hard(p)));
 	o->ns_isolated = true;
 	o->ns_resolved = p->resolved;
+	o->ns_annots = plan_ns_annotations(p);
 }
 
 /* Check action i: method and path. */
@@ -121,7 +123,7 @@ TEST(from_nothing_in_order)
 	struct plan *p = mkplan(MIG);
 	struct rc_observed o;
 	struct rc_actions *a = calloc(1, sizeof(*a));
-	json_t *b;
+	json_t *b, *an;
 
 	REQUIRE(p != NULL && a != NULL);
 	mkobs(&o);
@@ -156,6 +158,17 @@ TEST(from_nothing_in_order)
 	CHECK_STR(json_string_value(json_object_get(json_object_get(
 	    json_object_get(b, "metadata"), "annotations"),
 	    RESOLVED_ANNOTATION)), p->resolved);
+	/* the plain annotations the admission policy reads, same patch */
+	an = json_object_get(json_object_get(b, "metadata"), "annotations");
+	CHECK_STR(json_string_value(json_object_get(an,
+	    PLAN_NS_TEMPLATE_ANNOT)), "agent-t1-gpu");
+	CHECK(json_is_null(json_object_get(an, PLAN_NS_CLAIM_ANNOT)));
+	CHECK_STR(json_string_value(json_object_get(an, PLAN_NS_CLASS_ANNOT)),
+	    "kpgpud-mig-1g.10gb");
+	CHECK_STR(json_string_value(json_object_get(an, PLAN_NS_MAX_ANNOT)),
+	    "2");
+	CHECK_STR(json_string_value(json_object_get(an, PLAN_NS_INIT_ANNOT)),
+	    "none");
 	json_decref(b);
 	reconcile_actions_clear(a);
 	obs_free(&o);
@@ -180,6 +193,18 @@ TEST(in_sync_writes_nothing)
 	REQUIRE(reconcile_diff(p, &o, a) == 0);
 	CHECK_INT(a->n, 0);
 	CHECK_INT(a->nimpostors, 0);
+	/* a Namespace without a plain annotation (or with a stale one) */
+	json_object_del(o.ns_annots, PLAN_NS_MAX_ANNOT);
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	CHECK_INT(a->n, 1);
+	check_action(a, 0, "PATCH", "/api/v1/namespaces/t1");
+	reconcile_actions_clear(a);
+	json_object_set_new(o.ns_annots, PLAN_NS_MAX_ANNOT, json_string("2"));
+	json_object_set_new(o.ns_annots, PLAN_NS_CLAIM_ANNOT,
+	    json_string("x"));
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	CHECK_INT(a->n, 1);
+	reconcile_actions_clear(a);
 	obs_free(&o);
 	free(a);
 	plan_free(p);
@@ -299,8 +324,10 @@ TEST(cleanup_in_reverse)
 	b = json_loads(a->a[0].body, 0, NULL);
 	CHECK(json_is_null(json_object_get(json_object_get(json_object_get(b,
 	    "metadata"), "labels"), RESOLVED_LABEL)));
-	CHECK(json_is_null(json_object_get(json_object_get(json_object_get(b,
-	    "metadata"), "annotations"), RESOLVED_ANNOTATION)));
+	for (int i = 0; plan_ns_annotation_keys[i] != NULL; i++)
+		CHECK(json_is_null(json_object_get(json_object_get(
+		    json_object_get(b, "metadata"), "annotations"),
+		    plan_ns_annotation_keys[i])));
 	json_decref(b);
 	check_action(a, 1, "PATCH", "/api/v1/namespaces/t1/resourcequotas/"
 	    "agent-t1");
