@@ -21,12 +21,14 @@ from load import Api
 DAEMONS = ("sync", "quota", "admit")
 MANAGED = "app.kubernetes.io/managed-by=kpgpud"
 INSTANCES = "/apis/platform.kubeplus.io/v1alpha1/agents"
+# kind, collection, label selector of what sync caches: every DeviceClass
+# (strict quota needs them all), only kpgpud's objects of the other kinds.
 OWNED = (
-    ("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses"),
+    ("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses", None),
     ("ResourceClaimTemplate",
-     "/apis/resource.k8s.io/v1/resourceclaimtemplates"),
-    ("ResourceClaim", "/apis/resource.k8s.io/v1/resourceclaims"),
-    ("ResourceQuota", "/api/v1/resourcequotas"),
+     "/apis/resource.k8s.io/v1/resourceclaimtemplates", MANAGED),
+    ("ResourceClaim", "/apis/resource.k8s.io/v1/resourceclaims", MANAGED),
+    ("ResourceQuota", "/api/v1/resourcequotas", MANAGED),
 )
 
 
@@ -265,8 +267,8 @@ class Stack:
     def api_state(self):
         st = {"ns": self.api_list("/api/v1/namespaces"),
               "in": self.api_list(INSTANCES)}
-        for kind, path in OWNED:
-            st[kind] = self.api_list(path, MANAGED)
+        for kind, path, selector in OWNED:
+            st[kind] = self.api_list(path, selector)
         return None if any(v is None for v in st.values()) else st
 
     def cache_state(self):
@@ -282,7 +284,7 @@ class Stack:
                     "SELECT name, rv FROM namespaces")},
                       "in": {"%s/%s" % (ns, n): rv for ns, n, rv in
                              c.execute("SELECT ns, name, rv FROM instances")}}
-                for kind, _ in OWNED:
+                for kind, _, _ in OWNED:
                     st[kind] = {"%s/%s" % (ns, n): rv for ns, n, rv in
                                 c.execute("SELECT ns, name, rv FROM owned "
                                           "WHERE kind = ?", (kind,))}
