@@ -8,7 +8,8 @@
 #   make bench      benchmarks (figures, not assertions)
 #   make study      the sharing-mode study into study/out (STUDY_QUICK=1: short)
 #   make install    PREFIX=/usr/local DESTDIR=
-#   make deb        Debian package into build/ (DEB_CHECK=1 make deb-check)
+#   make deb        Debian package into build/ (make deb-check: + its test)
+#   make image      OCI image into build/ (make image-check: + its test)
 
 VERSION    := 0.1.0
 PREFIX     ?= /usr/local
@@ -69,7 +70,7 @@ TOOL_BINS  := $(TOOL_SRCS:tests/tools/%.c=$(OUT)/tests/%)
 .DELETE_ON_ERROR:
 
 .PHONY: all deps check test-build asan fuzz demo bench install clean \
-	unit integration faults study deb deb-check
+	unit integration faults study deb deb-check image image-check
 
 all: $(BINS)
 
@@ -181,6 +182,15 @@ deb:
 		-j$$(nproc) >../build.log 2>&1 || { tail -n 40 ../build.log; exit 1; }
 	cp build/deb/kpgpud_$(VERSION)-1_*.deb build/
 	lintian --fail-on error,warning --tag-display-limit 0 $(DEB).deb
+
+# image: the OCI image build/kpgpud-VERSION.oci.tar (scripts/image) of the
+# release binaries; image-check runs what is in it (tests/package/t_image).
+image: all
+	@scripts/deps
+	scripts/image $(VERSION) $(OUT)/bin build
+
+image-check: image
+	tests/package/t_image build/kpgpud-$(VERSION).oci.tar
 
 # deb-check: the package installed into a scratch root (tests/package/).
 deb-check: deb
