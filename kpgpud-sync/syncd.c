@@ -307,6 +307,7 @@ syncd_synced(void *arg, struct reflector *rf)
 	if (++sd->nsynced < sd->nrf || sd->synced)
 		return;
 	sd->synced = true;
+	metric_set(sd->m.synced, NULL, NULL, 1);
 	if (sd->in_batch)
 		sd->announce = true;	/* once the batch is committed */
 	else if (sd->on_synced != NULL)
@@ -559,6 +560,10 @@ syncd_metrics_init(struct syncd_metrics *m, struct metrics *reg)
 	    "NS_LOOKUP requests by result.", "result", NULL, 8, &m->lookups);
 	r = r ? r : metrics_gauge(reg, "kpgpud_sync_cache_generation",
 	    "The newest cache generation.", NULL, NULL, 0, &m->generation);
+	r = r ? r : metrics_gauge(reg, "kpgpud_sync_cache_synced",
+	    "1 once the first full list of every collection is in the cache "
+	    "(kpgpuctl cache status: synced=true).", NULL, NULL, 0,
+	    &m->synced);
 	return r;
 }
 

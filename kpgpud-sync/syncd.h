@@ -60,6 +60,7 @@ struct syncd_metrics {
 	struct metric	*subscribers;	/* gauge */
 	struct metric	*lookups;	/* counter by result */
 	struct metric	*generation;	/* gauge */
+	struct metric	*synced;	/* gauge: 1 once first-synced */
 };
 
 struct syncd {
