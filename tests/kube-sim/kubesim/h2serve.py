@@ -12,6 +12,7 @@ dropped watch (fault) resets its stream; shutdown sends GOAWAY."""
 import email.utils
 import http.client
 import io
+import queue
 import select
 import socket
 import ssl
@@ -44,6 +45,56 @@ HIGH_WATER = 4 << 20        # queued bytes before writers wait for the socket
 KICK_BYTES = 256 << 10      # queued bytes before the socket is woken anyway
 HOP_BY_HOP = {"connection", "transfer-encoding", "keep-alive",
               "proxy-connection", "upgrade"}
+
+
+WORKER_IDLE = 30.0          # seconds an idle stream worker waits for work
+
+
+class Workers:
+    """Threads that run request streams, kept for reuse: handing a stream
+    to an idle worker is one queue put, where starting a thread makes the
+    connection thread wait until the new thread runs (a GIL round trip,
+    milliseconds on a loaded machine). A worker idle for WORKER_IDLE
+    seconds ends; there are as many as streams running at once (watches
+    hold theirs)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.q = queue.SimpleQueue()
+        self.idle = 0   # waiting workers not yet promised a job
+
+    def submit(self, fn):
+        """Run fn() in a worker thread."""
+        with self.lock:
+            if self.idle:
+                self.idle -= 1
+                self.q.put(fn)
+                return
+        threading.Thread(target=self._work, args=(fn,), name="h2-stream",
+                         daemon=True).start()
+
+    def _work(self, fn):
+        """Run jobs until idle for WORKER_IDLE seconds."""
+        while True:
+            try:
+                fn()
+            except Exception:  # H2Request.run logs its own errors
+                pass
+            fn = None
+            with self.lock:
+                self.idle += 1
+            try:
+                fn = self.q.get(timeout=WORKER_IDLE)
+            except queue.Empty:
+                with self.lock:
+                    try:  # a job promised to the idle ones just came
+                        fn = self.q.get_nowait()
+                    except queue.Empty:
+                        self.idle -= 1
+                        return
+
+
+WORKERS = Workers()
 
 
 class H2Stats:
@@ -233,6 +284,7 @@ class H2Connection:
         self.wake_r.setblocking(False)
         self.wake_w.setblocking(False)
         self.kicked = False
+        self.ready = []     # complete requests to hand to workers
 
     # --- writers (any thread) ------------------------------------------------
 
@@ -290,7 +342,7 @@ class H2Connection:
                     self.h2.send_headers(st.sid, hdrs,
                                          end_stream=end and not len(view))
                     if end and not len(view):
-                        st.ended = True
+                        self._ended(st)
                         self._out()
                         return
                 while True:
@@ -298,7 +350,7 @@ class H2Connection:
                     if not len(view):
                         if end:
                             self.h2.end_stream(st.sid)
-                            st.ended = True
+                            self._ended(st)
                         self._out()
                         return
                     win = min(self.h2.local_flow_control_window(st.sid),
@@ -312,7 +364,7 @@ class H2Connection:
                                       end_stream=last)
                     view = view[win:]
                     if last:
-                        st.ended = True
+                        self._ended(st)
                         self._out()
                         return
                     sent += win
@@ -335,13 +387,21 @@ class H2Connection:
                     h2.exceptions.ProtocolError):
                 pass
             st.gone = True
+            self.streams.pop(st.sid, None)
             self.server.h2stats.add("resets_sent")
             self._out()
 
+    def _ended(self, st):
+        """st's END_STREAM is queued: it is done here (lock held; saves
+        the handler taking the lock again when it returns)."""
+        st.ended = True
+        self.streams.pop(st.sid, None)
+
     def stream_done(self, st):
         """A stream's handler finished."""
-        with self.lock:
-            self.streams.pop(st.sid, None)
+        if self.streams.get(st.sid) is st:
+            with self.lock:
+                self.streams.pop(st.sid, None)
 
     def send_goaway(self, close_after=True):
         """GOAWAY (NO_ERROR) naming the last stream we accepted, then end
@@ -410,14 +470,13 @@ class H2Connection:
             self._gone_all()
 
     def _start(self, st):
-        """Run a complete request in its own thread."""
+        """Queue a complete request to run in a worker once the lock is
+        released (lock held)."""
         if getattr(st, "started", False):
             return
         st.started = True
         st.rfile = io.BytesIO(bytes(st.body))
-        t = threading.Thread(target=st.run, name="h2-%d" % st.sid,
-                             daemon=True)
-        t.start()
+        self.ready.append(st)
 
     def _flush(self):
         """Move h2's output to our buffer and write what the socket takes;
@@ -427,13 +486,25 @@ class H2Connection:
             return self._out(io=True)
 
     def _read(self):
-        """Read what the socket has; False when the peer is gone."""
+        """Read what the socket has; False when the peer is gone. The
+        requests that became complete go to workers after the lock is
+        released (a worker's first act is to take it)."""
+        try:
+            return self._read_locked()
+        finally:
+            ready, self.ready = self.ready, []
+            for st in ready:
+                WORKERS.submit(st.run)
+
+    def _read_locked(self):
+        """_read's socket and h2 part."""
         while True:
             with self.lock:
                 try:
                     data = self.sock.recv(65536)
                 except (ssl.SSLWantReadError, ssl.SSLWantWriteError,
                         BlockingIOError):
+                    self._out(io=True)
                     return True
                 if not data:
                     return False
@@ -452,6 +523,7 @@ class H2Connection:
                 for ev in events:
                     self._on_event(ev)
                 if not self.sock.pending():
+                    self._out(io=True)  # SETTINGS acks, WINDOW_UPDATEs
                     return True
 
     def serve(self):
@@ -491,8 +563,13 @@ class H2Connection:
         p = select.poll()
         sfd, wfd = self.sock.fileno(), self.wake_r.fileno()
         p.register(wfd, select.POLLIN)
+        drained = False
         while True:
-            drained = self._flush()
+            # The lock only when there is something to write: writers
+            # write themselves and kick us only for what the socket did
+            # not take; reads write their own answers.
+            if self.kicked or self.out or not drained or self.goaway:
+                drained = self._flush()
             if self.broken:
                 return
             if self.goaway and self.close_after and drained:
