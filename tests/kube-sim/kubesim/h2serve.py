@@ -63,13 +63,14 @@ class Workers:
         self.q = queue.SimpleQueue()
         self.idle = 0   # waiting workers not yet promised a job
 
-    def submit(self, fn):
-        """Run fn() in a worker thread."""
+    def submit(self, fn, stats):
+        """Run fn() in a worker thread (counted in stats when new)."""
         with self.lock:
             if self.idle:
                 self.idle -= 1
                 self.q.put(fn)
                 return
+        stats.add("workers_started")
         threading.Thread(target=self._work, args=(fn,), name="h2-stream",
                          daemon=True).start()
 
@@ -109,7 +110,7 @@ class H2Stats:
         with self.lock:
             self.c = {"connections": 0, "streams": 0, "resets_received": 0,
                       "resets_sent": 0, "goaway_sent": 0,
-                      "goaway_received": 0}
+                      "goaway_received": 0, "workers_started": 0}
 
     def add(self, key, n=1):
         """Count n of key."""
@@ -494,7 +495,7 @@ class H2Connection:
         finally:
             ready, self.ready = self.ready, []
             for st in ready:
-                WORKERS.submit(st.run)
+                WORKERS.submit(st.run, self.server.h2stats)
 
     def _read_locked(self):
         """_read's socket and h2 part."""
