@@ -3,8 +3,9 @@
 One connection thread owns the TLS socket: it reads frames, feeds them to
 python3-h2's state machine and writes whatever the machine has queued.
 Each request stream runs the ordinary request handler (server.Handler) in a
-thread of its own, so lists and watches are concurrent streams on one
-connection. Response bytes honour the peer's flow-control windows (a writer
+worker thread of its own (workers are reused: no thread start per request),
+so lists and watches are concurrent streams on one connection; a handler
+writes its response to the socket itself when the socket takes it. Response bytes honour the peer's flow-control windows (a writer
 waits for WINDOW_UPDATE); request bodies are acknowledged as they arrive.
 A stream reset by the client (RST_STREAM) closes its watch at once; a
 dropped watch (fault) resets its stream; shutdown sends GOAWAY."""
