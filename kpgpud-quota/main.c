@@ -40,6 +40,8 @@ struct quota_conf {
 	bool			 strict;
 	char			*strict_classes;
 	char			*gpu_drivers;
+	char			*policy_params;
+	char			*policy_user;
 	bool			 owner_refs;
 	int64_t			 resync_ms;
 	int64_t			 backoff_base_ms;
@@ -114,6 +116,15 @@ static const struct config_opt quota_opts[] = {
 	    "Plan", "DRA drivers whose devices are GPUs: a DeviceClass counts "
 	    "as a GPU class unless its selectors provably restrict it to a "
 	    "driver not listed.", CONFIG_NORELOAD),
+	CONFIG_STRING(QC, policy_params, "policy-params", 0, "none", "Plan",
+	    "NAMESPACE/NAME of the ConfigMap the admission policies read "
+	    "(deploy/: kpgpud/kpgpud-device-classes): key non-gpu-classes, "
+	    "the DeviceClasses that are not GPU classes, kept current; "
+	    "\"none\": not maintained.", CONFIG_NORELOAD),
+	CONFIG_STRING(QC, policy_user, "policy-user", 0, NULL, "Plan",
+	    "Also write this user name (kpgpud-quota's own, as the API server "
+	    "sees it) as quota-user into that ConfigMap; unset: left as "
+	    "deployed.", CONFIG_NORELOAD),
 	CONFIG_BOOL(QC, owner_refs, "owner-refs", 0, "true", "Plan",
 	    "Owner references to the instance where scope allows.",
 	    CONFIG_NORELOAD),
@@ -289,6 +300,32 @@ quota_core_config(struct quota_main *qm, struct quotad_config *c)
 		return -EINVAL;
 	}
 	c->gpu_drivers = f->gpu_drivers;
+	if (strcmp(f->policy_params, "none") != 0) {
+		const char *sl = strchr(f->policy_params, '/');
+		size_t nl = sl != NULL ? (size_t)(sl - f->policy_params) : 0;
+
+		if (sl == NULL || nl >= sizeof(c->params_ns) ||
+		    strlen(sl + 1) >= sizeof(c->params_name)) {
+			log_err("--policy-params \"%s\" is not NAMESPACE/NAME",
+			    f->policy_params);
+			return -EINVAL;
+		}
+		memcpy(c->params_ns, f->policy_params, nl);
+		c->params_ns[nl] = '\0';
+		snprintf(c->params_name, sizeof(c->params_name), "%s", sl + 1);
+		if (!plan_dns_label(c->params_ns) ||
+		    !plan_dns_subdomain(c->params_name)) {
+			log_err("--policy-params \"%s\" is not NAMESPACE/NAME",
+			    f->policy_params);
+			return -EINVAL;
+		}
+	}
+	if (f->policy_user != NULL && (f->policy_user[0] == '\0' ||
+	    strlen(f->policy_user) > 512)) {
+		log_err("--policy-user must be a user name of 1 to 512 bytes");
+		return -EINVAL;
+	}
+	c->params_user = f->policy_user;
 	c->plan.owner_refs = f->owner_refs;
 	c->plan.ns_from_namespace = f->tenant_ns == 1;
 	c->cache_path = f->cache;

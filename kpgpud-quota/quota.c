@@ -51,6 +51,8 @@ struct qwork {
 	char			 vwhy[RC_WHY_MAX];
 	char			 vuid[PLAN_UID_MAX + 1];
 	char			*vbody;		/* delete or event body */
+	char			*params;	/* non-GPU classes, for the
+						   policies' ConfigMap */
 };
 
 enum {
@@ -131,6 +133,7 @@ work_free(struct qwork *w)
 	plan_free(w->plan);
 	quotad_classes_free(w->classes, w->nclasses);
 	free(w->vbody);
+	free(w->params);
 	json_decref(w->obs.planned.data);
 	for (int i = 0; i < w->obs.nowned; i++)
 		json_decref(w->obs.owned[i].data);
@@ -976,6 +979,8 @@ struct gc_claim {
 	json_t		*claim;
 };
 
+static int gc_push_params(struct qwork *w);
+
 /* A class a claim requests: keep the deletion of that class back. */
 static void
 gc_claim_class(const char *cls, void *arg)
@@ -1037,7 +1042,83 @@ gc_claims_end(const struct kube_response *resp, const char *rv, void *arg)
 		n++;
 	}
 	w->acts.n = n;
+	if ((n = gc_push_params(w)) < 0) {
+		work_finish(w, n);
+		return;
+	}
 	work_next(w);
+}
+
+struct params_ctx {
+	const char	*drivers;
+	struct buf	 b;
+	int		 n;
+	int		 err;
+};
+
+/* Add a DeviceClass that is not a GPU class to the list. */
+static int
+params_cb(const struct cache_owned *o, void *arg)
+{
+	struct params_ctx *x = arg;
+	json_t *data = json_loads(o->data ? o->data : "{}", 0, NULL);
+	bool gpu = data == NULL || plan_class_is_gpu(data, x->drivers);
+
+	json_decref(data);
+	if (gpu)
+		return 0;
+	if (x->n >= QUOTAD_MAX_NON_GPU) {
+		x->err = -E2BIG;
+		return 0;
+	}
+	if (buf_printf(&x->b, "%s%s", x->n > 0 ? " " : "", o->name) < 0)
+		return x->err = -ENOMEM;
+	x->n++;
+	return 0;
+}
+
+/*
+ * The non-GPU DeviceClasses for the policies' parameter ConfigMap, into
+ * w->params; left NULL while sync has not listed the classes yet.
+ */
+static int
+gc_params(struct qwork *w, struct cache *c)
+{
+	struct params_ctx x = { w->q->cfg.gpu_drivers, BUF_INIT(0), 0, 0 };
+	char rv[64];
+	int r;
+
+	if (w->q->cfg.params_name[0] == '\0')
+		return 0;
+	if ((r = cache_watch_get(c, CACHE_WATCH_DEVICECLASSES, rv,
+	    sizeof(rv))) < 0)
+		return r == -ENOENT ? 0 : r;
+	r = cache_owned_foreach(c, "", CACHE_KIND_DEVICECLASS, 0, params_cb,
+	    &x);
+	if (r == 0 && x.err == -ENOMEM)
+		r = -ENOMEM;
+	if (r == 0 && x.err == -E2BIG)
+		log_warn("more than %d non-GPU DeviceClasses: the rest are not "
+		    "listed in ConfigMap %s/%s, and the admission policy denies "
+		    "tenants' claims of them", QUOTAD_MAX_NON_GPU,
+		    w->q->cfg.params_ns, w->q->cfg.params_name);
+	if (r == 0 && (w->params = strdup(x.b.len > 0 ? buf_str(&x.b) :
+	    "")) == NULL)
+		r = -ENOMEM;
+	buf_free(&x.b);
+	return r;
+}
+
+/* Append the parameter ConfigMap's writes, if there are any to make. */
+static int
+gc_push_params(struct qwork *w)
+{
+	const struct quotad_config *c = &w->q->cfg;
+
+	if (w->params == NULL)
+		return 0;
+	return reconcile_params(c->params_ns, c->params_name, w->params,
+	    c->params_user, &w->acts);
 }
 
 /*
@@ -1070,9 +1151,13 @@ work_gc(struct qwork *w, struct cache *c)
 	for (int i = 0; i < g->nused; i++)
 		free(g->used[i]);
 	free(g);
+	if (r == 0)
+		r = gc_params(w, c);
 	if (r < 0)
 		return r;
 	if (w->acts.n == 0) {
+		if ((r = gc_push_params(w)) < 0)
+			return r;
 		work_next(w);
 		return 0;
 	}

@@ -23,6 +23,9 @@
 #define QUOTAD_NS_PREFIX	"ns/"
 #define QUOTAD_MAX_CANDIDATES	16	/* instances per namespace considered */
 #define QUOTAD_EVENTS_SEEN	1024	/* reported events remembered */
+/* Non-GPU DeviceClasses named in the parameter ConfigMap; past it the
+   rest stay unlisted, so their claims are denied (fail closed). */
+#define QUOTAD_MAX_NON_GPU	1024
 
 struct event_base;
 struct event;
@@ -45,6 +48,14 @@ struct quotad_config {
 	bool			 leader_elect;
 	struct lease_config	 lease;
 	unsigned		 lease_retry_ms;
+	/*
+	 * The admission policies' parameter ConfigMap (params_name "": not
+	 * maintained): non-gpu-classes, and quota-user when params_user is
+	 * set; written with the DeviceClass collector's key.
+	 */
+	char			 params_ns[PLAN_LABEL_MAX + 1];
+	char			 params_name[PLAN_NAME_MAX + 1];
+	const char		*params_user;
 };
 
 struct quotad_metrics {

@@ -720,6 +720,41 @@ ns_diff(const struct plan *p, const struct rc_observed *obs,
 	return push(r, "PATCH", "patch", patch, 0, path, what);
 }
 
+/* The parameter ConfigMap of the admission policies. */
+int
+reconcile_params(const char *ns, const char *name, const char *non_gpu,
+    const char *user, struct rc_actions *r)
+{
+	char path[RC_PATH_MAX], what[384];
+	json_t *data, *obj;
+	int ret;
+
+	if ((data = json_pack("{s:s}", RC_PARAMS_CLASSES, non_gpu)) == NULL ||
+	    (user != NULL && json_object_set_new(data, RC_PARAMS_USER,
+	    json_string(user)))) {
+		json_decref(data);
+		return -ENOMEM;
+	}
+	snprintf(what, sizeof(what), "ConfigMap %s/%s", ns, name);
+	snprintf(path, sizeof(path), CORE_API "/namespaces/%s/configmaps", ns);
+	obj = json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s}}, s:O}", "apiVersion",
+	    "v1", "kind", "ConfigMap", "metadata", "name", name, "namespace",
+	    ns, "labels", PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY, "data", data);
+	if (obj == NULL) {
+		json_decref(data);
+		return -ENOMEM;
+	}
+	if ((ret = push(r, "POST", "create", obj, 409, path, what)) < 0) {
+		json_decref(data);
+		return ret;
+	}
+	snprintf(path, sizeof(path), CORE_API "/namespaces/%s/configmaps/%s",
+	    ns, name);
+	if ((obj = json_pack("{s:o}", "data", data)) == NULL)
+		return -ENOMEM;
+	return push(r, "PATCH", "patch", obj, 0, path, what);
+}
+
 /* The writes from obs to p (or to nothing of ours), in order. */
 int
 reconcile_diff(const struct plan *p, const struct rc_observed *obs,

@@ -115,6 +115,17 @@ int	 reconcile_gc_classes(const char *const *names, int n,
 	    const char *const *used, int nused, struct rc_actions *ret);
 
 /*
+ * The admission policies' parameter ConfigMap ns/name: created when absent
+ * (a 409 is fine) and its keys set with a merge patch that names no
+ * other: non-gpu-classes (space-separated) and, when user is not NULL,
+ * quota-user. 0 or -ENOMEM / -E2BIG.
+ */
+#define RC_PARAMS_CLASSES	"non-gpu-classes"
+#define RC_PARAMS_USER		"quota-user"
+int	 reconcile_params(const char *ns, const char *name,
+	    const char *non_gpu, const char *user, struct rc_actions *ret);
+
+/*
  * A Warning Event about the instance. Its name is derived from the
  * instance, its resourceVersion, the reason and the message, so a repeat
  * of the same report is refused (409) instead of piling up.

@@ -659,3 +659,33 @@ TEST(quota_keys_follow_classes)
 	plan_free(p1);
 	plan_free(p2);
 }
+
+TEST(policy_params_configmap)
+{
+	struct rc_actions *a = calloc(1, sizeof(*a));
+	json_t *b;
+
+	REQUIRE(a != NULL);
+	REQUIRE(reconcile_params("kpgpud", "kpgpud-device-classes",
+	    "nic.example.com x", "system:serviceaccount:kpgpud:q", a) == 0);
+	REQUIRE(a->n == 2);
+	/* created when absent (409: it exists), then its two keys set */
+	check_action(a, 0, "POST", "/api/v1/namespaces/kpgpud/configmaps");
+	CHECK_INT(a->a[0].also_ok, 409);
+	b = json_loads(a->a[0].body, 0, NULL);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(b,
+	    "metadata"), "name")), "kpgpud-device-classes");
+	json_decref(b);
+	check_action(a, 1, "PATCH",
+	    "/api/v1/namespaces/kpgpud/configmaps/kpgpud-device-classes");
+	CHECK_STR(a->a[1].content_type, RC_MERGE);
+	CHECK_STR(a->a[1].body, "{\"data\":{\"non-gpu-classes\":"
+	    "\"nic.example.com x\",\"quota-user\":"
+	    "\"system:serviceaccount:kpgpud:q\"}}");
+	reconcile_actions_clear(a);
+	/* without a user the deployed quota-user is left alone */
+	REQUIRE(reconcile_params("kpgpud", "p", "", NULL, a) == 0);
+	CHECK_STR(a->a[1].body, "{\"data\":{\"non-gpu-classes\":\"\"}}");
+	reconcile_actions_clear(a);
+	free(a);
+}

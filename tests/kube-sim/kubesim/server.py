@@ -32,7 +32,7 @@ WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 WRITER_RESOURCES = {"deviceclasses.resource.k8s.io",
                     "resourceclaimtemplates.resource.k8s.io",
                     "resourceclaims.resource.k8s.io", "resourcequotas",
-                    "leases.coordination.k8s.io", "events"}
+                    "leases.coordination.k8s.io", "events", "configmaps"}
 PATCH_TYPES = {"application/json-patch+json": "json",
                "application/merge-patch+json": "merge",
                "application/strategic-merge-patch+json": "strategic"}
