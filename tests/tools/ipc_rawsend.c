@@ -236,8 +236,11 @@ read_back(void)
 				    m.u.status_result.synced,
 				    m.u.status_result.ncounts);
 			printf("\n");
+			/* HELLO_OK is not the answer: it may come in a read
+			 * of its own, before the request's answer */
 			if (m.type == IPC_PONG || (answer_mode &&
-			    m.type != IPC_CHANGE && m.type != IPC_SNAPSHOT_BEGIN))
+			    m.type != IPC_HELLO_OK && m.type != IPC_CHANGE &&
+			    m.type != IPC_SNAPSHOT_BEGIN))
 				got = m.type == IPC_ERROR ? 3 : 2;
 			ipc_msg_clear(&m);
 		}
