@@ -160,3 +160,20 @@ def match_fields(reqs, obj):
         if (field_value(obj, path) == val) == neg:
             return False
     return True
+
+
+def match_resource_entries(entries, resource, sub):
+    """Whether an admission rule's resources list ("pods", "pods/status",
+    "*", "*/*", "pods/*", "*/scale") names this resource and subresource
+    (sub "" for the main resource); shared by webhooks and policies."""
+    for entry in entries:
+        if entry == "*/*":
+            return True
+        er, _, es = entry.partition("/")
+        if er not in ("*", resource):
+            continue
+        if not es and not sub:
+            return True
+        if es and sub and es in ("*", sub):
+            return True
+    return False

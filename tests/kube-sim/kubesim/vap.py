@@ -30,7 +30,7 @@ import threading
 
 from . import cel
 from .hooks import ApiError, err_forbidden, err_invalid
-from .selector import match_label_selector_obj
+from .selector import match_label_selector_obj, match_resource_entries
 from .validation import FieldError
 
 GROUP = "admissionregistration.k8s.io"
@@ -389,18 +389,8 @@ def _rule_matches(rule, ctx):
     names = rule.get("resourceNames") or []
     if names and _request_name(ctx) not in names:
         return False
-    sub = ctx.subresource or ""
-    for entry in rule.get("resources") or []:
-        if entry == "*/*":
-            return True
-        er, _, es = entry.partition("/")
-        if er not in ("*", res.resource):
-            continue
-        if not es and not sub:
-            return True
-        if es and sub and es in ("*", sub):
-            return True
-    return False
+    return match_resource_entries(rule.get("resources") or [],
+                                  res.resource, ctx.subresource or "")
 
 
 class _Request:

@@ -27,6 +27,7 @@ import uuid
 
 from . import jsonpatch, schema
 from .hooks import ApiError, err_internal
+from .selector import match_resource_entries
 
 MAX_RESPONSE = 3 * 1024 * 1024
 MAX_IDLE_PER_HOOK = 4
@@ -87,18 +88,8 @@ def _rule_matches(rule, ctx, exact):
         return False
     if scope == "Namespaced" and not res.namespaced:
         return False
-    sub = ctx.subresource or ""
-    for entry in rule.get("resources") or []:
-        if entry == "*/*":
-            return True
-        er, _, es = entry.partition("/")
-        if er not in ("*", res.resource):
-            continue
-        if not es and not sub:
-            return True
-        if es and sub and es in ("*", sub):
-            return True
-    return False
+    return match_resource_entries(rule.get("resources") or [],
+                                  res.resource, ctx.subresource or "")
 
 
 def _selector_matches(sel, labels):
