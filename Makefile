@@ -53,7 +53,7 @@ KLIBS     = $(PKG_LIBS) -lpthread -lm
 DAEMONS  := kpgpud-admit kpgpud-sync kpgpud-quota
 PROGS    := $(DAEMONS) kpgpuctl
 
-LIB_SRCS := $(wildcard common/*.c ipc/*.c) \
+LIB_SRCS := $(wildcard common/*.c ipc/*.c cache/*.c) \
 	$(filter-out %/main.c,$(wildcard $(addsuffix /*.c,$(PROGS))))
 LIB_OBJS := $(LIB_SRCS:%.c=$(OUT)/obj/%.o)
 LIB      := $(OUT)/lib/libkpgpud.a

@@ -18,7 +18,7 @@
 #include "common/util.h"
 #include "kpgpud-quota/quota.h"
 #include "kpgpud-quota/reconcile.h"
-#include "kpgpud-sync/cache.h"
+#include "cache/cache.h"
 
 #define NOT_LEADER	(-EPERM)
 

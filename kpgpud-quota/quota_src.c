@@ -11,7 +11,7 @@
 
 #include "common/log.h"
 #include "kpgpud-quota/quota.h"
-#include "kpgpud-sync/cache.h"
+#include "cache/cache.h"
 
 #define SUBSCRIBE_MS	10000
 

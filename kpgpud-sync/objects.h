@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <jansson.h>
 
-#include "kpgpud-sync/cache.h"
+#include "cache/cache.h"
 
 #define SYNC_MANAGED_SELECTOR	"app.kubernetes.io/managed-by=kpgpud"
 #define SYNC_ISOLATION_ANNOTATION "kubeplus.io/gpu-isolation"

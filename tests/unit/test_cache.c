@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kpgpud-sync/cache.h"
+#include "cache/cache.h"
 #include "tests/unit/test.h"
 
 static char tdir[64];

@@ -11,8 +11,8 @@
 
 #include <sqlite3.h>
 
-#include "kpgpud-sync/cache.h"
-#include "kpgpud-sync/cache_sql.h"
+#include "cache/cache.h"
+#include "cache/cache_sql.h"
 
 #define CACHE_BUSY_MS	5000
 

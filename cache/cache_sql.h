@@ -5,7 +5,7 @@
 #ifndef KPGPUD_SYNC_CACHE_SQL_H
 #define KPGPUD_SYNC_CACHE_SQL_H
 
-#include "kpgpud-sync/cache.h"
+#include "cache/cache.h"
 
 /* Schema migrations: entry i takes user_version i to i + 1. */
 static const char *const cache_migrations[CACHE_SCHEMA_VERSION] = {
