@@ -1,4 +1,7 @@
-/* The SQLite cache: see cache.h. The only file that includes sqlite3.h. */
+/*
+ * The SQLite cache: see cache.h (readers) and cache_write.h (the writer).
+ * The only file that includes sqlite3.h.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -11,7 +14,7 @@
 
 #include <sqlite3.h>
 
-#include "cache/cache.h"
+#include "cache/cache_write.h"
 #include "cache/cache_sql.h"
 
 #define CACHE_BUSY_MS	5000

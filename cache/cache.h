@@ -1,8 +1,9 @@
 /*
- * The SQLite cache of the Kubernetes objects kpgpud watches. kpgpud-sync is
- * the only writer (cache_open(..., 0)); kpgpud-quota opens it read-only
+ * The SQLite cache of the Kubernetes objects kpgpud watches: the read API.
+ * kpgpud-sync is the only writer (cache_open(..., 0) and cache_write.h, which
+ * no other program includes); kpgpud-quota opens it read-only
  * (CACHE_OPEN_RDONLY, query_only) and uses the read functions below.
- * cache.c is the only file that includes sqlite3.h.
+ * cache/cache.c is the only file that includes sqlite3.h.
  *
  * Every row change (insert, update with a different resourceVersion, delete)
  * takes the next value of one monotonically increasing cache generation and
@@ -18,8 +19,8 @@
  * cache_*_free. Empty string means "not set" for the optional text fields,
  * except resolved/isolation/deleted which are NULL when absent.
  */
-#ifndef KPGPUD_SYNC_CACHE_H
-#define KPGPUD_SYNC_CACHE_H
+#ifndef KPGPUD_CACHE_H
+#define KPGPUD_CACHE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -135,12 +136,10 @@ typedef int (*cache_owned_cb)(const struct cache_owned *o, void *arg);
  * moves a corrupt or unreadable file aside (path.corrupt.<unix time>) and
  * starts an empty cache; cache_recovered() then says so. Returns 0, -EIO,
  * -ENOENT (reader, no file), -EPROTO (reader, schema newer or older than
- * this build), -ENOMEM.
+ * this build), -ENOMEM. The writer's functions are in cache_write.h.
  */
 int	 cache_open(const char *path, int flags, struct cache **ret);
 void	 cache_free(struct cache *c);
-/* True when cache_open rebuilt a corrupt file: every watch must relist. */
-bool	 cache_recovered(const struct cache *c);
 
 /*
  * Transactions. The writer wraps each batch of events (one event-loop turn)
@@ -154,29 +153,6 @@ void	 cache_rollback(struct cache *c);
 
 /* The newest generation (0 for an empty cache). */
 int	 cache_generation(struct cache *c, uint64_t *ret_gen);
-
-/*
- * Writer: insert or update. *ret_gen (may be NULL) receives the row's new
- * generation, or 0 when the stored row already had this resourceVersion and
- * nothing changed. An owned row is compared by uid and data instead: a new
- * resourceVersion whose reduced data is the same (a status-only change)
- * leaves the row, its resourceVersion included, as it was and gives 0, so
- * no change is published for it. -EINVAL for a missing key field or an
- * oversized value.
- */
-int	 cache_ns_put(struct cache *c, const struct cache_ns *ns,
-	    uint64_t *ret_gen);
-int	 cache_instance_put(struct cache *c, const struct cache_instance *in,
-	    uint64_t *ret_gen);
-int	 cache_owned_put(struct cache *c, const struct cache_owned *o,
-	    uint64_t *ret_gen);
-
-/* Writer: delete; *ret_gen receives the generation or 0 when absent. */
-int	 cache_ns_delete(struct cache *c, const char *name, uint64_t *ret_gen);
-int	 cache_instance_delete(struct cache *c, const char *gvr,
-	    const char *ns, const char *name, uint64_t *ret_gen);
-int	 cache_owned_delete(struct cache *c, const char *kind, const char *ns,
-	    const char *name, uint64_t *ret_gen);
 
 /* Lookups: 0, -ENOENT, -EIO, -ENOMEM. Free the result with *_free. */
 int	 cache_ns_get(struct cache *c, const char *name,
@@ -217,16 +193,13 @@ int	 cache_tomb_foreach(struct cache *c, uint64_t since, cache_tomb_cb cb,
  * current generation) needs a full snapshot.
  */
 int	 cache_horizon(struct cache *c, uint64_t *ret);
-/* Writer: keep only the newest keep tombstones, raising the horizon. */
-int	 cache_tomb_prune(struct cache *c, uint64_t keep);
 
 /*
  * Watch state: the resourceVersion each watch (key e.g. "v1/namespaces")
  * last reached, so a restarted sync resumes without a relist. get gives
- * -ENOENT when never stored; set with rv "" forgets it.
+ * -ENOENT when never stored (cache_watch_set in cache_write.h stores it).
  */
 int	 cache_watch_get(struct cache *c, const char *key, char *buf,
 	    size_t len);
-int	 cache_watch_set(struct cache *c, const char *key, const char *rv);
 
 #endif

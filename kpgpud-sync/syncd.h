@@ -13,7 +13,7 @@
 #include <sys/queue.h>
 
 #include "ipc/ipc.h"
-#include "cache/cache.h"
+#include "cache/cache_write.h"
 #include "kpgpud-sync/objects.h"
 #include "kpgpud-sync/reflector.h"
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cache/cache.h"
+#include "cache/cache_write.h"
 #include "tests/unit/test.h"
 
 static char tdir[64];
