@@ -186,6 +186,37 @@ lease_decide(struct lease_elector *e, json_t *observed, uint64_t now_ms,
 	return LEASE_UPDATE;
 }
 
+/*
+ * The record that gives the Lease up, as client-go's release writes it: no
+ * holder, leaseDurationSeconds 1, acquireTime and renewTime now, the
+ * transitions kept; so any elector, ours or client-go's, whatever it makes
+ * of an empty holder, sees a record that expires within a second.
+ */
+json_t *
+lease_release_body(const json_t *ours, uint64_t wall_ms)
+{
+	char now[LEASE_TIME_LEN];
+	json_t *obj, *spec;
+
+	if ((obj = json_deep_copy(ours)) == NULL)
+		return NULL;
+	json_object_del(obj, "status");
+	spec = json_object_get(obj, "spec");
+	if (!json_is_object(spec))
+		goto fail;
+	lease_microtime(wall_ms, now);
+	if (json_object_set_new(spec, "holderIdentity", json_string("")) < 0 ||
+	    json_object_set_new(spec, "leaseDurationSeconds",
+	    json_integer(1)) < 0 ||
+	    json_object_set_new(spec, "acquireTime", json_string(now)) < 0 ||
+	    json_object_set_new(spec, "renewTime", json_string(now)) < 0)
+		goto fail;
+	return obj;
+fail:
+	json_decref(obj);
+	return NULL;
+}
+
 /* Note whether our write went through. */
 void
 lease_written(struct lease_elector *e, bool ok, uint64_t now_ms)
@@ -372,20 +403,16 @@ lease_release(struct lease *l, struct kube_config *cfg, unsigned timeout_ms)
 {
 	struct kube_client_opts o = { .timeout_ms = (int)timeout_ms,
 	    .max_retries = -1 };
-	char path[512], err[256], now[LEASE_TIME_LEN], *text;
-	json_t *body, *spec, *resp = NULL;
+	char path[512], err[256], *text;
+	json_t *body, *resp = NULL;
 	long status = 0;
 	int r;
 
 	if (l == NULL || l->ours == NULL || !lease_leader(l))
 		return 0;
 	o.http_version = kube_client_http_version(l->client);
-	if ((body = json_deep_copy(l->ours)) == NULL)
+	if ((body = lease_release_body(l->ours, realtime_ms())) == NULL)
 		return -ENOMEM;
-	lease_microtime(realtime_ms(), now);
-	spec = json_object_get(body, "spec");
-	json_object_set_new(spec, "holderIdentity", json_string(""));
-	json_object_set_new(spec, "renewTime", json_string(now));
 	text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	if (text == NULL)

@@ -63,6 +63,12 @@ int	 lease_elector_init(struct lease_elector *e,
  */
 enum lease_action lease_decide(struct lease_elector *e, json_t *observed,
 	    uint64_t now_ms, uint64_t wall_ms, json_t **ret_body);
+/*
+ * The Lease that gives ours up (client-go's release: holderIdentity "",
+ * leaseDurationSeconds 1, acquireTime = renewTime = wall_ms, transitions
+ * kept). NULL when ours has no spec or on allocation failure.
+ */
+json_t	*lease_release_body(const json_t *ours, uint64_t wall_ms);
 /* Record the outcome of our write (ok: 200/201). */
 void	 lease_written(struct lease_elector *e, bool ok, uint64_t now_ms);
 /* Whether we may write now: leader and renewed within the deadline. */
@@ -93,8 +99,9 @@ void	 lease_free(struct lease *l);
 bool	 lease_leader(const struct lease *l);
 struct kube_config;
 /*
- * On a graceful stop: if we hold the Lease, clear holderIdentity (blocking,
- * within timeout_ms) so another replica takes over at once. 0 or -errno.
+ * On a graceful stop: if we hold the Lease, write lease_release_body()
+ * (blocking, within timeout_ms) so another replica takes over at once.
+ * 0 or -errno.
  */
 int	 lease_release(struct lease *l, struct kube_config *cfg,
 	    unsigned timeout_ms);

@@ -3,7 +3,8 @@
  * own, wait while another holder's record keeps changing, take over only
  * once it stayed unchanged for the lease duration (by our clock), keep the
  * resourceVersion as precondition, and stop counting as leader at the renew
- * deadline or when someone else holds the Lease.
+ * deadline or when someone else holds the Lease; give it up as client-go
+ * does (no holder, leaseDurationSeconds 1).
  */
 #include <string.h>
 
@@ -130,6 +131,32 @@ TEST(lose_to_another_holder)
 	CHECK_INT(lease_decide(&e, o, 4, 0, &body), LEASE_UPDATE);
 	json_decref(body);
 	json_decref(o);
+}
+
+TEST(release_like_client_go)
+{
+	json_t *o, *body, *bad;
+
+	o = lease_obj("me-1", "2026-01-01T00:00:00.000000Z", "12");
+	body = lease_release_body(o, 1700000000000ull);
+	REQUIRE(body != NULL);
+	CHECK_STR(spec(body, "holderIdentity"), "");
+	CHECK_INT(json_integer_value(json_object_get(json_object_get(body,
+	    "spec"), "leaseDurationSeconds")), 1);
+	CHECK_STR(spec(body, "renewTime"), "2023-11-14T22:13:20.000000Z");
+	CHECK_STR(spec(body, "acquireTime"), "2023-11-14T22:13:20.000000Z");
+	CHECK_INT(json_integer_value(json_object_get(json_object_get(body,
+	    "spec"), "leaseTransitions")), 3);
+	/* the precondition stays: a Lease taken meanwhile is not cleared */
+	CHECK_STR(json_string_value(json_object_get(json_object_get(body,
+	    "metadata"), "resourceVersion")), "12");
+	/* ours is not changed */
+	CHECK_STR(spec(o, "holderIdentity"), "me-1");
+	json_decref(body);
+	json_decref(o);
+	bad = json_pack("{s:s}", "kind", "Lease");
+	CHECK(lease_release_body(bad, 0) == NULL);
+	json_decref(bad);
 }
 
 TEST(bad_config)
