@@ -35,7 +35,7 @@ class DeviceRef:
     """One published device with its CEL view."""
 
     __slots__ = ("driver", "pool", "name", "node", "all_nodes", "cel",
-                 "raw")
+                 "raw", "multi")
 
     def __init__(self, driver, pool, name, node, all_nodes, dev):
         self.driver = driver
@@ -44,6 +44,8 @@ class DeviceRef:
         self.node = node
         self.all_nodes = all_nodes
         self.raw = dev
+        # allowMultipleAllocations: other claims may hold it at once
+        self.multi = bool(dev.get("allowMultipleAllocations"))
         self.cel = cel.Device.from_slice(driver, dev)
 
     def key(self):
@@ -205,7 +207,8 @@ class _Search:
             return list(picked)
         for need in self.needs[i]:
             free = [d for d in need.candidates
-                    if d.key() not in self.in_use and d.key() not in used]
+                    if (d.key() not in self.in_use or d.multi) and
+                    d.key() not in used]
             if need.count is None:
                 if (not need.candidates or
                         len(free) != len(need.candidates) or

@@ -111,6 +111,11 @@ thread from server start; ``stop`` is a threading.Event set at shutdown
 (the thread is joined for up to 2 s).  A controller that raises is logged
 and restarted after 1 s.
 
+Seeds
+-----
+``reg.add_seed(name, fn)``: fn(api) runs once at start, after the stock
+namespaces exist and before the server answers (fixture objects).
+
 Admin endpoints
 ---------------
 ``reg.add_sim_endpoint(method, path, fn)``: an admin-only endpoint under
@@ -129,7 +134,7 @@ import threading
 
 # Modules of this package that may register hooks, loaded in this order.
 PLUGIN_MODULES = ("cel", "allocator", "quota", "webhooks", "controllers",
-                  "vap", "kubelet", "alloclog", "kubeplus")
+                  "vap", "kubelet", "alloclog", "kubeplus", "fleet")
 
 
 class ApiError(Exception):
@@ -288,6 +293,7 @@ class Registry:
         self.mutating = []
         self.validating = []
         self.controllers = []
+        self.seeds = []
         self.sim_endpoints = {}
         self.lock = threading.Lock()
         self.options = {}
@@ -310,6 +316,11 @@ class Registry:
         """Register fn(api, stop_event) to run in a thread with the server."""
         with self.lock:
             self.controllers.append((name, fn))
+
+    def add_seed(self, name, fn):
+        """Register fn(api): objects created at start, before serving."""
+        with self.lock:
+            self.seeds.append((name, fn))
 
     def add_sim_endpoint(self, method, path, fn):
         """Register fn(body) -> (status, obj) for METHOD /sim/PATH."""

@@ -247,6 +247,8 @@ def seed(sim):
         sim.api.do_create(sim.resources.get("namespaces"), "", {
             "apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": n}}, Who())
+    for _, fn in list(sim.hooks.seeds):
+        fn(sim.api)
 
 
 def main(argv=None):
