@@ -75,7 +75,7 @@ TOOL_BINS  := $(TOOL_SRCS:tests/tools/%.c=$(OUT)/tests/%)
 all: $(BINS)
 
 deps:
-	@scripts/deps
+	@scripts/deps --install
 
 $(OUT)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -106,12 +106,12 @@ test-build: $(BINS) $(UNIT_BINS) $(TOOL_BINS)
 
 # check: dependencies, a test build with fault points, then every test.
 check:
-	@scripts/deps
+	@scripts/deps --check
 	$(MAKE) VARIANT=test test-build
 	tests/run build/test
 
 asan:
-	@scripts/deps
+	@scripts/deps --check
 	$(MAKE) VARIANT=asan test-build
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -127,28 +127,28 @@ integration:
 
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 fuzz:
-	@scripts/deps
+	@scripts/deps --check
 	scripts/fuzz $(FUZZ_SECONDS) $(FUZZ_SRCS:tests/fuzz/%.c=%)
 
 # faults: every daemon under injected faults while under load (short mode;
 # FAULTS_FULL=1 for the long run).
 faults:
-	@scripts/deps
+	@scripts/deps --check
 	$(MAKE) VARIANT=test test-build
 	scripts/faults build/test
 
 demo:
-	@scripts/deps
+	@scripts/deps --check
 	$(MAKE) all
 	scripts/demo
 
 bench:
-	@scripts/deps
+	@scripts/deps --check bench
 	$(MAKE) all
 	scripts/bench
 
 study:
-	@scripts/deps
+	@scripts/deps --check
 	study/run
 
 install: all
@@ -174,7 +174,7 @@ install: all
 # dpkg-buildpackage leaves the checkout alone; lintian runs on the result.
 DEB := build/kpgpud_$(VERSION)-1_$(shell dpkg --print-architecture 2>/dev/null)
 deb:
-	@scripts/deps
+	@scripts/deps --check
 	rm -rf build/deb && mkdir -p build/deb/kpgpud-$(VERSION)
 	tar -C . --exclude=./build --exclude=./.git --exclude='./study/out' \
 		-cf - . | tar -C build/deb/kpgpud-$(VERSION) -xf -
@@ -186,7 +186,7 @@ deb:
 # image: the OCI image build/kpgpud-VERSION.oci.tar (scripts/image) of the
 # release binaries; image-check runs what is in it (tests/package/t_image).
 image: all
-	@scripts/deps
+	@scripts/deps --check
 	scripts/image $(VERSION) $(OUT)/bin build
 
 image-check: image

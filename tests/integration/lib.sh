@@ -2,15 +2,20 @@
 #   . "$(dirname "$0")/../integration/lib.sh"
 # It makes a private temp dir ($T), removes it and kills what the test
 # started (register pids with t_bg) on exit, and prints the closing line
-# "N passed, N failed".
+# "N passed, N failed, N skipped". A check that cannot run on this machine
+# is counted with skip, never as passed.
 set -u
 : "${KPGPUD_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${KPGPUD_BIN:=$KPGPUD_SRCDIR/build/test/bin}"
 : "${KPGPUD_TESTBIN:=$KPGPUD_SRCDIR/build/test/tests}"
 export KPGPUD_SRCDIR KPGPUD_BIN KPGPUD_TESTBIN
+# Debian's python3, with the modules scripts/deps installs (python3-yaml,
+# python3-h2); the python3 first on PATH may be another one without them.
+PY_DEB=/usr/bin/python3
 T=$(mktemp -d "${TMPDIR:-/tmp}/kpgpud-test.XXXXXX")
 _t_pass=0
 _t_fail=0
+_t_skip=0
 _t_pids=""
 
 t_cleanup() {
@@ -29,7 +34,7 @@ t_finish() {
 	rc=$?
 	t_cleanup
 	[ $rc -ne 0 ] && [ $_t_fail -eq 0 ] && _t_fail=1
-	echo "$_t_pass passed, $_t_fail failed"
+	echo "$_t_pass passed, $_t_fail failed, $_t_skip skipped"
 	[ $_t_fail -eq 0 ]
 }
 trap t_finish EXIT
@@ -70,6 +75,8 @@ EOF
 
 ok()   { echo "ok   $*"; _t_pass=$((_t_pass + 1)); }
 fail() { echo "FAIL $*"; _t_fail=$((_t_fail + 1)); }
+# skip WHY: a check this machine cannot run (say why); counted as skipped.
+skip() { echo "skip $*"; _t_skip=$((_t_skip + 1)); }
 
 # check DESC CMD...: ok when CMD succeeds, FAIL otherwise.
 check() {

@@ -1,5 +1,6 @@
 """Helpers for the simulator's own Python tests: a private simulator per
-test file, ok/fail counting and the closing "N passed, N failed" line."""
+test file, ok/fail/skip counting and the closing "N passed, N failed,
+N skipped" line."""
 
 import atexit
 import os
@@ -21,6 +22,7 @@ class T:
     def __init__(self):
         self.passed = 0
         self.failed = 0
+        self.skipped = 0
         self.dir = tempfile.mkdtemp(prefix="kube-sim-test.")
         self.sims = []
         atexit.register(self.finish)
@@ -49,6 +51,12 @@ class T:
                                     if detail != "" else ""))
         sys.stdout.flush()
         return cond
+
+    def skip(self, desc):
+        """Record a check this machine cannot run (desc says why)."""
+        self.skipped += 1
+        print("skip " + desc)
+        sys.stdout.flush()
 
     def eq(self, desc, got, want):
         """Check got == want."""
@@ -85,7 +93,8 @@ class T:
             print("kept " + self.dir)
         else:
             shutil.rmtree(self.dir, ignore_errors=True)
-        print("%d passed, %d failed" % (self.passed, self.failed))
+        print("%d passed, %d failed, %d skipped"
+              % (self.passed, self.failed, self.skipped))
         sys.stdout.flush()
         os._exit(1 if self.failed else 0)
 
