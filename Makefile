@@ -39,7 +39,6 @@ endif
 
 # Evaluated lazily, so 'make deps' works before pkg-config knows anything.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
-PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
 
 CC       ?= cc
 CFLAGS   ?=
@@ -48,15 +47,47 @@ KCFLAGS   = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g \
 	-fstack-protector-strong -D_FORTIFY_SOURCE=2 \
 	-DKPGPUD_VERSION='"$(VERSION)"' -I. $(VCFLAGS) $(PKG_CFLAGS) $(CFLAGS)
 KLDFLAGS  = $(VLDFLAGS) -Wl,-z,relro,-z,now $(LDFLAGS)
-KLIBS     = $(PKG_LIBS) -lpthread -lm
 
 DAEMONS  := kpgpud-admit kpgpud-sync kpgpud-quota
 PROGS    := $(DAEMONS) kpgpuctl
 
-LIB_SRCS := $(wildcard common/*.c ipc/*.c cache/*.c) \
-	$(filter-out %/main.c,$(wildcard $(addsuffix /*.c,$(PROGS))))
-LIB_OBJS := $(LIB_SRCS:%.c=$(OUT)/obj/%.o)
-LIB      := $(OUT)/lib/libkpgpud.a
+# Modules. Each is an archive $(OUT)/lib/libkpgpud-MOD.a of its objects and
+# names the pkg-config packages those objects call; a program links only the
+# modules it uses (uses_PROG) and only their libraries, so the privilege split
+# holds in the binaries too: kpgpud-admit has no libsqlite3, libcurl or
+# libyaml (tests/integration/t_link_sets checks with ldd).
+KUBE_SRCS := $(wildcard $(addprefix common/,kube.c kube_list.c kube_watch.c \
+	kubeconfig.c watchstream.c))
+MODULES  := common kube ipc cache $(PROGS)
+srcs_common := $(filter-out $(KUBE_SRCS),$(wildcard common/*.c))
+srcs_kube   := $(KUBE_SRCS)
+srcs_ipc    := $(wildcard ipc/*.c)
+srcs_cache  := $(wildcard cache/*.c)
+$(foreach p,$(PROGS),$(eval srcs_$(p) := \
+	$(filter-out %/main.c,$(wildcard $(p)/*.c))))
+pkgs_common       := libevent jansson
+pkgs_kube         := libcurl yaml-0.1 libevent jansson
+pkgs_ipc          := libevent msgpack
+pkgs_cache        := sqlite3
+pkgs_kpgpud-admit := libevent libevent_openssl libevent_pthreads openssl jansson
+pkgs_kpgpud-sync  := libevent jansson
+pkgs_kpgpud-quota := libevent jansson
+pkgs_kpgpuctl     := jansson
+uses_kpgpud-admit := kpgpud-admit ipc common
+uses_kpgpud-sync  := kpgpud-sync cache kube ipc common
+uses_kpgpud-quota := kpgpud-quota cache kube ipc common
+# kpgpuctl reuses the pure parts of admit (review, patch) and quota (plan);
+# from those archives the linker takes only the objects it calls.
+uses_kpgpuctl     := kpgpuctl kpgpud-admit kpgpud-quota ipc common
+mod_lib   = $(OUT)/lib/libkpgpud-$(1).a
+mod_objs  = $(patsubst %.c,$(OUT)/obj/%.o,$(srcs_$(1)))
+# the libraries of a list of modules, for the link line
+mods_libs = $(shell pkg-config --libs $(sort $(foreach m,$(1),$(pkgs_$(m))))) \
+	-lpthread -lm
+ALL_MOD_LIBS := $(foreach m,$(MODULES),$(call mod_lib,$(m)))
+# every module: what unit tests and test tools link
+ALL_LINK  = -Wl,--start-group $(ALL_MOD_LIBS) -Wl,--end-group \
+	$(call mods_libs,$(MODULES))
 # a program is built once its main.c exists
 BINS     := $(foreach p,$(PROGS),$(if $(wildcard $(p)/main.c),$(OUT)/bin/$(p)))
 
@@ -81,26 +112,32 @@ $(OUT)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(KCFLAGS) -MMD -MP -c $< -o $@
 
-$(LIB): $(LIB_OBJS)
+$(foreach m,$(MODULES),$(eval $(call mod_lib,$(m)): $(call mod_objs,$(m))))
+$(ALL_MOD_LIBS):
 	@mkdir -p $(@D)
 	rm -f $@
 	ar rcs $@ $^
 
 # A program links its own objects directly (so weak references and
-# constructors in them count), the shared library for everything else.
+# constructors in them count), then the archives of the other modules it
+# uses, then those modules' libraries and nothing else.
 prog_objs = $(patsubst %.c,$(OUT)/obj/%.o,$(wildcard $(1)/*.c))
+prog_mods = $(filter-out $(1),$(uses_$(1)))
 .SECONDEXPANSION:
-$(OUT)/bin/%: $$(call prog_objs,$$*) $(LIB)
+$(OUT)/bin/%: $$(call prog_objs,$$*) \
+	$$(foreach m,$$(call prog_mods,$$*),$$(call mod_lib,$$(m)))
 	@mkdir -p $(@D)
-	$(CC) $(KLDFLAGS) -o $@ $(filter %.o,$^) $(LIB) $(KLIBS)
+	$(CC) $(KLDFLAGS) -o $@ $(filter %.o,$^) \
+		-Wl,--start-group $(filter %.a,$^) -Wl,--end-group \
+		$(call mods_libs,$(uses_$*))
 
-$(OUT)/tests/%: $(OUT)/obj/tests/unit/%.o $(HARNESS) $(LIB)
+$(OUT)/tests/%: $(OUT)/obj/tests/unit/%.o $(HARNESS) $(ALL_MOD_LIBS)
 	@mkdir -p $(@D)
-	$(CC) $(KLDFLAGS) -o $@ $< $(HARNESS) $(LIB) $(KLIBS)
+	$(CC) $(KLDFLAGS) -o $@ $< $(HARNESS) $(ALL_LINK)
 
-$(OUT)/tests/%: $(OUT)/obj/tests/tools/%.o $(LIB)
+$(OUT)/tests/%: $(OUT)/obj/tests/tools/%.o $(ALL_MOD_LIBS)
 	@mkdir -p $(@D)
-	$(CC) $(KLDFLAGS) -o $@ $< $(LIB) $(KLIBS)
+	$(CC) $(KLDFLAGS) -o $@ $< $(ALL_LINK)
 
 test-build: $(BINS) $(UNIT_BINS) $(TOOL_BINS)
 

@@ -5,7 +5,8 @@
  *   review_bench FILE [ITERATIONS]
  *
  * Prints one JSON line: {"bytes":N,"iterations":N,"us_per_review":X}.
- * Built by scripts/bench against build/lib/libkpgpud.a.
+ * Built by scripts/bench against build/lib/libkpgpud-kpgpud-admit.a and
+ * libkpgpud-common.a.
  */
 #include <errno.h>
 #include <stdio.h>
