@@ -26,6 +26,20 @@ seterr(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
+/*
+ * Containers that service meshes, database proxies and secret agents inject
+ * by their own webhooks (several also as native sidecars, i.e. init
+ * containers): none of them needs a GPU.
+ */
+const char *const resolved_default_sidecars[] = {
+	"istio-proxy", "istio-init", "istio-validation",
+	"linkerd-proxy", "linkerd-init", "linkerd-network-validator",
+	"envoy", "envoy-sidecar", "consul-dataplane",
+	"consul-connect-inject-init", "kuma-sidecar", "kuma-init", "daprd",
+	"cloud-sql-proxy", "cloudsql-proxy", "vault-agent", "vault-agent-init",
+	NULL,
+};
+
 /* Whether s is a DNS-1123 label (container names): [a-z0-9-], <= 63. */
 bool
 resolved_is_dns_label(const char *s)
@@ -99,48 +113,115 @@ get_str(json_t *v, const char *key, char *dst, size_t cap, char *err,
 	return 0;
 }
 
-/* Parse the initContainers member: "none", "all" or a list of names. */
-static int
-parse_init(json_t *v, struct resolved *r, char *err, size_t errlen)
+/* User text for a message; see resolved.h. */
+const char *
+resolved_msg_str(char buf[RESOLVED_MSG_MAX + 4], const char *s)
 {
+	size_t i, o = 0;
+
+	for (i = 0; s[i] != '\0' && o < RESOLVED_MSG_MAX; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		buf[o++] = (ch >= 0x20 && ch < 0x7f && ch != '"') ? ch : '?';
+	}
+	if (s[i] != '\0') {
+		memcpy(buf + o, "...", 3);
+		o += 3;
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+/* Parse a container name list; see resolved.h. */
+int
+resolved_parse_names(const char *key, const json_t *v, bool all_ok,
+    enum resolved_init *ret_mode, char names[RESOLVED_MAX_NAMES][64],
+    int *ret_n, char *err, size_t errlen)
+{
+	const char *words = all_ok ? "\"none\", \"all\" or a list of names" :
+	    "\"none\" or a list of names";
+	char b[RESOLVED_MSG_MAX + 4], (*tmp)[64];
+	const json_t *e;
 	size_t i;
-	json_t *e;
+	int n = 0;
 
 	if (json_is_string(v)) {
-		if (strcmp(json_string_value(v), "none") == 0)
-			r->init = RESOLVED_INIT_NONE;
-		else if (strcmp(json_string_value(v), "all") == 0)
-			r->init = RESOLVED_INIT_ALL;
+		const char *s = json_string_value(v);
+
+		if (strcmp(s, "none") == 0)
+			*ret_mode = RESOLVED_INIT_NONE;
+		else if (all_ok && strcmp(s, "all") == 0)
+			*ret_mode = RESOLVED_INIT_ALL;
 		else {
-			seterr(err, errlen, "initContainers: must be \"none\", "
-			    "\"all\" or a list of container names");
+			seterr(err, errlen, "unknown %s \"%s\" (expected %s)",
+			    key, resolved_msg_str(b, s), words);
 			return -EINVAL;
 		}
 		return 0;
 	}
 	if (!json_is_array(v)) {
-		seterr(err, errlen, "initContainers: must be a string or list");
+		seterr(err, errlen, "field \"%s\" must be %s", key, words);
 		return -EINVAL;
 	}
 	if (json_array_size(v) > RESOLVED_MAX_NAMES) {
-		seterr(err, errlen, "initContainers: more than %d names",
+		seterr(err, errlen, "%s lists more than %d names", key,
 		    RESOLVED_MAX_NAMES);
 		return -EINVAL;
 	}
-	r->init = RESOLVED_INIT_NAMED;
-	json_array_foreach(v, i, e) {
-		char *dst = r->init_names[r->ninit_names];
+	if ((tmp = calloc(RESOLVED_MAX_NAMES, sizeof(*tmp))) == NULL)
+		return -ENOMEM;
+	for (i = 0; i < json_array_size(v); i++) {
+		const char *s;
 
-		if (get_str(e, "initContainers[]", dst, 64, err, errlen) < 0)
-			return -EINVAL;
-		if (!resolved_is_dns_label(dst)) {
-			seterr(err, errlen, "initContainers: \"%s\" is not a "
-			    "valid container name", dst);
-			return -EINVAL;
+		e = json_array_get(v, i);
+		if (!json_is_string(e) ||
+		    strlen(json_string_value(e)) != json_string_length(e)) {
+			seterr(err, errlen, "field \"%s[]\" must be a string "
+			    "without NUL", key);
+			goto fail;
 		}
-		r->ninit_names++;
+		s = json_string_value(e);
+		if (!resolved_is_dns_label(s)) {
+			seterr(err, errlen, "%s name \"%s\" is not a valid "
+			    "container name", key, resolved_msg_str(b, s));
+			goto fail;
+		}
+		for (int j = 0; j < n; j++)
+			if (strcmp(tmp[j], s) == 0) {
+				seterr(err, errlen, "%s lists \"%s\" twice",
+				    key, s);
+				goto fail;
+			}
+		memcpy(tmp[n++], s, strlen(s) + 1);
 	}
+	memcpy(names, tmp, RESOLVED_MAX_NAMES * sizeof(*tmp));
+	free(tmp);
+	*ret_n = n;
+	*ret_mode = RESOLVED_INIT_NAMED;
 	return 0;
+fail:
+	free(tmp);
+	return -EINVAL;
+}
+
+/* The plain (comma) form of a name list; see resolved.h. */
+char *
+resolved_names_text(enum resolved_init mode, const char names[][64], int n)
+{
+	size_t len = 1, off = 0;
+	char *s;
+
+	if (mode != RESOLVED_INIT_NAMED || n == 0)
+		return strdup(mode == RESOLVED_INIT_ALL ? "all" : "none");
+	for (int i = 0; i < n; i++)
+		len += strlen(names[i]) + 1;
+	if ((s = malloc(len)) == NULL)
+		return NULL;
+	s[0] = '\0';
+	for (int i = 0; i < n; i++)
+		off += (size_t)snprintf(s + off, len - off, "%s%s",
+		    i > 0 ? "," : "", names[i]);
+	return s;
 }
 
 /* Parse the legacyGPU member. */
@@ -195,7 +276,18 @@ parse_member(const char *key, json_t *v, struct resolved *r, char *err,
 		return 0;
 	}
 	if (strcmp(key, "initContainers") == 0)
-		return parse_init(v, r, err, errlen);
+		return resolved_parse_names(key, v, true, &r->init,
+		    r->init_names, &r->ninit_names, err, errlen);
+	if (strcmp(key, "sidecarContainers") == 0) {
+		enum resolved_init mode;
+
+		if (resolved_parse_names(key, v, false, &mode,
+		    r->sidecar_names, &r->nsidecar_names, err, errlen) < 0)
+			return -EINVAL;
+		if (mode == RESOLVED_INIT_NONE)
+			r->nsidecar_names = 0;
+		return 0;
+	}
 	if (strcmp(key, "legacyGPU") == 0)
 		return parse_legacy(v, r, err, errlen);
 	seterr(err, errlen, "unknown key \"%.64s\"", key);
@@ -247,21 +339,20 @@ fail:
 	return rv;
 }
 
-/* Build the JSON form of initContainers. */
+/* Build the JSON form of a name list ("none", "all" or a list). */
 static json_t *
-format_init(const struct resolved *r)
+format_names(enum resolved_init mode, const char names[][64], int n)
 {
 	json_t *a;
 
-	if (r->init == RESOLVED_INIT_ALL)
+	if (mode == RESOLVED_INIT_ALL)
 		return json_string("all");
-	if (r->init != RESOLVED_INIT_NAMED)
+	if (mode != RESOLVED_INIT_NAMED)
 		return json_string("none");
 	if ((a = json_array()) == NULL)
 		return NULL;
-	for (int i = 0; i < r->ninit_names; i++)
-		if (json_array_append_new(a,
-		    json_string(r->init_names[i])) < 0) {
+	for (int i = 0; i < n; i++)
+		if (json_array_append_new(a, json_string(names[i])) < 0) {
 			json_decref(a);
 			return NULL;
 		}
@@ -290,7 +381,13 @@ resolved_format(const struct resolved *r)
 	if (r->instance[0] != '\0')
 		bad |= json_object_set_new(o, "instance",
 		    json_string(r->instance));
-	bad |= json_object_set_new(o, "initContainers", format_init(r));
+	bad |= json_object_set_new(o, "initContainers", format_names(r->init,
+	    r->init_names, r->ninit_names));
+	/* absent means none: annotations written before it existed agree */
+	if (r->nsidecar_names > 0)
+		bad |= json_object_set_new(o, "sidecarContainers",
+		    format_names(RESOLVED_INIT_NAMED, r->sidecar_names,
+		    r->nsidecar_names));
 	bad |= json_object_set_new(o, "legacyGPU",
 	    json_string(resolved_legacy_name(r->legacy)));
 	if (bad == 0)
@@ -328,6 +425,18 @@ resolved_init_selected(const struct resolved *r, const char *name)
 	return false;
 }
 
+/* Whether the container called name is a sidecar under r. */
+bool
+resolved_sidecar(const struct resolved *r, const char *name)
+{
+	if (name == NULL)
+		return false;
+	for (int i = 0; i < r->nsidecar_names; i++)
+		if (strcmp(r->sidecar_names[i], name) == 0)
+			return true;
+	return false;
+}
+
 /* Whether two resolved specs would produce the same pod patch. */
 bool
 resolved_equal(const struct resolved *a, const struct resolved *b)
@@ -340,6 +449,11 @@ resolved_equal(const struct resolved *a, const struct resolved *b)
 		return false;
 	for (int i = 0; i < a->ninit_names; i++)
 		if (strcmp(a->init_names[i], b->init_names[i]) != 0)
+			return false;
+	if (a->nsidecar_names != b->nsidecar_names)
+		return false;
+	for (int i = 0; i < a->nsidecar_names; i++)
+		if (strcmp(a->sidecar_names[i], b->sidecar_names[i]) != 0)
 			return false;
 	return true;
 }

@@ -10,7 +10,13 @@
  *    "sharing": "mig",                           // informational
  *    "instance": "Agent/team-a-agent-instance",  // informational
  *    "initContainers": "none" | "all" | ["name", ...],   // default "none"
+ *    "sidecarContainers": "none" | ["name", ...],        // default "none"
  *    "legacyGPU": "reject" | "translate" | "allow"}      // default "reject"
+ *
+ * sidecarContainers names containers (in either list) that never get the
+ * claim reference: proxies other webhooks inject. Without the reference a
+ * container gets no DRA device; a legacy GPU request in one is handled by
+ * legacyGPU as in any other container.
  */
 #ifndef KPGPUD_RESOLVED_H
 #define KPGPUD_RESOLVED_H
@@ -45,8 +51,16 @@ struct resolved {
 	enum resolved_init	 init;
 	int			 ninit_names;
 	char			 init_names[RESOLVED_MAX_NAMES][64];
+	int			 nsidecar_names;
+	char			 sidecar_names[RESOLVED_MAX_NAMES][64];
 	enum resolved_legacy	 legacy;
 };
+
+/*
+ * The sidecar names kpgpud-quota uses when an instance does not say: the
+ * containers common service meshes and agents inject. NULL-terminated.
+ */
+extern const char *const resolved_default_sidecars[];
 
 /*
  * Parse the annotation value. Returns 0, or -EINVAL with a human-readable
@@ -59,6 +73,29 @@ char	*resolved_format(const struct resolved *r);
 
 const char *resolved_legacy_name(enum resolved_legacy l);
 
+/*
+ * Parse a container name list ("none", "all" when all_ok, or a JSON list
+ * of at most RESOLVED_MAX_NAMES distinct container names) for member key.
+ * 0, or -EINVAL with the reason in err; names[] / *ret_n / *ret_mode are
+ * written only on success.
+ */
+/*
+ * User text quoted in a message (an Event, a denial): printable ASCII but
+ * '"' only, at most RESOLVED_MSG_MAX bytes and "..." when cut. Returns buf.
+ */
+#define RESOLVED_MSG_MAX	64
+const char *resolved_msg_str(char buf[RESOLVED_MSG_MAX + 4], const char *s);
+
+struct json_t;
+int	 resolved_parse_names(const char *key, const struct json_t *v,
+	    bool all_ok, enum resolved_init *ret_mode,
+	    char names[RESOLVED_MAX_NAMES][64], int *ret_n, char *err,
+	    size_t errlen);
+/* The plain (comma) form of a name list: "none", "all" or "a,b". */
+char	*resolved_names_text(enum resolved_init mode,
+	    const char names[][64], int n);
+/* Whether the container called name is a sidecar under r (no claim). */
+bool	 resolved_sidecar(const struct resolved *r, const char *name);
 /* Whether the init container called name gets the claim under r's policy. */
 bool	 resolved_init_selected(const struct resolved *r, const char *name);
 /* Whether a and b are the same spec (same patch, same policies). */

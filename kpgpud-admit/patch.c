@@ -345,7 +345,8 @@ container_list(struct patch_ctx *c, const json_t *spec, const char *field,
 			return bad_pod(c, "spec.%s[%zu] is not an object",
 			    field, i);
 		name = json_string_value(json_object_get(ctr, "name"));
-		grab = !init || resolved_init_selected(c->r, name);
+		grab = (!init || resolved_init_selected(c->r, name)) &&
+		    !resolved_sidecar(c->r, name);
 		snprintf(base, sizeof(base), "/spec/%s/%zu", field, i);
 		if ((rv = container_legacy(c, base, ctr, &grab)) < 0)
 			return rv;

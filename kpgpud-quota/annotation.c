@@ -15,7 +15,7 @@
 
 #include "kpgpud-quota/annotation.h"
 
-#define MSG_STR_MAX	64
+#define MSG_STR_MAX	RESOLVED_MSG_MAX
 
 struct parse_ctx {
 	struct annotation	 a;
@@ -73,18 +73,7 @@ perr(struct parse_ctx *c, const char *fmt, ...)
 static const char *
 msg_str(char buf[MSG_STR_MAX + 4], const char *s)
 {
-	size_t i, o = 0;
-
-	for (i = 0; s[i] != '\0' && o < MSG_STR_MAX; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		buf[o++] = (ch >= 0x20 && ch < 0x7f && ch != '"') ? ch : '?';
-	}
-	if (s[i] != '\0') {
-		memcpy(buf + o, "...", 3);
-		o += 3;
-	}
-	buf[o] = '\0';
-	return buf;
+	return resolved_msg_str(buf, s);
 }
 
 /* Get a string field value, or fail with a message naming the field. */
@@ -180,21 +169,6 @@ annotation_profile_valid(const char *s)
 		if (!(islower((unsigned char)s[i]) || s[i] == '.'))
 			return false;
 	return n <= 12 && s[i - 1] != '.';
-}
-
-/* True when s is a DNS-1123 label (container names are). */
-static bool
-dns_label_valid(const char *s)
-{
-	size_t len = strlen(s);
-
-	if (len == 0 || len > 63 || s[0] == '-' || s[len - 1] == '-')
-		return false;
-	for (size_t i = 0; i < len; i++)
-		if (!(islower((unsigned char)s[i]) ||
-		    isdigit((unsigned char)s[i]) || s[i] == '-'))
-			return false;
-	return true;
 }
 
 /* "sharing": the isolation mode. */
@@ -390,43 +364,22 @@ f_mps(struct parse_ctx *c, json_t *v)
 static int
 f_init(struct parse_ctx *c, json_t *v)
 {
-	const char *s;
-	char b[MSG_STR_MAX + 4];
-	size_t i;
-	json_t *e;
+	return resolved_parse_names("initContainers", v, true, &c->a.init,
+	    c->a.init_names, &c->a.ninit_names, c->err, c->errlen);
+}
 
-	if (json_is_string(v)) {
-		s = json_string_value(v);
-		if (strcmp(s, "none") == 0)
-			c->a.init = RESOLVED_INIT_NONE;
-		else if (strcmp(s, "all") == 0)
-			c->a.init = RESOLVED_INIT_ALL;
-		else
-			return perr(c, "unknown initContainers \"%s\" "
-			    "(expected \"none\", \"all\" or a list of names)",
-			    msg_str(b, s));
-		return 0;
-	}
-	if (!json_is_array(v))
-		return perr(c, "field \"initContainers\" must be \"none\", "
-		    "\"all\" or a list of container names");
-	if (json_array_size(v) > RESOLVED_MAX_NAMES)
-		return perr(c, "initContainers lists more than %d names",
-		    RESOLVED_MAX_NAMES);
-	c->a.ninit_names = 0;
-	json_array_foreach(v, i, e) {
-		if (get_string(c, "initContainers[]", e, &s) < 0)
-			return -EINVAL;
-		if (!dns_label_valid(s))
-			return perr(c, "initContainers name \"%s\" is not a "
-			    "valid container name", msg_str(b, s));
-		for (int j = 0; j < c->a.ninit_names; j++)
-			if (strcmp(c->a.init_names[j], s) == 0)
-				return perr(c, "initContainers lists \"%s\" "
-				    "twice", s);
-		snprintf(c->a.init_names[c->a.ninit_names++], 64, "%s", s);
-	}
-	c->a.init = RESOLVED_INIT_NAMED;
+/* "sidecarContainers": containers that never get the claim. */
+static int
+f_sidecars(struct parse_ctx *c, json_t *v)
+{
+	enum resolved_init mode;
+
+	if (resolved_parse_names("sidecarContainers", v, false, &mode,
+	    c->a.sidecar_names, &c->a.nsidecar_names, c->err,
+	    c->errlen) < 0)
+		return -EINVAL;
+	if (mode == RESOLVED_INIT_NONE)
+		c->a.nsidecar_names = 0;
 	return 0;
 }
 
@@ -463,6 +416,7 @@ static const struct field fields[] = {
 	{ "timeSlicing", f_time_slicing },
 	{ "mps", f_mps },
 	{ "initContainers", f_init },
+	{ "sidecarContainers", f_sidecars },
 	{ "legacyGPU", f_legacy },
 };
 
@@ -513,7 +467,8 @@ parse_fields(struct parse_ctx *c, json_t *root)
 			return perr(c, "unknown field \"%s\" (known: sharing, "
 			    "migProfile, maxDevices, devicesPerPod, "
 			    "productName, minMemory, topology, timeSlicing, "
-			    "mps, initContainers, legacyGPU)",
+			    "mps, initContainers, sidecarContainers, "
+			    "legacyGPU)",
 			    msg_str(b, key));
 		if (fields[i].fn(c, v) < 0)
 			return -EINVAL;
@@ -537,6 +492,10 @@ annotation_parse(const char *json, size_t len, struct annotation *ret,
 	c->errlen = errlen;
 	c->a.max_devices = 1;
 	c->a.devices_per_pod = 1;
+	for (int i = 0; resolved_default_sidecars[i] != NULL &&
+	    i < RESOLVED_MAX_NAMES; i++)
+		snprintf(c->a.sidecar_names[c->a.nsidecar_names++], 64, "%s",
+		    resolved_default_sidecars[i]);
 	if (len > ANNOTATION_MAX_LEN) {
 		perr(c, "annotation is %zu bytes, more than the limit of %d",
 		    len, ANNOTATION_MAX_LEN);

@@ -15,6 +15,8 @@
  *    "mps": {"defaultActiveThreadPercentage": 50,
  *            "defaultPinnedDeviceMemoryLimit": "10Gi"},
  *    "initContainers": "none" | "all" | ["name", ...],
+ *    "sidecarContainers": "none" | ["name", ...],  // default: the
+ *                                          // resolved_default_sidecars
  *    "legacyGPU": "reject" | "translate" | "allow"}
  */
 #ifndef KPGPUD_QUOTA_ANNOTATION_H
@@ -69,6 +71,8 @@ struct annotation {
 	enum resolved_init	 init;
 	int			 ninit_names;
 	char			 init_names[RESOLVED_MAX_NAMES][64];
+	int			 nsidecar_names;
+	char			 sidecar_names[RESOLVED_MAX_NAMES][64];
 	enum resolved_legacy	 legacy;
 };
 

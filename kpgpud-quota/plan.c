@@ -670,6 +670,9 @@ resolved_value(struct plan *p)
 	r->init = p->annot.init;
 	r->ninit_names = p->annot.ninit_names;
 	memcpy(r->init_names, p->annot.init_names, sizeof(r->init_names));
+	r->nsidecar_names = p->annot.nsidecar_names;
+	memcpy(r->sidecar_names, p->annot.sidecar_names,
+	    sizeof(r->sidecar_names));
 	r->legacy = p->annot.legacy;
 	p->resolved = resolved_format(r);
 	free(r);
@@ -838,44 +841,31 @@ events_json(const struct plan *p)
 
 const char *const plan_ns_annotation_keys[] = {
 	RESOLVED_ANNOTATION, PLAN_NS_TEMPLATE_ANNOT, PLAN_NS_CLAIM_ANNOT,
-	PLAN_NS_CLASS_ANNOT, PLAN_NS_MAX_ANNOT, PLAN_NS_INIT_ANNOT, NULL,
+	PLAN_NS_CLASS_ANNOT, PLAN_NS_MAX_ANNOT, PLAN_NS_INIT_ANNOT,
+	PLAN_NS_SIDECAR_ANNOT, NULL,
 };
-
-/* The init container policy as the plain annotation says it. */
-static char *
-init_value(const struct annotation *a)
-{
-	size_t len = 1, off = 0;
-	char *s;
-
-	if (a->init != RESOLVED_INIT_NAMED)
-		return strdup(a->init == RESOLVED_INIT_ALL ? "all" : "none");
-	for (int i = 0; i < a->ninit_names; i++)
-		len += strlen(a->init_names[i]) + 1;
-	if ((s = malloc(len)) == NULL)
-		return NULL;
-	s[0] = '\0';
-	for (int i = 0; i < a->ninit_names; i++)
-		off += (size_t)snprintf(s + off, len - off, "%s%s",
-		    i > 0 ? "," : "", a->init_names[i]);
-	return s;
-}
 
 /* The Namespace annotations of the plan. */
 json_t *
 plan_ns_annotations(const struct plan *p)
 {
-	char max[16], *init;
-	json_t *m;
+	const struct annotation *a = &p->annot;
+	char max[16], *init, *side;
+	json_t *m = NULL;
 
-	if ((init = init_value(&p->annot)) == NULL)
-		return NULL;
-	snprintf(max, sizeof(max), "%d", p->annot.max_devices);
-	m = json_pack("{s:s, s:s, s:s, s:s, s:s}", RESOLVED_ANNOTATION,
-	    p->resolved, p->claim_is_template ? PLAN_NS_TEMPLATE_ANNOT :
-	    PLAN_NS_CLAIM_ANNOT, p->claim_name, PLAN_NS_CLASS_ANNOT,
-	    p->class_name, PLAN_NS_MAX_ANNOT, max, PLAN_NS_INIT_ANNOT, init);
+	init = resolved_names_text(a->init, a->init_names, a->ninit_names);
+	side = resolved_names_text(RESOLVED_INIT_NAMED, a->sidecar_names,
+	    a->nsidecar_names);
+	snprintf(max, sizeof(max), "%d", a->max_devices);
+	if (init != NULL && side != NULL)
+		m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}",
+		    RESOLVED_ANNOTATION, p->resolved, p->claim_is_template ?
+		    PLAN_NS_TEMPLATE_ANNOT : PLAN_NS_CLAIM_ANNOT,
+		    p->claim_name, PLAN_NS_CLASS_ANNOT, p->class_name,
+		    PLAN_NS_MAX_ANNOT, max, PLAN_NS_INIT_ANNOT, init,
+		    PLAN_NS_SIDECAR_ANNOT, side);
 	free(init);
+	free(side);
 	return m;
 }
 

@@ -31,14 +31,16 @@
  * Plain Namespace annotations next to RESOLVED_ANNOTATION, for the
  * ValidatingAdmissionPolicies (CEL cannot parse the JSON one): the name of
  * the tenant's template or shared claim (exactly one of the two), its
- * DeviceClass, the devices it may hold (decimal) and the init containers
- * that get the claim ("none", "all" or a comma list).
+ * DeviceClass, the devices it may hold (decimal), the init containers
+ * that get the claim ("none", "all" or a comma list) and the sidecar
+ * containers that never get it ("none" or a comma list).
  */
 #define PLAN_NS_TEMPLATE_ANNOT	"kubeplus.io/gpu-claim-template"
 #define PLAN_NS_CLAIM_ANNOT	"kubeplus.io/gpu-claim"
 #define PLAN_NS_CLASS_ANNOT	"kubeplus.io/gpu-device-class"
 #define PLAN_NS_MAX_ANNOT	"kubeplus.io/gpu-max-devices"
 #define PLAN_NS_INIT_ANNOT	"kubeplus.io/gpu-init-containers"
+#define PLAN_NS_SIDECAR_ANNOT	"kubeplus.io/gpu-sidecar-containers"
 
 #define PLAN_DEFAULT_GPU_CLASS	"gpu.nvidia.com"
 #define PLAN_DEFAULT_CLASS_PREFIX "kpgpud-mig-"

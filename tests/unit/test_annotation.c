@@ -56,6 +56,40 @@ TEST(minimal_exclusive_defaults)
 	CHECK_INT(a.mps_thread_pct, 0);
 	CHECK_INT(a.init, RESOLVED_INIT_NONE);
 	CHECK_INT(a.legacy, RESOLVED_LEGACY_REJECT);
+	/* the common injected proxies get no claim unless it says so */
+	CHECK(a.nsidecar_names > 8);
+	for (int i = 0; i < a.nsidecar_names; i++)
+		CHECK_STR(a.sidecar_names[i], resolved_default_sidecars[i]);
+	CHECK(resolved_default_sidecars[a.nsidecar_names] == NULL);
+}
+
+/* sidecarContainers: "none", a list replacing the default, never "all". */
+TEST(sidecar_containers)
+{
+	struct annotation a;
+	char err[256];
+
+	REQUIRE(parse("{\"sharing\":\"exclusive\",\"sidecarContainers\":"
+	    "\"none\"}", &a, err, sizeof(err)) == 0);
+	CHECK_INT(a.nsidecar_names, 0);
+	REQUIRE(parse("{\"sharing\":\"exclusive\",\"sidecarContainers\":"
+	    "[\"my-proxy\",\"istio-proxy\"]}", &a, err, sizeof(err)) == 0);
+	CHECK_INT(a.nsidecar_names, 2);
+	CHECK_STR(a.sidecar_names[0], "my-proxy");
+	CHECK_STR(a.sidecar_names[1], "istio-proxy");
+	REQUIRE(parse("{\"sharing\":\"exclusive\",\"sidecarContainers\":"
+	    "[]}", &a, err, sizeof(err)) == 0);
+	CHECK_INT(a.nsidecar_names, 0);
+	expect_err("{\"sharing\":\"exclusive\",\"sidecarContainers\":"
+	    "\"all\"}", "unknown sidecarContainers \"all\" (expected \"none\" "
+	    "or a list of names)");
+	expect_err("{\"sharing\":\"exclusive\",\"sidecarContainers\":"
+	    "[\"Envoy\"]}", "sidecarContainers name \"Envoy\" is not a valid "
+	    "container name");
+	expect_err("{\"sharing\":\"exclusive\",\"sidecarContainers\":"
+	    "[\"e\",\"e\"]}", "sidecarContainers lists \"e\" twice");
+	expect_err("{\"sharing\":\"exclusive\",\"sidecarContainers\":7}",
+	    "field \"sidecarContainers\" must be \"none\" or a list of names");
 }
 
 TEST(every_sharing_mode)
@@ -214,7 +248,8 @@ TEST(unknown_fields)
 	expect_err("{\"sharing\":\"exclusive\",\"maxDevice\":2}",
 	    "unknown field \"maxDevice\" (known: sharing, migProfile, "
 	    "maxDevices, devicesPerPod, productName, minMemory, topology, "
-	    "timeSlicing, mps, initContainers, legacyGPU)");
+	    "timeSlicing, mps, initContainers, sidecarContainers, "
+	    "legacyGPU)");
 	expect_err("{\"sharing\":\"time-slicing\",\"timeSlicing\":"
 	    "{\"intervall\":\"Long\"}}", "unknown field "
 	    "\"timeSlicing.intervall\" (known: interval)");
@@ -225,7 +260,8 @@ TEST(unknown_fields)
 	expect_err("{\"sharing\":\"exclusive\",\"a\\\"b\\n\":1}",
 	    "unknown field \"a?b?\" (known: sharing, migProfile, "
 	    "maxDevices, devicesPerPod, productName, minMemory, topology, "
-	    "timeSlicing, mps, initContainers, legacyGPU)");
+	    "timeSlicing, mps, initContainers, sidecarContainers, "
+	    "legacyGPU)");
 }
 
 TEST(optional_field_errors)

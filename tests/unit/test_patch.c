@@ -200,8 +200,9 @@ check_kept(const json_t *before, const json_t *after)
 static int
 init_wanted(const struct resolved *r, const json_t *ctr)
 {
-	return resolved_init_selected(r, json_string_value(json_object_get(ctr,
-	    "name")));
+	const char *name = json_string_value(json_object_get(ctr, "name"));
+
+	return resolved_init_selected(r, name) && !resolved_sidecar(r, name);
 }
 
 /*
@@ -238,7 +239,9 @@ verify(const json_t *pod, const struct resolved *r, struct patch_out **ret)
 	json_decref(want);
 	json_array_foreach(json_object_get(json_object_get(out, "spec"),
 	    "containers"), i, c)
-		CHECK(refs_gpu(c));
+		if (!resolved_sidecar(r, json_string_value(json_object_get(c,
+		    "name"))))
+			CHECK(refs_gpu(c));
 	json_array_foreach(json_object_get(json_object_get(out, "spec"),
 	    "initContainers"), i, c)
 		if (r->legacy != RESOLVED_LEGACY_TRANSLATE)
@@ -442,6 +445,95 @@ TEST(init_containers_by_policy)
 		    "spec"), "ephemeralContainers")));
 		json_decref(out);
 	}
+	json_decref(pod);
+}
+
+/*
+ * Sidecars (in either list, native or not) never get the claim; the other
+ * containers do as before; without a sidecar list every container does.
+ */
+TEST(sidecars_get_no_claim)
+{
+	static const char *const specs[] = {
+		"{\"claimTemplateName\":\"gpu-1g10gb\",\"initContainers\":\"all\","
+		    "\"sidecarContainers\":[\"istio-init\",\"istio-proxy\","
+		    "\"linkerd-proxy\",\"cloud-sql-proxy\"]}",
+		"{\"claimTemplateName\":\"gpu-1g10gb\",\"initContainers\":\"all\","
+		    "\"sidecarContainers\":\"none\"}",
+		"{\"claimTemplateName\":\"gpu-1g10gb\",\"initContainers\":"
+		    "[\"istio-init\",\"setup\"],\"sidecarContainers\":"
+		    "[\"istio-init\",\"envoy\"]}",
+	};
+	/* containers serve, istio-proxy, cloud-sql-proxy */
+	static const int want_c[3][3] = { { 1, 0, 0 }, { 1, 1, 1 },
+	    { 1, 1, 1 } };
+	/* init containers istio-init, linkerd-proxy, setup */
+	static const int want_i[3][3] = { { 0, 0, 1 }, { 1, 1, 1 },
+	    { 0, 0, 1 } };
+	json_t *pod = fixture("sidecars.json"), *out;
+	const json_t *sp;
+	struct patch_out *p;
+
+	REQUIRE(pod != NULL);
+	for (int s = 0; s < 3; s++) {
+		struct resolved r = spec(specs[s]);
+
+		REQUIRE((out = verify(pod, &r, &p)) != NULL);
+		sp = json_object_get(out, "spec");
+		for (int i = 0; i < 3; i++) {
+			CHECK_INT(refs_gpu(json_array_get(json_object_get(sp,
+			    "containers"), i)), want_c[s][i]);
+			CHECK_INT(refs_gpu(json_array_get(json_object_get(sp,
+			    "initContainers"), i)), want_i[s][i]);
+		}
+		/* the pod claim is there either way */
+		CHECK_INT(json_array_size(json_object_get(sp,
+		    "resourceClaims")), 1);
+		CHECK_INT(p->nwarnings, 0);
+		patch_out_free(p);
+		json_decref(out);
+	}
+	json_decref(pod);
+}
+
+/*
+ * A sidecar asking for a legacy GPU is handled as any container: refused
+ * under reject; under translate it loses the request and gets the claim
+ * (it asked for a GPU: the tenant's own); under allow it keeps it.
+ */
+TEST(legacy_in_sidecar)
+{
+	struct resolved rej = spec("{\"claimTemplateName\":\"gpu-1g10gb\","
+	    "\"sidecarContainers\":[\"envoy\"]}");
+	struct resolved tr = spec("{\"claimTemplateName\":\"gpu-1g10gb\","
+	    "\"sidecarContainers\":[\"envoy\"],\"legacyGPU\":\"translate\"}");
+	struct resolved al = spec("{\"claimTemplateName\":\"gpu-1g10gb\","
+	    "\"sidecarContainers\":[\"envoy\"],\"legacyGPU\":\"allow\"}");
+	json_t *pod = fixture("legacy-sidecar.json"), *out;
+	const json_t *envoy;
+	struct patch_out *p = NULL;
+
+	REQUIRE(pod != NULL);
+	REQUIRE(patch_build(pod, &rej, &p, NULL, 0) == 0);
+	CHECK(p->deny);
+	CHECK(strstr(p->message, "\"envoy\"") != NULL);
+	patch_out_free(p);
+	REQUIRE((out = verify(pod, &tr, NULL)) != NULL);
+	envoy = json_array_get(json_object_get(json_object_get(out, "spec"),
+	    "containers"), 1);
+	CHECK(refs_gpu(envoy));
+	CHECK(json_object_get(json_object_get(json_object_get(envoy,
+	    "resources"), "limits"), "nvidia.com/gpu") == NULL);
+	json_decref(out);
+	REQUIRE((out = verify(pod, &al, &p)) != NULL);
+	envoy = json_array_get(json_object_get(json_object_get(out, "spec"),
+	    "containers"), 1);
+	CHECK(!refs_gpu(envoy));
+	CHECK(json_object_get(json_object_get(json_object_get(envoy,
+	    "resources"), "limits"), "nvidia.com/gpu") != NULL);
+	CHECK_INT(p->nwarnings, 1);
+	patch_out_free(p);
+	json_decref(out);
 	json_decref(pod);
 }
 

@@ -196,6 +196,13 @@ TEST(exclusive_optional_fields)
 	CHECK_STR(jstr(d, PLAN_NS_CLASS_ANNOT), "gpu.nvidia.com");
 	CHECK_STR(jstr(d, PLAN_NS_MAX_ANNOT), "4");
 	CHECK_STR(jstr(d, PLAN_NS_INIT_ANNOT), "setup,warmup");
+	/* the default sidecars, in the plain and in the resolved form */
+	CHECK(strncmp(jstr(d, PLAN_NS_SIDECAR_ANNOT), "istio-proxy,", 12)
+	    == 0);
+	CHECK(strstr(jstr(d, PLAN_NS_SIDECAR_ANNOT), ",cloud-sql-proxy,")
+	    != NULL);
+	CHECK(resolved_sidecar(r, "linkerd-proxy"));
+	CHECK(!resolved_sidecar(r, "setup"));
 	CHECK_STR(jstr(d, RESOLVED_ANNOTATION), p->resolved);
 	json_decref(d);
 	free(r);
@@ -571,7 +578,7 @@ TEST(invalid_annotations_give_no_plan)
 		{ "invalid-unknown-field", "unknown field \"maxDevice\" (known: "
 		  "sharing, migProfile, maxDevices, devicesPerPod, productName, "
 		  "minMemory, topology, timeSlicing, mps, initContainers, "
-		  "legacyGPU)" },
+		  "sidecarContainers, legacyGPU)" },
 		{ "no-annotation", "Agent/team-i has no "
 		  "kubeplus.io/gpu-isolation annotation" },
 	};

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/resolved.h"
 #include "tests/unit/test.h"
@@ -49,6 +50,39 @@ TEST(shared_claim_and_policies)
 	CHECK(resolved_init_selected(&r, "a"));
 	CHECK(!resolved_init_selected(&r, "c"));
 	CHECK(!resolved_init_selected(&r, NULL));
+}
+
+/* sidecarContainers: absent or "none" is none; a list is matched by name. */
+TEST(sidecar_containers)
+{
+	struct resolved r;
+	char err[128], *s;
+
+	REQUIRE(parse("{\"claimName\":\"c\"}", &r, err, sizeof(err)) == 0);
+	CHECK_INT(r.nsidecar_names, 0);
+	CHECK(!resolved_sidecar(&r, "istio-proxy"));
+	REQUIRE(parse("{\"claimName\":\"c\",\"sidecarContainers\":\"none\"}",
+	    &r, err, sizeof(err)) == 0);
+	CHECK_INT(r.nsidecar_names, 0);
+	/* none is not written: the same text as before the field existed */
+	REQUIRE((s = resolved_format(&r)) != NULL);
+	CHECK(strstr(s, "sidecar") == NULL);
+	free(s);
+	REQUIRE(parse("{\"claimName\":\"c\",\"sidecarContainers\":"
+	    "[\"istio-proxy\",\"envoy\"]}", &r, err, sizeof(err)) == 0);
+	CHECK_INT(r.nsidecar_names, 2);
+	CHECK(resolved_sidecar(&r, "envoy"));
+	CHECK(!resolved_sidecar(&r, "envoy2"));
+	CHECK(!resolved_sidecar(&r, NULL));
+	REQUIRE((s = resolved_format(&r)) != NULL);
+	CHECK_STR(s, "{\"claimName\":\"c\",\"initContainers\":\"none\","
+	    "\"legacyGPU\":\"reject\",\"sidecarContainers\":"
+	    "[\"istio-proxy\",\"envoy\"]}");
+	free(s);
+	CHECK_INT(parse("{\"claimName\":\"c\",\"sidecarContainers\":\"all\"}",
+	    &r, err, sizeof(err)), -EINVAL);
+	CHECK_INT(parse("{\"claimName\":\"c\",\"sidecarContainers\":[\"A\"]}",
+	    &r, err, sizeof(err)), -EINVAL);
 }
 
 TEST(rejects_bad_values)
@@ -136,6 +170,8 @@ TEST(format_sorted_and_round_trips)
 		    "\"initContainers\":[\"a\",\"b\"],\"legacyGPU\":\"allow\"}",
 		"{\"claimName\":\"shared\",\"initContainers\":\"all\","
 		    "\"legacyGPU\":\"translate\"}",
+		"{\"claimName\":\"shared\",\"sidecarContainers\":"
+		    "[\"envoy\",\"vault-agent\"]}",
 	};
 	struct resolved a, b;
 	char *s;
@@ -154,7 +190,11 @@ TEST(format_sorted_and_round_trips)
 		CHECK(resolved_equal(&a, &b));
 		free(s);
 	}
-	b.legacy = RESOLVED_LEGACY_REJECT;
+	/* a differing sidecar list is a different spec */
+	b.nsidecar_names = 1;
+	CHECK(!resolved_equal(&a, &b));
+	b = a;
+	b.legacy = RESOLVED_LEGACY_TRANSLATE;
 	CHECK(!resolved_equal(&a, &b));
 }
 

@@ -1,0 +1,199 @@
+/*
+ * The sidecar list changes nothing but sidecars: every review of the fuzz
+ * seeds (seed-review, seed-review_diff) and every pod fixture as a review
+ * is answered under several namespace policies, once without a sidecar list
+ * and once with the default one; for a pod with no container of a default
+ * sidecar name the two replies are byte-identical, and for the fixture
+ * with sidecars they differ (so the comparison can fail).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "common/resolved.h"
+#include "common/util.h"
+#include "kpgpud-admit/review.h"
+#include "tests/unit/test.h"
+
+#define BODY_MAX	(4 * 1024 * 1024)
+
+static const char *const specs[] = {
+	"{\"claimTemplateName\":\"gpu\"}",
+	"{\"claimName\":\"shared\",\"initContainers\":\"all\","
+	    "\"legacyGPU\":\"translate\"}",
+	"{\"claimName\":\"shared\",\"initContainers\":[\"a\",\"init\"],"
+	    "\"legacyGPU\":\"allow\"}",
+};
+
+static int same, differ, with_sidecars;
+
+/* Whether one list of containers names a default sidecar. */
+static bool
+list_has_sidecar(const json_t *list)
+{
+	const json_t *c;
+	size_t i;
+
+	json_array_foreach(list, i, c) {
+		const char *n = json_string_value(json_object_get(c, "name"));
+
+		for (int k = 0; n != NULL && resolved_default_sidecars[k]; k++)
+			if (strcmp(n, resolved_default_sidecars[k]) == 0)
+				return true;
+	}
+	return false;
+}
+
+/* Whether the pod of a review body has a container of a sidecar name. */
+static bool
+has_sidecar(const char *body, size_t len)
+{
+	json_t *j = json_loadb(body, len, 0, NULL);
+	const json_t *spec = json_object_get(json_object_get(json_object_get(
+	    j, "request"), "object"), "spec");
+	bool r = list_has_sidecar(json_object_get(spec, "containers")) ||
+	    list_has_sidecar(json_object_get(spec, "initContainers"));
+
+	json_decref(j);
+	return r;
+}
+
+/* Answer body under r; the reply or NULL (the error text in err). */
+static struct review_reply *
+answer(const char *body, size_t len, const struct resolved *r, char *err,
+    size_t errlen)
+{
+	struct review *rv = NULL;
+	struct review_reply *rep = NULL;
+
+	if (review_parse(body, len, &rv, err, errlen) < 0)
+		return NULL;
+	if (review_answer(rv, REVIEW_NS_ISOLATED, r, &rep, err, errlen) < 0)
+		rep = NULL;
+	review_free(rv);
+	return rep;
+}
+
+/* Compare the replies to one body without and with the default list. */
+static void
+compare(const char *what, const char *body, size_t len)
+{
+	bool side = has_sidecar(body, len);
+
+	with_sidecars += side;
+	for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++) {
+		struct resolved plain, listed;
+		struct review_reply *a, *b;
+		char e1[256] = "", e2[256] = "";
+		bool eq;
+
+		memset(&plain, 0, sizeof(plain));
+		if (resolved_parse(specs[s], strlen(specs[s]), &plain, NULL,
+		    0) < 0) {
+			test_fail(__FILE__, __LINE__, "spec %zu", s);
+			return;
+		}
+		listed = plain;
+		for (int k = 0; resolved_default_sidecars[k] != NULL; k++)
+			snprintf(listed.sidecar_names[listed.nsidecar_names++],
+			    64, "%s", resolved_default_sidecars[k]);
+		a = answer(body, len, &plain, e1, sizeof(e1));
+		b = answer(body, len, &listed, e2, sizeof(e2));
+		eq = (a == NULL) == (b == NULL) && (a == NULL ?
+		    strcmp(e1, e2) == 0 : a->len == b->len &&
+		    memcmp(a->body, b->body, a->len) == 0);
+		if (eq)
+			same++;
+		else
+			differ++;
+		if (!side && !eq)
+			test_fail(__FILE__, __LINE__, "%s [spec %zu]: reply "
+			    "changed by the sidecar list", what, s);
+		review_reply_free(a);
+		review_reply_free(b);
+	}
+}
+
+/* Every file of one seed directory. */
+static void
+replay_dir(const char *rel)
+{
+	char path[1024], *buf;
+	struct dirent *de;
+	size_t len;
+	DIR *d;
+
+	if ((d = opendir(test_srcpath(rel))) == NULL) {
+		test_fail(__FILE__, __LINE__, "cannot open %s", rel);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", test_srcpath(rel),
+		    de->d_name);
+		if (read_file_capped(path, BODY_MAX, &buf, &len) < 0) {
+			test_fail(__FILE__, __LINE__, "cannot read %s", path);
+			continue;
+		}
+		compare(de->d_name, buf, len);
+		free(buf);
+	}
+	closedir(d);
+}
+
+/* Every pod fixture wrapped in a Pod CREATE review. */
+static void
+replay_fixtures(void)
+{
+	const char *rel = "tests/fixtures/pods";
+	char path[1024], *s;
+	struct dirent *de;
+	json_t *pod, *rv;
+	DIR *d;
+
+	if ((d = opendir(test_srcpath(rel))) == NULL) {
+		test_fail(__FILE__, __LINE__, "cannot open %s", rel);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", test_srcpath(rel),
+		    de->d_name);
+		if ((pod = json_load_file(path, 0, NULL)) == NULL ||
+		    strcmp(json_string_value(json_object_get(pod, "kind")) ?
+		    json_string_value(json_object_get(pod, "kind")) : "",
+		    "Pod") != 0) {
+			json_decref(pod);
+			continue;
+		}
+		rv = json_pack("{s:s, s:s, s:{s:s, s:{s:s,s:s,s:s}, s:s, s:s, "
+		    "s:o}}", "apiVersion", "admission.k8s.io/v1", "kind",
+		    "AdmissionReview", "request", "uid", "u-1", "kind", "group",
+		    "", "version", "v1", "kind", "Pod", "namespace", "team-a",
+		    "operation", "CREATE", "object", pod);
+		if ((s = json_dumps(rv, JSON_COMPACT)) != NULL)
+			compare(de->d_name, s, strlen(s));
+		free(s);
+		json_decref(rv);
+	}
+	closedir(d);
+}
+
+TEST(replies_unchanged_without_sidecar_names)
+{
+	replay_dir("tests/fuzz/seed-review");
+	replay_dir("tests/fuzz/seed-review_diff");
+	replay_fixtures();
+	printf("    %d replies identical, %d changed; %d inputs with "
+	    "sidecar names\n", same, differ, with_sidecars);
+	CHECK(same >= 30);
+	CHECK(with_sidecars >= 2);
+	/* sidecars.json (and legacy-sidecar.json under translate) */
+	CHECK(differ >= 2);
+}
