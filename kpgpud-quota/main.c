@@ -95,8 +95,9 @@ static const struct config_opt quota_opts[] = {
 	CONFIG_ENUM(QC, tenant_ns, "tenant-namespace", 0, "name",
 	    tenant_ns_names, "Plan", "The tenant namespace of an instance: "
 	    "its name (KubePlus) or its own namespace.", CONFIG_NORELOAD),
-	CONFIG_STRING(QC, quota_name, "quota-name", 0, "{kind}-{name}",
-	    "Plan", "ResourceQuota name template ({kind} lower-cased).",
+	CONFIG_STRING(QC, quota_name, "quota-name", 0, "kpgpud-gpu",
+	    "Plan", "Name (template: {kind} lower-cased, {name}) of "
+	    "kpgpud's own ResourceQuota; never KubePlus's {kind}-{name}.",
 	    CONFIG_NORELOAD),
 	CONFIG_STRING(QC, class_prefix, "class-prefix", 0, "kpgpud-mig-",
 	    "Plan", "Name prefix of the per-profile MIG DeviceClasses.",

@@ -738,9 +738,30 @@ plan_names(const struct plan_instance *in, const struct plan_config *cfg,
 		return -EINVAL;
 	for (char *s = kind_lc; *s != '\0'; s++)
 		*s = (char)tolower((unsigned char)*s);
-	return quota_name(cfg->quota_name ? cfg->quota_name :
+	if (quota_name(cfg->quota_name ? cfg->quota_name :
 	    PLAN_DEFAULT_QUOTA_NAME, kind_lc, in->name, p->quota_name,
-	    sizeof(p->quota_name), err, errlen);
+	    sizeof(p->quota_name), err, errlen) < 0)
+		return -EINVAL;
+	if (plan_kubeplus_quota(in, buf, sizeof(buf)) &&
+	    strcmp(p->quota_name, buf) == 0)
+		return perr(err, errlen, "quota name \"%s\" is the one KubePlus "
+		    "creates for the Helm release of %s/%s; kpgpud keeps its "
+		    "keys in a quota of its own", p->quota_name, in->kind,
+		    in->name);
+	return 0;
+}
+
+/* The name of KubePlus's quota for the instance: lower(kind)-<name>. */
+bool
+plan_kubeplus_quota(const struct plan_instance *in, char *out, size_t len)
+{
+	size_t o;
+
+	if ((size_t)snprintf(out, len, "%s-%s", in->kind, in->name) >= len)
+		return false;
+	for (o = 0; out[o] != '\0' && o < strlen(in->kind); o++)
+		out[o] = (char)tolower((unsigned char)out[o]);
+	return true;
 }
 
 /* Parse the instance's annotation into a.  */

@@ -44,7 +44,13 @@
 
 #define PLAN_DEFAULT_GPU_CLASS	"gpu.nvidia.com"
 #define PLAN_DEFAULT_CLASS_PREFIX "kpgpud-mig-"
-#define PLAN_DEFAULT_QUOTA_NAME	"{kind}-{name}"
+/*
+ * kpgpud's own ResourceQuota in the tenant namespace (every quota of a
+ * namespace is enforced). Never the name KubePlus gives the quota of the
+ * instance's Helm release, lower(kind)-<name>: KubePlus creates that one
+ * with a plain create after helm install and gives up on a 409.
+ */
+#define PLAN_DEFAULT_QUOTA_NAME	"kpgpud-gpu"
 #define PLAN_DEFAULT_STRICT	"gpu.nvidia.com,mig.nvidia.com,vfio.gpu.nvidia.com"
 #define PLAN_DEFAULT_GPU_DRIVERS "gpu.nvidia.com"
 
@@ -158,6 +164,13 @@ void	 plan_free(struct plan *p);
 bool	 plan_class_is_gpu(json_t *class_or_row, const char *drivers);
 /* Whether every name of a driver list is a DNS subdomain. */
 bool	 plan_drivers_valid(const char *drivers);
+
+/*
+ * The name KubePlus gives the ResourceQuota of the instance's Helm release,
+ * lower(kind)-<name>, into out. False when it does not fit.
+ */
+bool	 plan_kubeplus_quota(const struct plan_instance *in, char *out,
+	    size_t len);
 
 /* The whole plan as one JSON document (what kpgpuctl render prints). */
 json_t	*plan_to_json(const struct plan *p);

@@ -624,22 +624,67 @@ quota_create(const struct plan *p, struct rc_actions *r)
 	return ret;
 }
 
-/* Quota writes for the namespace: ours updated, others released. */
+/* Whether q's status.hard holds every key of the plan at its value. */
+bool
+reconcile_quota_in_force(const struct plan *p, json_t *q)
+{
+	json_t *hard = json_object_get(json_object_get(q, "status"), "hard");
+	const char *have;
+	char v[16];
+
+	for (int i = 0; i < p->nkeys; i++) {
+		snprintf(v, sizeof(v), "%d", p->keys[i].value);
+		have = json_string_value(json_object_get(hard,
+		    p->keys[i].name));
+		if (have == NULL || strcmp(have, v) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* The observed quota of the given name, or NULL. */
+static json_t *
+quota_named(const struct rc_observed *obs, const char *name)
+{
+	const char *n;
+	size_t i;
+	json_t *q;
+
+	json_array_foreach(obs->quotas, i, q) {
+		n = json_string_value(json_object_get(json_object_get(q,
+		    "metadata"), "name"));
+		if (n != NULL && strcmp(n, name) == 0)
+			return q;
+	}
+	return NULL;
+}
+
+/*
+ * Quota writes for the namespace: ours updated, our keys released from
+ * every other quota (KubePlus's, or ours of an older name). With a plan,
+ * keys move: the other quotas keep them until the quota controller shows
+ * ours in force (status.hard at the planned values), so no moment is
+ * left without a limit; until then the namespace is looked at again.
+ */
 static int
 quota_diff(const struct plan *p, const struct rc_observed *obs,
     struct rc_actions *r)
 {
 	struct keylist *ours;
-	bool found = false;
+	json_t *q, *own = NULL;
+	bool in_force = true;
 	const char *name;
 	size_t i;
-	json_t *q;
 	int ret = 0;
 
 	if (json_array_size(obs->quotas) > RC_MAX_QUOTAS)
 		return -E2BIG;
 	if ((ours = calloc(1, sizeof(*ours))) == NULL)
 		return -ENOMEM;
+	if (p != NULL) {
+		own = quota_named(obs, p->quota_name);
+		in_force = own != NULL && reconcile_quota_in_force(p, own);
+	}
 	json_array_foreach(obs->quotas, i, q) {
 		name = json_string_value(json_object_get(json_object_get(q,
 		    "metadata"), "name"));
@@ -647,17 +692,20 @@ quota_diff(const struct plan *p, const struct rc_observed *obs,
 			continue;
 		keys_parse(meta_str(q, "annotations", PLAN_QUOTA_KEYS_ANNOT),
 		    ours);
-		if (p != NULL && strcmp(name, p->quota_name) == 0) {
-			found = true;
+		if (q == own)
 			ret = quota_update(p, q, ours, r);
-		} else if (meta_str(q, "annotations",
-		    PLAN_QUOTA_KEYS_ANNOT) != NULL)
+		else if (meta_str(q, "annotations",
+		    PLAN_QUOTA_KEYS_ANNOT) == NULL)
+			continue;
+		else if (in_force)
 			ret = quota_release(obs->ns, q, ours, r);
+		else
+			r->wait = true;
 		if (ret < 0)
 			break;
 	}
 	free(ours);
-	if (ret == 0 && p != NULL && !found)
+	if (ret == 0 && p != NULL && own == NULL)
 		ret = quota_create(p, r);
 	return ret;
 }

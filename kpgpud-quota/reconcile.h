@@ -153,6 +153,12 @@ char	*reconcile_delete_body(const char *uid);
 /* Free the bodies; leaves no actions. */
 void	 reconcile_actions_clear(struct rc_actions *a);
 
+/*
+ * Whether a ResourceQuota object q enforces the plan: its status.hard (what
+ * quota admission reads) holds every key of p at the planned value.
+ */
+bool	 reconcile_quota_in_force(const struct plan *p, json_t *q);
+
 /* Whether every member of want is in have with the same value. */
 bool	 reconcile_json_subset(json_t *want, json_t *have);
 

@@ -6,7 +6,8 @@
  * the Namespace annotation admit reads, and the Warning events; invalid
  * annotations yield their precise message and no plan. DeviceClasses are
  * GPU classes unless their CEL provably names another driver (fail
- * closed); strict zeroes every GPU class but the tenant's, and more GPU
+ * closed); the quota is kpgpud's own (kpgpud-gpu), never the one KubePlus
+ * names lower(kind)-<instance>; strict zeroes every GPU class but the tenant's, and more GPU
  * classes than a quota keys (or an unkeyable one) hold the claims at 0.
  */
 #include <errno.h>
@@ -144,7 +145,8 @@ TEST(exclusive_template)
 	CHECK(jget(c, "spec>spec>devices>config") == NULL);
 	CHECK_STR(jstr(c, "spec>metadata>labels>" PLAN_INSTANCE_LABEL),
 	    "agent-team-a");
-	CHECK_STR(p->quota_name, "agent-team-a");
+	/* kpgpud's own quota, never KubePlus's agent-team-a */
+	CHECK_STR(p->quota_name, "kpgpud-gpu");
 	CHECK_INT(p->nkeys, 2);
 	CHECK_INT(key(p, "count/resourceclaims.resource.k8s.io"), 2);
 	CHECK_INT(key(p, "gpu.nvidia.com.deviceclass.resource.k8s.io/"
@@ -403,7 +405,7 @@ TEST(name_fit_hashes_long_names)
 
 TEST(long_instance_name)
 {
-	struct plan_config cfg = { 0 };
+	struct plan_config cfg = { .quota_name = "{kind}-{name}-gpu" };
 	struct plan *p = build("long-name", &cfg), *q = build("long-name",
 	    &cfg);
 	const char *name;
@@ -421,7 +423,7 @@ TEST(long_instance_name)
 	CHECK_STR(p->namespace, "tenant-xxxxxxxxxxxxxxxxxxxxxxxxx"
 	    "xxxxxxxxxxxxxxxxxxxxxxxxx");
 	CHECK_STR(p->quota_name, "wordpressservice-tenant-xxxxxxxxxxxxxxx"
-	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx-gpu");
 	plan_free(p);
 	plan_free(q);
 }
@@ -527,6 +529,15 @@ TEST(config_errors)
 	CHECK_STR(p->quota_name, "team-a-quota");
 	plan_free(p);
 	p = NULL;
+	/* never the quota KubePlus creates for the instance's release */
+	cfg.quota_name = "{kind}-{name}";
+	CHECK(plan_build(&in, &cfg, &p, err, sizeof(err)) == -EINVAL);
+	CHECK_STR(err, "quota name \"agent-team-a\" is the one KubePlus "
+	    "creates for the Helm release of Agent/team-a; kpgpud keeps its "
+	    "keys in a quota of its own");
+	cfg.quota_name = "agent-team-a";
+	CHECK(plan_build(&in, &cfg, &p, err, sizeof(err)) == -EINVAL);
+	CHECK(p == NULL);
 	cfg.quota_name = NULL;
 	cfg.gpu_class = "-gpu";
 	CHECK(plan_build(&in, &cfg, &p, err, sizeof(err)) == -EINVAL);
@@ -682,7 +693,7 @@ TEST(plan_document)
 	CHECK_INT(json_array_size(jget(j, "objects")), 2);
 	CHECK_STR(jstr(j, "objects>0>kind"), "DeviceClass");
 	CHECK_STR(jstr(j, "objects>1>kind"), "ResourceClaimTemplate");
-	CHECK_STR(jstr(j, "quota>name"), "agent-team-c");
+	CHECK_STR(jstr(j, "quota>name"), "kpgpud-gpu");
 	CHECK_STR(jstr(j, "quota>namespace"), "team-c");
 	CHECK_STR(jstr(j, "quota>hard>count/resourceclaims.resource.k8s.io"),
 	    "1");

@@ -2,7 +2,8 @@
  * Reconcile's pure diff: from nothing it creates DeviceClass, template,
  * quota and only then labels the Namespace; in sync it writes nothing; it
  * touches only kpgpud's quota keys (others survive, old ones of ours are
- * removed); a drifted immutable spec is replaced; stale owned objects go;
+ * removed); its keys live in its own quota kpgpud-gpu and move out of
+ * KubePlus's (or an old-named one of ours) only once its own is in force; a drifted immutable spec is replaced; stale owned objects go;
  * cleanup runs in reverse and deletes a quota only when kpgpud created it
  * and nothing else is in it; unused DeviceClasses are collected; events get
  * deterministic names. Creates of kpgpud's objects are verified on 409; an
@@ -215,9 +216,10 @@ TEST(only_our_quota_keys)
 	struct plan *p = mkplan("{\"sharing\":\"exclusive\",\"maxDevices\":3}");
 	struct rc_observed o;
 	struct rc_actions *a = calloc(1, sizeof(*a));
-	json_t *b, *hard;
+	json_t *b, *hard, *own;
 
 	REQUIRE(p != NULL && a != NULL);
+	CHECK_STR(p->quota_name, "kpgpud-gpu");
 	mkobs(&o);
 	/* KubePlus's quota, with its own keys and an old key of ours */
 	json_array_append_new(o.quotas, json_pack("{s:{s:s, s:{s:s}}, "
@@ -226,30 +228,94 @@ TEST(only_our_quota_keys)
 	    "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/devices", "spec",
 	    "hard", "requests.cpu", "2", "limits.memory", "4Gi",
 	    "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/devices", "1"));
+	/* first our own quota; KubePlus's keeps our old key meanwhile */
 	REQUIRE(reconcile_diff(p, &o, a) == 0);
 	REQUIRE(a->n == 3);
 	check_action(a, 0, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
 	    "resourceclaimtemplates");
+	check_action(a, 1, "POST", "/api/v1/namespaces/t1/resourcequotas");
+	b = json_loads(a->a[1].body, 0, NULL);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(b,
+	    "metadata"), "name")), "kpgpud-gpu");
+	hard = json_object_get(json_object_get(b, "spec"), "hard");
+	CHECK_INT(json_object_size(hard), 2);
+	CHECK_STR(json_string_value(json_object_get(hard,
+	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices")), "3");
+	json_decref(b);
+	check_action(a, 2, "PATCH", "/api/v1/namespaces/t1");
+	CHECK(a->wait);
+	reconcile_actions_clear(a);
+	/* ours exists, not yet in status.hard: still nothing released */
+	own = json_pack("{s:{s:s, s:{s:s}, s:{s:s}}, s:{s:o}}", "metadata",
+	    "name", "kpgpud-gpu", "labels", PLAN_MANAGED_BY_KEY,
+	    PLAN_MANAGED_BY, "annotations", PLAN_QUOTA_KEYS_ANNOT,
+	    "count/resourceclaims.resource.k8s.io,"
+	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices", "spec",
+	    "hard", plan_quota_hard(p));
+	json_array_append_new(o.quotas, own);
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	for (int i = 0; i < a->n; i++)
+		CHECK(strstr(a->a[i].path, "resourcequotas") == NULL);
+	CHECK(a->wait);
+	reconcile_actions_clear(a);
+	/* in force: our key leaves KubePlus's quota, nothing else of it */
+	json_object_set_new(own, "status", json_pack("{s:o}", "hard",
+	    plan_quota_hard(p)));
+	CHECK(reconcile_quota_in_force(p, own));
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	REQUIRE(a->n == 3);
+	CHECK(!a->wait);
 	check_action(a, 1, "PATCH", "/api/v1/namespaces/t1/resourcequotas/"
 	    "agent-t1");
 	CHECK_STR(a->a[1].content_type, RC_MERGE);
 	b = json_loads(a->a[1].body, 0, NULL);
 	hard = json_object_get(json_object_get(b, "spec"), "hard");
-	CHECK_INT(json_object_size(hard), 3);
-	CHECK(json_object_get(hard, "requests.cpu") == NULL);
-	CHECK(json_object_get(hard, "limits.memory") == NULL);
+	CHECK_INT(json_object_size(hard), 1);
 	CHECK(json_is_null(json_object_get(hard, "kpgpud-mig-1g.10gb."
 	    "deviceclass.resource.k8s.io/devices")));
-	CHECK_STR(json_string_value(json_object_get(hard,
-	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices")), "3");
-	CHECK_STR(json_string_value(json_object_get(json_object_get(
-	    json_object_get(b, "metadata"), "annotations"),
-	    PLAN_QUOTA_KEYS_ANNOT)), "count/resourceclaims.resource.k8s.io,"
-	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices");
+	CHECK(json_is_null(json_object_get(json_object_get(json_object_get(
+	    b, "metadata"), "annotations"), PLAN_QUOTA_KEYS_ANNOT)));
 	CHECK(json_object_get(json_object_get(b, "metadata"), "labels") ==
 	    NULL);
 	json_decref(b);
-	check_action(a, 2, "PATCH", "/api/v1/namespaces/t1");
+	/* a limit not yet in force (status.hard at another value) waits */
+	reconcile_actions_clear(a);
+	json_object_set_new(json_object_get(json_object_get(own, "status"),
+	    "hard"), "count/resourceclaims.resource.k8s.io",
+	    json_string("5"));
+	CHECK(!reconcile_quota_in_force(p, own));
+	reconcile_actions_clear(a);
+	obs_free(&o);
+	free(a);
+	plan_free(p);
+}
+
+TEST(old_quota_name_moved)
+{
+	struct plan *p = mkplan("{\"sharing\":\"exclusive\",\"maxDevices\":3}");
+	struct rc_observed o;
+	struct rc_actions *a = calloc(1, sizeof(*a));
+
+	REQUIRE(p != NULL && a != NULL);
+	mkobs(&o);
+	/* an older kpgpud's quota under KubePlus's name, only our keys */
+	json_array_append_new(o.quotas, json_pack("{s:{s:s, s:{s:s}, "
+	    "s:{s:s}}, s:{s:o}}", "metadata", "name", "agent-t1", "labels",
+	    PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY, "annotations",
+	    PLAN_QUOTA_KEYS_ANNOT, "count/resourceclaims.resource.k8s.io,"
+	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices", "spec",
+	    "hard", plan_quota_hard(p)));
+	json_array_append_new(o.quotas, json_pack("{s:{s:s, s:{s:s}, "
+	    "s:{s:s}}, s:{s:o}, s:{s:o}}", "metadata", "name", "kpgpud-gpu",
+	    "labels", PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY, "annotations",
+	    PLAN_QUOTA_KEYS_ANNOT, "count/resourceclaims.resource.k8s.io,"
+	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices", "spec",
+	    "hard", plan_quota_hard(p), "status", "hard",
+	    plan_quota_hard(p)));
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	REQUIRE(a->n == 3);
+	check_action(a, 1, "DELETE", "/api/v1/namespaces/t1/resourcequotas/"
+	    "agent-t1");
 	reconcile_actions_clear(a);
 	obs_free(&o);
 	free(a);
@@ -330,7 +396,7 @@ TEST(cleanup_in_reverse)
 		    plan_ns_annotation_keys[i])));
 	json_decref(b);
 	check_action(a, 1, "PATCH", "/api/v1/namespaces/t1/resourcequotas/"
-	    "agent-t1");
+	    "kpgpud-gpu");
 	b = json_loads(a->a[1].body, 0, NULL);
 	CHECK_INT(json_object_size(json_object_get(json_object_get(b, "spec"),
 	    "hard")), 2);
@@ -349,7 +415,7 @@ TEST(cleanup_in_reverse)
 	REQUIRE(reconcile_diff(NULL, &o, a) == 0);
 	REQUIRE(a->n == 3);
 	check_action(a, 1, "DELETE", "/api/v1/namespaces/t1/resourcequotas/"
-	    "agent-t1");
+	    "kpgpud-gpu");
 	reconcile_actions_clear(a);
 	obs_free(&o);
 	free(a);
