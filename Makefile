@@ -101,7 +101,7 @@ TOOL_BINS  := $(TOOL_SRCS:tests/tools/%.c=$(OUT)/tests/%)
 .DELETE_ON_ERROR:
 
 .PHONY: all deps check test-build asan fuzz demo bench install clean \
-	unit integration faults study deb deb-check image image-check
+	unit integration faults redteam study deb deb-check image image-check
 
 all: $(BINS)
 
@@ -173,6 +173,15 @@ faults:
 	@scripts/deps --check
 	$(MAKE) VARIANT=test test-build
 	scripts/faults build/test
+
+# redteam: the adversarial suite as a tenant, every configuration (the
+# default must show no escape; the others exactly their expected ones).
+REDTEAM_CONFIGS ?= default,fail-policy,strict-off,no-policy,fail-policy-no-policy,strict-off-no-policy
+redteam:
+	@scripts/deps
+	$(MAKE) VARIANT=test test-build
+	/usr/bin/python3 tests/redteam/redteam.py build/test \
+	    --config $(REDTEAM_CONFIGS) --markdown build/test/redteam.md
 
 demo:
 	@scripts/deps --check
