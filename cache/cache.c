@@ -16,6 +16,7 @@
 
 #include "cache/cache_write.h"
 #include "cache/cache_sql.h"
+#include "common/util.h"
 
 #define CACHE_BUSY_MS	5000
 
@@ -793,7 +794,6 @@ static const size_t ow_offs[] = { OFF(cache_owned, kind),
 	OFF(cache_owned, ns), OFF(cache_owned, name), OFF(cache_owned, uid),
 	OFF(cache_owned, rv), OFF(cache_owned, data) };
 #undef OFF
-#define NOFFS(a)	(sizeof(a) / sizeof(a[0]))
 
 /* Run the bound lookup id and copy its row (a view of table t) to the heap. */
 static int
@@ -813,13 +813,13 @@ cache_get_row(struct cache *c, enum cache_stmt id, enum cache_table t,
 		return r;
 	if (t == CACHE_T_NS) {
 		cache_row_ns(st, &v.ns);
-		p = cache_dup(&v, sizeof(v.ns), ns_offs, NOFFS(ns_offs));
+		p = cache_dup(&v, sizeof(v.ns), ns_offs, nitems(ns_offs));
 	} else if (t == CACHE_T_INSTANCE) {
 		cache_row_instance(st, &v.in);
-		p = cache_dup(&v, sizeof(v.in), in_offs, NOFFS(in_offs));
+		p = cache_dup(&v, sizeof(v.in), in_offs, nitems(in_offs));
 	} else {
 		cache_row_owned(st, &v.ow);
-		p = cache_dup(&v, sizeof(v.ow), ow_offs, NOFFS(ow_offs));
+		p = cache_dup(&v, sizeof(v.ow), ow_offs, nitems(ow_offs));
 	}
 	cache_done(st);
 	if (p == NULL)

@@ -31,7 +31,7 @@
  *	};
  *	struct sync_conf conf;
  *	struct config *c = config_new("kpgpud-sync", opts,
- *	    sizeof(opts) / sizeof(opts[0]), &conf, sizeof(conf), 0);
+ *	    nitems(opts), &conf, sizeof(conf), 0);
  *	config_main(c, argc, argv);	// exits on --help, errors, ...
  */
 #ifndef KPGPUD_CONFIG_H

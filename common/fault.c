@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/fault.h"
+#include "common/util.h"
 
 #ifdef KPGPUD_FAULTS
 
@@ -59,8 +60,7 @@ fault_errno(const char *s)
 {
 	int v;
 
-	for (size_t i = 0; i < sizeof(fault_errnos) / sizeof(fault_errnos[0]);
-	    i++)
+	for (size_t i = 0; i < nitems(fault_errnos); i++)
 		if (strcmp(s, fault_errnos[i].name) == 0)
 			return fault_errnos[i].err;
 	if (parse_int(s, 1, 4095, &v) == 0)

@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "common/resolved.h"
+#include "common/util.h"
 
 #define RESOLVED_MAX_JSON	(64 * 1024)
 
@@ -232,7 +233,7 @@ parse_legacy(json_t *v, struct resolved *r, char *err, size_t errlen)
 	    RESOLVED_LEGACY_TRANSLATE, RESOLVED_LEGACY_ALLOW };
 
 	if (json_is_string(v))
-		for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		for (size_t i = 0; i < nitems(all); i++)
 			if (strcmp(json_string_value(v),
 			    resolved_legacy_name(all[i])) == 0) {
 				r->legacy = all[i];

@@ -13,6 +13,11 @@
 #include <time.h>
 #include <sys/types.h>
 
+/* The number of elements of an array (not a pointer). */
+#ifndef nitems
+#define nitems(a)	(sizeof(a) / sizeof((a)[0]))
+#endif
+
 #define BUF_DEFAULT_MAX	(16u * 1024 * 1024)
 
 /*

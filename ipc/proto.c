@@ -18,6 +18,7 @@
 
 #include <msgpack.h>
 
+#include "common/util.h"
 #include "ipc/proto.h"
 
 #define MP_MAX_DEPTH	6
@@ -53,7 +54,7 @@ struct schema {
 #define FLD(k, kind, f, cap)	{ k, kind, M(f), cap }
 #define ID		FLD("id", F_U32, id, 0)
 #define DEADLINE	FLD("deadline_ms", F_U32, deadline_ms, 0)
-#define NFIELDS(a)	(sizeof(a) / sizeof((a)[0]))
+#define NFIELDS(a)	(nitems(a))
 
 /* ---- message schemas ---- */
 

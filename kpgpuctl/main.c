@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "kpgpuctl/ctl.h"
 
 struct ctl_cmd {
@@ -35,7 +36,7 @@ static void
 usage(FILE *f)
 {
 	fprintf(f, "usage: kpgpuctl COMMAND [ARGS...]\n\ncommands:\n");
-	for (size_t i = 0; i < sizeof(ctl_cmds) / sizeof(ctl_cmds[0]); i++)
+	for (size_t i = 0; i < nitems(ctl_cmds); i++)
 		fprintf(f, "  %s\n", ctl_cmds[i].usage);
 	fprintf(f, "\n  --help, --version\n\nSee kpgpuctl(1).\n");
 }
@@ -57,7 +58,7 @@ main(int argc, char **argv)
 		printf("kpgpuctl %s\n", KPGPUD_VERSION);
 		return 0;
 	}
-	for (size_t i = 0; i < sizeof(ctl_cmds) / sizeof(ctl_cmds[0]); i++)
+	for (size_t i = 0; i < nitems(ctl_cmds); i++)
 		if (strcmp(argv[1], ctl_cmds[i].name) == 0)
 			return ctl_cmds[i].fn(argc - 1, argv + 1);
 	fprintf(stderr, "kpgpuctl: unknown command \"%s\"\n", argv[1]);

@@ -313,7 +313,7 @@ setup_metrics(struct admit *a)
 	    &a->m_requests)) < 0 ||
 	    (rv = metrics_histogram(m, "kpgpud_admit_request_duration_seconds",
 	    "Time from request to response.", bounds,
-	    sizeof(bounds) / sizeof(bounds[0]), NULL, NULL, 0,
+	    nitems(bounds), NULL, NULL, 0,
 	    &a->m_duration)) < 0 ||
 	    (rv = metrics_counter(m, "kpgpud_admit_fallbacks_total",
 	    "Answers not backed by a live sync, by kind.", "kind", NULL, 16,
@@ -582,7 +582,7 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	log_init("kpgpud-admit", false);
 	a.config = config_new("kpgpud-admit", admit_opts,
-	    sizeof(admit_opts) / sizeof(admit_opts[0]), &a.conf,
+	    nitems(admit_opts), &a.conf,
 	    sizeof(a.conf), 0);
 	if (a.config == NULL)
 		fatal("config: invalid option table");

@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "common/util.h"
 #include "kpgpud-quota/annotation.h"
 
 #define MSG_STR_MAX	RESOLVED_MSG_MAX
@@ -52,8 +53,6 @@ static const char *interval_names[] = {
 	[ANNOTATION_INTERVAL_MEDIUM] = "Medium",
 	[ANNOTATION_INTERVAL_LONG] = "Long",
 };
-
-#define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
 
 /* Record a rejection reason and return -EINVAL. */
 static int
@@ -140,7 +139,7 @@ annotation_quantity_valid(const char *s)
 		while (isdigit((unsigned char)s[i]))
 			i++;
 	}
-	return lookup(suffixes, NELEM(suffixes), s + i) >= 0;
+	return lookup(suffixes, nitems(suffixes), s + i) >= 0;
 }
 
 /* Check the <slices>g.<memory>gb[+suffix] shape of a MIG profile. */
@@ -181,7 +180,7 @@ f_sharing(struct parse_ctx *c, json_t *v)
 
 	if (get_string(c, "sharing", v, &s) < 0)
 		return -EINVAL;
-	if ((i = lookup(sharing_names, NELEM(sharing_names), s)) < 0)
+	if ((i = lookup(sharing_names, nitems(sharing_names), s)) < 0)
 		return perr(c, "unknown sharing \"%s\" (expected exclusive, "
 		    "mig, time-slicing, mps or hybrid)", msg_str(b, s));
 	c->a.sharing = (enum annotation_sharing)i;
@@ -280,7 +279,7 @@ f_topology(struct parse_ctx *c, json_t *v)
 
 	if (get_string(c, "topology", v, &s) < 0)
 		return -EINVAL;
-	if ((i = lookup(names, NELEM(names), s)) < 0)
+	if ((i = lookup(names, nitems(names), s)) < 0)
 		return perr(c, "unknown topology \"%s\" (expected pcieRoot, "
 		    "parentUUID or none)", msg_str(b, s));
 	c->a.topology = (enum annotation_topology)i;
@@ -306,7 +305,7 @@ f_time_slicing(struct parse_ctx *c, json_t *v)
 			    "(known: interval)", msg_str(b, key));
 		if (get_string(c, "timeSlicing.interval", e, &s) < 0)
 			return -EINVAL;
-		i = lookup(interval_names, NELEM(interval_names), s);
+		i = lookup(interval_names, nitems(interval_names), s);
 		if (i < 0)
 			return perr(c, "unknown timeSlicing.interval \"%s\" "
 			    "(expected Default, Short, Medium or Long)",
@@ -398,7 +397,7 @@ f_legacy(struct parse_ctx *c, json_t *v)
 
 	if (get_string(c, "legacyGPU", v, &s) < 0)
 		return -EINVAL;
-	if ((i = lookup(names, NELEM(names), s)) < 0)
+	if ((i = lookup(names, nitems(names), s)) < 0)
 		return perr(c, "unknown legacyGPU \"%s\" (expected reject, "
 		    "translate or allow)", msg_str(b, s));
 	c->a.legacy = (enum resolved_legacy)i;
@@ -460,10 +459,10 @@ parse_fields(struct parse_ctx *c, json_t *root)
 	size_t i;
 
 	json_object_foreach(root, key, v) {
-		for (i = 0; i < NELEM(fields); i++)
+		for (i = 0; i < nitems(fields); i++)
 			if (strcmp(fields[i].name, key) == 0)
 				break;
-		if (i == NELEM(fields))
+		if (i == nitems(fields))
 			return perr(c, "unknown field \"%s\" (known: sharing, "
 			    "migProfile, maxDevices, devicesPerPod, "
 			    "productName, minMemory, topology, timeSlicing, "
@@ -525,7 +524,7 @@ fail:
 const char *
 annotation_sharing_name(enum annotation_sharing s)
 {
-	if ((size_t)s >= NELEM(sharing_names))
+	if ((size_t)s >= nitems(sharing_names))
 		return "?";
 	return sharing_names[s];
 }
@@ -549,7 +548,7 @@ annotation_sharing_mig(enum annotation_sharing s)
 const char *
 annotation_interval_name(enum annotation_interval i)
 {
-	if ((size_t)i >= NELEM(interval_names))
+	if ((size_t)i >= nitems(interval_names))
 		return NULL;
 	return interval_names[i];
 }

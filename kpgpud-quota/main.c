@@ -428,7 +428,7 @@ main(int argc, char **argv)
 	log_init("kpgpud-quota", false);
 	qm.pidfd = -1;
 	qm.cfg = config_new("kpgpud-quota", quota_opts,
-	    sizeof(quota_opts) / sizeof(quota_opts[0]), &qm.conf,
+	    nitems(quota_opts), &qm.conf,
 	    sizeof(qm.conf), 0);
 	if (qm.cfg == NULL)
 		fatal("config: out of memory");

@@ -68,7 +68,7 @@ event_key(const struct plan_instance *in, const char *rv, const char *reason,
 	    reason, message };
 	uint32_t h = 2166136261u;
 
-	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+	for (size_t i = 0; i < nitems(parts); i++) {
 		for (const char *c = parts[i]; *c != '\0'; c++)
 			h = (h ^ (unsigned char)*c) * 16777619u;
 		h = (h ^ 0xff) * 16777619u;
@@ -1291,7 +1291,7 @@ quotad_metrics(struct quotad *q, struct metrics *reg)
 	};
 	int r;
 
-	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+	for (size_t i = 0; i < nitems(t); i++) {
 		r = t[i].counter ? metrics_counter(reg, t[i].name, t[i].help,
 		    t[i].label, NULL, 0, t[i].m) : metrics_gauge(reg,
 		    t[i].name, t[i].help, t[i].label, NULL, 0, t[i].m);

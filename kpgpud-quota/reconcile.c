@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "common/resolved.h"
+#include "common/util.h"
 #include "kpgpud-quota/reconcile.h"
 
 #define RES_API		"/apis/resource.k8s.io/v1"
@@ -153,7 +154,7 @@ reconcile_row(json_t *obj)
 
 	if (row == NULL)
 		return NULL;
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+	for (size_t i = 0; i < nitems(keys); i++)
 		if ((v = json_object_get(md, keys[i])) != NULL &&
 		    !json_is_null(v) && json_object_set(row, keys[i], v) < 0)
 			goto fail;

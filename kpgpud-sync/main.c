@@ -340,7 +340,7 @@ sync_peer_uids(struct sync_main *sm, struct syncd_ipc_config *ic,
 	    &sm->conf.admit_uids, &sm->conf.quota_uids, &sm->conf.ctl_uids };
 	size_t n = 0;
 
-	for (size_t l = 0; l < sizeof(lists) / sizeof(lists[0]); l++)
+	for (size_t l = 0; l < nitems(lists); l++)
 		for (int i = 0; i < lists[l]->n; i++) {
 			size_t k = 0;
 
@@ -461,7 +461,7 @@ main(int argc, char **argv)
 	log_init("kpgpud-sync", false);
 	sm.pidfd = -1;
 	sm.cfg = config_new("kpgpud-sync", sync_opts,
-	    sizeof(sync_opts) / sizeof(sync_opts[0]), &sm.conf,
+	    nitems(sync_opts), &sm.conf,
 	    sizeof(sm.conf), 0);
 	if (sm.cfg == NULL)
 		fatal("config: out of memory");

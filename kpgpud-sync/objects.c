@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/resolved.h"
+#include "common/util.h"
 #include "kpgpud-sync/objects.h"
 
 /* The Namespaces collection. */
@@ -86,7 +87,7 @@ sync_res_owned(const char *kind, struct sync_res *ret)
 	};
 	size_t i;
 
-	for (i = 0; kind != NULL && i < sizeof(tab) / sizeof(tab[0]); i++) {
+	for (i = 0; kind != NULL && i < nitems(tab); i++) {
 		if (strcmp(kind, tab[i].kind) != 0)
 			continue;
 		memset(ret, 0, sizeof(*ret));

@@ -547,7 +547,7 @@ syncd_metrics_init(struct syncd_metrics *m, struct metrics *reg)
 	    SYNCD_MAX_RES, &m->bad_objects);
 	r = r ? r : metrics_histogram(reg, "kpgpud_sync_event_lag_seconds",
 	    "From receiving an event to its commit in the cache.", lag_bounds,
-	    sizeof(lag_bounds) / sizeof(lag_bounds[0]), NULL, NULL, 0,
+	    nitems(lag_bounds), NULL, NULL, 0,
 	    &m->lag);
 	r = r ? r : metrics_counter(reg, "kpgpud_sync_batches_total",
 	    "Write transactions committed.", NULL, NULL, 0, &m->batches);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "kpgpud-quota/annotation.h"
 #include "tests/unit/test.h"
 
@@ -113,7 +114,7 @@ TEST(every_sharing_mode)
 	struct annotation a;
 	char err[256];
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t i = 0; i < nitems(cases); i++) {
 		REQUIRE(parse(cases[i].json, &a, err, sizeof(err)) == 0);
 		CHECK_INT(a.sharing, cases[i].s);
 		CHECK(annotation_sharing_shared(a.sharing) == cases[i].shared);
@@ -211,9 +212,9 @@ TEST(malformed_profile)
 	    "1g.10gb+me", "1g.18gb+gfx", "1g.24gb+me.all", "4g.20gb" };
 	char json[128], msg[256];
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+	for (size_t i = 0; i < nitems(bad); i++)
 		CHECK(!annotation_profile_valid(bad[i]));
-	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+	for (size_t i = 0; i < nitems(good); i++)
 		CHECK(annotation_profile_valid(good[i]));
 	snprintf(json, sizeof(json), "{\"sharing\":\"mig\",\"migProfile\":"
 	    "\"%s\"}", "1x.10gb");

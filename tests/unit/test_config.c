@@ -13,6 +13,7 @@
 
 #include "common/config.h"
 #include "tests/unit/test.h"
+#include "common/util.h"
 
 struct tconf {
 	char			*name;
@@ -49,7 +50,6 @@ static const struct config_opt topts[] = {
 	CONFIG_INT(struct tconf, restart_only, "queue-size", 0, "100", 1,
 	    100000, "Tuning", "Queue length.", CONFIG_NORELOAD),
 };
-#define NTOPTS	(sizeof(topts) / sizeof(topts[0]))
 
 static const char *const tenv[] = {
 	"KPGPUD_NAME", "KPGPUD_RUNTIME_DIR", "KPGPUD_WORKERS", "KPGPUD_DEBUG",
@@ -61,7 +61,7 @@ static const char *const tenv[] = {
 static void
 clear_env(void)
 {
-	for (size_t i = 0; i < sizeof(tenv) / sizeof(tenv[0]); i++)
+	for (size_t i = 0; i < nitems(tenv); i++)
 		unsetenv(tenv[i]);
 }
 
@@ -117,7 +117,7 @@ TEST(defaults_apply)
 
 	clear_env();
 	t.untouched = 42;
-	c = config_new("kpgpud-test", topts, NTOPTS, &t, sizeof(t), 0);
+	c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
 	REQUIRE(c != NULL);
 	t.untouched = 42;
 	CHECK_INT(parse(c, NULL, &act, err, sizeof(err)), 0);
@@ -154,7 +154,7 @@ TEST(precedence_file_env_flag)
 	setenv("KPGPUD_TIMEOUT", "30s", 1);
 	setenv("KPGPUD_WORKERS", "3", 1);
 	setenv("KPGPUD_DEBUG", "yes", 1);
-	c = config_new("kpgpud-test", topts, NTOPTS, &t, sizeof(t), 0);
+	c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
 	REQUIRE(c != NULL);
 	CHECK_INT(parse(c, args, &act, err, sizeof(err)), 0);
 	CHECK_STR(err, "");
@@ -191,7 +191,7 @@ TEST(flag_forms)
 	char err[256];
 
 	clear_env();
-	c = config_new("kpgpud-test", topts, NTOPTS, &t, sizeof(t), 0);
+	c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
 	REQUIRE(c != NULL);
 	/* the missing --config file is an error naming it */
 	CHECK_INT(parse(c, args, &act, err, sizeof(err)), -ENOENT);
@@ -222,7 +222,7 @@ expect_err(const char **args, const char *w1, const char *w2)
 	enum config_action act;
 	char err[512];
 
-	c = config_new("kpgpud-test", topts, NTOPTS, &t, sizeof(t), 0);
+	c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
 	REQUIRE(c != NULL);
 	if (parse(c, args, &act, err, sizeof(err)) != -EINVAL)
 		test_fail(__FILE__, __LINE__, "%s accepted", args[0]);
@@ -273,7 +273,7 @@ TEST(env_errors_name_variable)
 	clear_env();
 	setenv("KPGPUD_WORKERS", "", 1);	/* empty = unset */
 	struct tconf t;
-	struct config *c = config_new("p", topts, NTOPTS, &t, sizeof(t), 0);
+	struct config *c = config_new("p", topts, nitems(topts), &t, sizeof(t), 0);
 	enum config_action act;
 	char err[256];
 	REQUIRE(c != NULL);
@@ -322,7 +322,7 @@ TEST(file_values_and_quotes)
 	char err[256];
 
 	clear_env();
-	c = config_new("kpgpud-test", topts, NTOPTS, &t, sizeof(t), 0);
+	c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
 	REQUIRE(c != NULL && path != NULL);
 	CHECK_INT(parse(c, args, &act, err, sizeof(err)), 0);
 	CHECK_STR(err, "");
@@ -350,7 +350,7 @@ TEST(check_config_dump_redacts)
 	char err[256];
 
 	clear_env();
-	c = config_new("kpgpud-test", topts, NTOPTS, &t, sizeof(t), 0);
+	c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
 	REQUIRE(c != NULL);
 	CHECK_INT(parse(c, args, &act, err, sizeof(err)), 0);
 	CHECK_INT(act, CONFIG_CHECK);
@@ -382,7 +382,7 @@ TEST(dump_reads_back)
 	const char *path;
 
 	clear_env();
-	c = config_new("kpgpud-test", topts, NTOPTS, &t, sizeof(t), 0);
+	c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
 	REQUIRE(c != NULL);
 	CHECK_INT(parse(c, args, &act, err, sizeof(err)), 0);
 	CHECK_INT(config_dump(c, &b1), 0);
@@ -427,7 +427,7 @@ run_main(const char **args, char *out, size_t outlen)
 			argc++;
 		}
 		argv[argc] = NULL;
-		c = config_new("kpgpud-test", topts, NTOPTS, &t, sizeof(t), 0);
+		c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
 		if (c != NULL)
 			config_main(c, argc, argv);
 		_exit(c != NULL ? 99 : 98);
@@ -484,7 +484,7 @@ TEST(reload_reports_changes)
 	const char *args[] = { "--config", path, "--debug", NULL };
 
 	clear_env();
-	c = config_new("kpgpud-test", topts, NTOPTS, &t, sizeof(t), 0);
+	c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
 	REQUIRE(c != NULL && path != NULL);
 	CHECK_INT(parse(c, args, &act, err, sizeof(err)), 0);
 	CHECK_INT(config_reload(c, ch, 8, &n, err, sizeof(err)), 0);
@@ -522,7 +522,7 @@ TEST(positional_args)
 	char err[256];
 
 	clear_env();
-	c = config_new("kpgpuctl", topts, NTOPTS, &t, sizeof(t),
+	c = config_new("kpgpuctl", topts, nitems(topts), &t, sizeof(t),
 	    CONFIG_F_ARGS);
 	REQUIRE(c != NULL);
 	CHECK_INT(parse(c, args, &act, err, sizeof(err)), 0);

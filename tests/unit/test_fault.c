@@ -123,7 +123,7 @@ TEST(bad_specs_arm_nothing)
 	};
 
 	fault_clear();
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < nitems(bad); i++) {
 		if (fault_arm(bad[i]) != -EINVAL)
 			test_fail(__FILE__, __LINE__, "accepted \"%s\"",
 			    bad[i]);

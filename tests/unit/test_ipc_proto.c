@@ -10,6 +10,7 @@
 
 #include <msgpack.h>
 
+#include "common/util.h"
 #include "ipc/proto.h"
 #include "tests/unit/test.h"
 
@@ -412,7 +413,7 @@ TEST(decode_rejects_shapes)
 	};
 	struct ipc_msg d;
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t i = 0; i < nitems(cases); i++) {
 		int rc = ipc_msg_decode((const uint8_t *)cases[i].b, cases[i].n,
 		    &d, NULL);
 

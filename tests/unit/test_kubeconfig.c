@@ -14,6 +14,7 @@
 
 #include "common/kubeconfig.h"
 #include "tests/unit/test.h"
+#include "common/util.h"
 
 /* Path of a kubeconfig fixture (static buffer per call site use). */
 static const char *
@@ -163,7 +164,7 @@ TEST(kc_errors)
 	struct kube_config *c;
 	char err[256];
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t i = 0; i < nitems(cases); i++) {
 		CHECK_INT(load(cases[i].file, NULL, 0, &c, err, sizeof(err)),
 		    cases[i].err);
 		CHECK(c == NULL);

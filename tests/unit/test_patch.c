@@ -680,7 +680,7 @@ TEST(malformed_pods)
 	struct patch_out *p;
 	char err[128];
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < nitems(bad); i++) {
 		json_t *pod = json_loads(bad[i], 0, NULL);
 
 		p = NULL;

@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "common/resolved.h"
+#include "common/util.h"
 #include "kpgpud-quota/plan.h"
 #include "tests/unit/test.h"
 
@@ -598,7 +599,7 @@ TEST(invalid_annotations_give_no_plan)
 	struct plan *p;
 	char err[512];
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t i = 0; i < nitems(cases); i++) {
 		p = NULL;
 		REQUIRE(load(cases[i].fixture, &in) == 0);
 		CHECK(plan_build(&in, &cfg, &p, err, sizeof(err)) == -EINVAL);
@@ -654,7 +655,7 @@ TEST(instance_parse_errors)
 	struct plan_instance in;
 	char err[256];
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t i = 0; i < nitems(cases); i++) {
 		CHECK(plan_instance_parse(cases[i].json,
 		    strlen(cases[i].json), &in, err, sizeof(err)) == -EINVAL);
 		CHECK_STR(err, cases[i].msg);

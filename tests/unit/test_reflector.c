@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "kpgpud-sync/objects.h"
 #include "kpgpud-sync/reflector.h"
 #include "tests/unit/test.h"
@@ -189,7 +190,7 @@ TEST(row_rejects_bad_objects)
 	size_t i;
 
 	sync_res_namespaces(&res);
-	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (i = 0; i < nitems(bad); i++) {
 		json_t *o = J(bad[i]);
 
 		why = NULL;

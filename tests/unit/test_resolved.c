@@ -6,6 +6,7 @@
 
 #include "common/resolved.h"
 #include "tests/unit/test.h"
+#include "common/util.h"
 
 /* Parse s into r; the return value of resolved_parse. */
 static int
@@ -114,7 +115,7 @@ TEST(rejects_bad_values)
 	struct resolved r;
 	char err[128];
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < nitems(bad); i++) {
 		err[0] = '\0';
 		if (parse(bad[i], &r, err, sizeof(err)) != -EINVAL)
 			test_fail(__FILE__, __LINE__, "accepted %s", bad[i]);
@@ -181,7 +182,7 @@ TEST(format_sorted_and_round_trips)
 	CHECK_STR(s, "{\"claimTemplateName\":\"gpu-1g10gb\",\"initContainers\""
 	    ":\"none\",\"legacyGPU\":\"reject\",\"sharing\":\"mig\"}");
 	free(s);
-	for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+	for (size_t i = 0; i < nitems(in); i++) {
 		memset(&a, 0, sizeof(a));
 		memset(&b, 0, sizeof(b));
 		REQUIRE(parse(in[i], &a, NULL, 0) == 0);

@@ -149,7 +149,7 @@ TEST(pod_create_in_isolated_namespace_is_patched)
 	};
 	int mods[3] = { 0, 0, 0 };
 
-	for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++) {
+	for (size_t i = 0; i < nitems(pods); i++) {
 		char *body = review_of(pods[i][0]), *patch, err[256];
 		struct review_reply *rep;
 		json_t *resp, *ops, *req, *out;
@@ -224,7 +224,7 @@ TEST(non_pod_and_non_create_pass)
 	char *body = fixture_text("review-pod-create.json");
 
 	REQUIRE(body != NULL);
-	for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+	for (size_t i = 0; i < nitems(edits); i++) {
 		json_t *j = json_loads(body, 0, NULL), *resp;
 		struct review_reply *rep;
 		struct review *rv = NULL;
@@ -429,7 +429,7 @@ TEST(malformed_requests)
 	struct review *rv;
 	char err[256];
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < nitems(bad); i++) {
 		rv = NULL;
 		err[0] = '\0';
 		if (review_parse(bad[i], strlen(bad[i]), &rv, err,
@@ -597,7 +597,7 @@ TEST(head_of_a_review)
 	struct review_reply *rep = NULL;
 	char err[256];
 
-	for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
+	for (size_t i = 0; i < nitems(heads); i++) {
 		if (review_parse_head(heads[i], strlen(heads[i]), "x", &rv,
 		    err, sizeof(err)) != -EINVAL)
 			test_fail(__FILE__, __LINE__, "accepted %s", heads[i]);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "kpgpud-admit/patch.h"
 #include "tests/unit/test.h"
 
@@ -206,7 +207,7 @@ TEST(strings_numbers_literals_agree)
 		{ "[\f1]", false }, { "[\xc2\xa0" "1]", false },
 	};
 
-	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+	for (size_t i = 0; i < nitems(c); i++)
 		AGREE_POD(c[i].frag, c[i].valid);
 }
 
@@ -293,7 +294,7 @@ TEST(nesting_depth_agrees)
 	};
 	char *s, *frag;
 
-	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+	for (size_t i = 0; i < nitems(c); i++) {
 		s = nested(c[i].n, "[", c[i].mid, "]");
 		AGREE(s, c[i].valid);
 		free(s);
@@ -517,7 +518,7 @@ TEST(lists_longer_than_the_scan_records_read_like_jansson)
 		    "{\"nvidia.com/gpu\":1}},\"resources\":null}", REVIEW_PATCHED },
 	};
 
-	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+	for (size_t i = 0; i < nitems(c); i++) {
 		char *pod = long_list_pod(c[i].n, c[i].k, c[i].odd);
 
 		CHECK(pod != NULL);

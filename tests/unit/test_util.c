@@ -283,6 +283,19 @@ TEST(clocks_advance)
 	CHECK(realtime_ms() > 1577836800000ull);
 }
 
+TEST(nitems_counts_elements)
+{
+	static const char *const five[] = { "a", "b", "c", "d", "e" };
+	struct { int x; char pad[7]; } three[3];
+	uint64_t one[1];
+
+	CHECK_INT(nitems(five), 5);
+	CHECK_INT(nitems(three), 3);
+	CHECK_INT(nitems(one), 1);
+	(void)three;
+	(void)one;
+}
+
 TEST(dns1123_label)
 {
 	char long63[64], long64[65];
@@ -390,8 +403,8 @@ TEST(json_string_like_jansson)
 	for (int i = 1; i < 128; i++)
 		all[i - 1] = (char)i;
 	all[127] = '\0';
-	for (size_t i = 0; i <= sizeof(samples) / sizeof(samples[0]); i++) {
-		const char *s = i < sizeof(samples) / sizeof(samples[0]) ?
+	for (size_t i = 0; i <= nitems(samples); i++) {
+		const char *s = i < nitems(samples) ?
 		    samples[i] : all;
 		json_t *j = json_string(s);
 		char *want = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "common/watchstream.h"
 #include "tests/unit/test.h"
 
@@ -194,7 +195,7 @@ TEST(ws_malformed_is_error)
 	};
 	char names[8];
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < nitems(bad); i++) {
 		struct watchstream *ws = watchstream_new(0);
 
 		REQUIRE(ws != NULL);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "kpgpud-quota/workqueue.h"
 #include "tests/unit/test.h"
 
@@ -63,7 +64,7 @@ TEST(exponential_backoff_per_key)
 	const char *k;
 
 	REQUIRE(wq_new(&cfg, 0, &q) == 0);
-	for (size_t i = 0; i < sizeof(expect) / sizeof(expect[0]); i++) {
+	for (size_t i = 0; i < nitems(expect); i++) {
 		REQUIRE(wq_add_rate_limited(q, "x", 1000, &d) == 0);
 		CHECK_INT(d, expect[i]);
 	}
