@@ -41,49 +41,6 @@ const char *const resolved_default_sidecars[] = {
 	NULL,
 };
 
-/* Whether s is a DNS-1123 label (container names): [a-z0-9-], <= 63. */
-bool
-resolved_is_dns_label(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 63)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-
-		if (!alnum && (c != '-' || i == 0 || i == n - 1))
-			return false;
-	}
-	return true;
-}
-
-/* Whether s is a DNS-1123 subdomain (object names): labels joined by '.'. */
-bool
-resolved_is_dns_subdomain(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > RESOLVED_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-
-		if (alnum)
-			continue;
-		if (c != '-' && c != '.')
-			return false;
-		if (i == 0 || i == n - 1)
-			return false;
-		if (c == '.' && (s[i - 1] == '.' || s[i - 1] == '-' ||
-		    s[i + 1] == '-'))
-			return false;
-	}
-	return true;
-}
-
 /* Whether s holds only printable ASCII (informational fields). */
 static bool
 printable(const char *s)
@@ -182,7 +139,7 @@ resolved_parse_names(const char *key, const json_t *v, bool all_ok,
 			goto fail;
 		}
 		s = json_string_value(e);
-		if (!resolved_is_dns_label(s)) {
+		if (!dns1123_label_valid(s)) {
 			seterr(err, errlen, "%s name \"%s\" is not a valid "
 			    "container name", key, resolved_msg_str(b, s));
 			goto fail;
@@ -256,7 +213,7 @@ parse_member(const char *key, json_t *v, struct resolved *r, char *err,
 		if (get_str(v, key, dst, RESOLVED_NAME_MAX + 1, err,
 		    errlen) < 0)
 			return -EINVAL;
-		if (!resolved_is_dns_subdomain(dst)) {
+		if (!dns1123_subdomain_valid(dst)) {
 			seterr(err, errlen, "%s: \"%s\" is not a valid object "
 			    "name", key, dst);
 			return -EINVAL;

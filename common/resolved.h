@@ -100,8 +100,5 @@ bool	 resolved_sidecar(const struct resolved *r, const char *name);
 bool	 resolved_init_selected(const struct resolved *r, const char *name);
 /* Whether a and b are the same spec (same patch, same policies). */
 bool	 resolved_equal(const struct resolved *a, const struct resolved *b);
-/* Kubernetes name checks: DNS-1123 label (<= 63) and subdomain (<= 253). */
-bool	 resolved_is_dns_label(const char *s);
-bool	 resolved_is_dns_subdomain(const char *s);
 
 #endif

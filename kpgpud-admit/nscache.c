@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "kpgpud-admit/nscache.h"
 
 #define NSCACHE_BUCKETS	4096
@@ -131,7 +132,7 @@ nscache_put(struct nscache *c, const char *ns, bool isolated,
 	struct nscache_entry *e, **pp;
 	int rv;
 
-	if (!resolved_is_dns_label(ns))
+	if (!dns1123_label_valid(ns))
 		return -EINVAL;
 	rv = make_entry(ns, isolated, resolved_json, &e, err, errlen);
 	if (rv == -ENOMEM)

@@ -140,7 +140,7 @@ parse_pod(struct review *rv, const json_t *req, char *err, size_t errlen)
 		ns = str(json_object_get(obj, "metadata"), "namespace");
 	if (ns == NULL || ns[0] == '\0')
 		return seterr(err, errlen, "request has no namespace");
-	if (!resolved_is_dns_label(ns))
+	if (!dns1123_label_valid(ns))
 		return seterr(err, errlen, "request.namespace is not a valid "
 		    "namespace name");
 	rv->object = obj;
@@ -594,7 +594,7 @@ review_parse_head(const char *body, size_t len, const char *why,
 	snprintf(rv->capped, sizeof(rv->capped), "%s", why);
 	if ((pod = head_pod_create(&h)) != 0) {
 		if (h.ns.ok && strlen(h.ns.v) < sizeof(rv->ns) &&
-		    resolved_is_dns_label(h.ns.v))
+		    dns1123_label_valid(h.ns.v))
 			memcpy(rv->ns, h.ns.v, strlen(h.ns.v) + 1);
 		else
 			rv->refuse_always = true;

@@ -3,7 +3,7 @@
  * input is the value of an instance's kubeplus.io/gpu-isolation annotation.
  * A rejection must come with a message; an accepted annotation must plan
  * to DNS-valid names and a resolved annotation that kpgpud-admit parses.
- * fuzz-sources: common/resolved.c kpgpud-quota/annotation.c kpgpud-quota/plan.c
+ * fuzz-sources: common/resolved.c common/util.c kpgpud-quota/annotation.c kpgpud-quota/plan.c
  */
 #include <errno.h>
 #include <stddef.h>

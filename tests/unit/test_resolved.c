@@ -204,14 +204,14 @@ TEST(names)
 	CHECK_STR(resolved_legacy_name(RESOLVED_LEGACY_REJECT), "reject");
 	CHECK_STR(resolved_legacy_name(RESOLVED_LEGACY_TRANSLATE), "translate");
 	CHECK_STR(resolved_legacy_name(RESOLVED_LEGACY_ALLOW), "allow");
-	CHECK(resolved_is_dns_label("a-1"));
-	CHECK(!resolved_is_dns_label("a.b"));
-	CHECK(!resolved_is_dns_label("a-"));
-	CHECK(!resolved_is_dns_label(""));
-	CHECK(!resolved_is_dns_label("a234567890123456789012345678901234567890"
+	CHECK(dns1123_label_valid("a-1"));
+	CHECK(!dns1123_label_valid("a.b"));
+	CHECK(!dns1123_label_valid("a-"));
+	CHECK(!dns1123_label_valid(""));
+	CHECK(!dns1123_label_valid("a234567890123456789012345678901234567890"
 	    "123456789012345678901234"));
-	CHECK(resolved_is_dns_subdomain("a.b-c.d"));
-	CHECK(!resolved_is_dns_subdomain("a.-b"));
-	CHECK(!resolved_is_dns_subdomain("a_b"));
-	CHECK(!resolved_is_dns_subdomain(".a"));
+	CHECK(dns1123_subdomain_valid("a.b-c.d"));
+	CHECK(!dns1123_subdomain_valid("a.-b"));
+	CHECK(!dns1123_subdomain_valid("a_b"));
+	CHECK(!dns1123_subdomain_valid(".a"));
 }
