@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/util.h"
 
 #define CONFIG_LINE_MAX		(CONFIG_VALUE_MAX + 256)
 #define CONFIG_ENV_MAX		128
@@ -51,13 +52,12 @@ static int __attribute__((format(printf, 2, 3)))
 config_err(struct config_ctx *x, const char *fmt, ...)
 {
 	va_list ap;
+	int r;
 
-	if (x->err != NULL && x->errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(x->err, x->errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
+	va_start(ap, fmt);
+	r = vseterr(x->err, x->errlen, fmt, ap);
+	va_end(ap);
+	return r;
 }
 
 /* Address of option o's member in tgt. */

@@ -13,20 +13,6 @@
 
 #define RESOLVED_MAX_JSON	(64 * 1024)
 
-/* Write a formatted reason into err when the caller gave a buffer. */
-__attribute__((format(printf, 3, 4)))
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /*
  * Containers that service meshes, database proxies and secret agents inject
  * by their own webhooks (several also as native sidecars, i.e. init

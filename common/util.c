@@ -629,6 +629,27 @@ time_rfc3339_ms(uint64_t epoch_ms, char *out, size_t outlen)
 	return 0;
 }
 
+/* Write a formatted reason into err when there is one; see util.h. */
+int
+vseterr(char *err, size_t errlen, const char *fmt, va_list ap)
+{
+	if (err != NULL && errlen > 0)
+		vsnprintf(err, errlen, fmt, ap);
+	return -EINVAL;
+}
+
+/* The same with the arguments inline; see util.h. */
+int
+seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vseterr(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
 /* Whether the n bytes at s form one DNS-1123 label (no length limit). */
 static bool
 dns1123_label_n(const char *s, size_t n)

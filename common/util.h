@@ -18,6 +18,16 @@
 #define nitems(a)	(sizeof(a) / sizeof((a)[0]))
 #endif
 
+/*
+ * Write a formatted reason into err (errlen bytes, cut if need be) when the
+ * caller gave a buffer (err NULL or errlen 0: nothing). Returns -EINVAL, so a
+ * parser can "return seterr(err, errlen, ...)".
+ */
+int	 seterr(char *err, size_t errlen, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
+int	 vseterr(char *err, size_t errlen, const char *fmt, va_list ap)
+	    __attribute__((format(printf, 3, 0)));
+
 #define BUF_DEFAULT_MAX	(16u * 1024 * 1024)
 
 /*

@@ -90,21 +90,6 @@ struct schema {
 };
 static const struct schema ctr_schema = { ctr_nodes, NC_COUNT, NULL };
 
-/* Write a formatted reason into err when the caller gave a buffer. */
-__attribute__((format(printf, 3, 4)))
-static int
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
-
 /* A string member of o, or NULL when absent or not a string. */
 static const char *
 str(const json_t *o, const char *key)

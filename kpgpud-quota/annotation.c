@@ -59,13 +59,12 @@ static int
 perr(struct parse_ctx *c, const char *fmt, ...)
 {
 	va_list ap;
+	int r;
 
-	if (c->err != NULL && c->errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(c->err, c->errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
+	va_start(ap, fmt);
+	r = vseterr(c->err, c->errlen, fmt, ap);
+	va_end(ap);
+	return r;
 }
 
 /* Copy user text for a message: printable ASCII only, bounded. */

@@ -13,25 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "kpgpud-quota/plan.h"
 
 #define CLASS_NAME_MAX	PLAN_CLASS_NAME_MAX	/* + ".deviceclass.resource..." */
 #define ATTRS		"device.attributes['" PLAN_DRIVER "']"
 #define CAPS		"device.capacity['" PLAN_DRIVER "']"
-
-/* Format a reason into err and return -EINVAL. */
-static int
-perr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
 
 /* Copy src into dst of dstlen bytes, cut if need be. */
 static void
@@ -142,15 +129,15 @@ get_member(json_t *obj, const char *key, bool required, char *buf,
 
 	if (v == NULL || json_is_null(v)) {
 		if (required)
-			return perr(err, errlen, "instance has no %s", key);
+			return seterr(err, errlen, "instance has no %s", key);
 		buf[0] = '\0';
 		return 0;
 	}
 	if (!json_is_string(v))
-		return perr(err, errlen, "instance %s is not a string", key);
+		return seterr(err, errlen, "instance %s is not a string", key);
 	if (json_string_length(v) >= buflen ||
 	    strlen(json_string_value(v)) != json_string_length(v))
-		return perr(err, errlen, "instance %s is too long", key);
+		return seterr(err, errlen, "instance %s is too long", key);
 	memcpy(buf, json_string_value(v), json_string_length(v) + 1);
 	return 0;
 }
@@ -166,11 +153,11 @@ get_annotation(json_t *meta, struct plan_instance *pi, char *err,
 	if (ann == NULL || json_is_null(ann))
 		return 0;
 	if (!json_is_object(ann))
-		return perr(err, errlen, "instance annotations are not a map");
+		return seterr(err, errlen, "instance annotations are not a map");
 	if ((v = json_object_get(ann, ANNOTATION_KEY)) == NULL)
 		return 0;
 	if (!json_is_string(v))
-		return perr(err, errlen, "annotation %s is not a string",
+		return seterr(err, errlen, "annotation %s is not a string",
 		    ANNOTATION_KEY);
 	pi->has_annotation = true;
 	pi->annotation_len = json_string_length(v);
@@ -203,10 +190,10 @@ plan_instance_from_json(json_t *obj, struct plan_instance *ret, char *err,
 	int r = -EINVAL;
 
 	if (!json_is_object(obj))
-		return perr(err, errlen, "instance is not a JSON object");
+		return seterr(err, errlen, "instance is not a JSON object");
 	meta = json_object_get(obj, "metadata");
 	if (!json_is_object(meta))
-		return perr(err, errlen, "instance has no metadata");
+		return seterr(err, errlen, "instance has no metadata");
 	if ((pi = calloc(1, sizeof(*pi))) == NULL)
 		return -ENOMEM;
 	if (get_member(obj, "apiVersion", true, pi->api_version,
@@ -224,11 +211,11 @@ plan_instance_from_json(json_t *obj, struct plan_instance *ret, char *err,
 	    get_annotation(meta, pi, err, errlen) < 0)
 		goto fail;
 	if (!kind_valid(pi->kind)) {
-		perr(err, errlen, "instance kind is not an identifier");
+		seterr(err, errlen, "instance kind is not an identifier");
 		goto fail;
 	}
 	if (!plan_dns_subdomain(pi->name)) {
-		perr(err, errlen, "instance name is not a DNS subdomain");
+		seterr(err, errlen, "instance name is not a DNS subdomain");
 		goto fail;
 	}
 	*ret = *pi;
@@ -249,7 +236,7 @@ plan_instance_parse(const char *json, size_t len, struct plan_instance *ret,
 
 	obj = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (obj == NULL)
-		return perr(err, errlen, "instance is not JSON: line %d "
+		return seterr(err, errlen, "instance is not JSON: line %d "
 		    "column %d: %s", jerr.line, jerr.column, jerr.text);
 	r = plan_instance_from_json(obj, ret, err, errlen);
 	json_decref(obj);
@@ -306,11 +293,11 @@ quota_name(const char *tmpl, const char *kind_lc, const char *name,
 	buf[o] = '\0';
 	if (plan_name_fit(buf, PLAN_NAME_MAX, out, outlen) < 0 ||
 	    !plan_dns_subdomain(out))
-		return perr(err, errlen, "quota name template \"%s\" gives "
+		return seterr(err, errlen, "quota name template \"%s\" gives "
 		    "an invalid name", tmpl);
 	return 0;
 toolong:
-	return perr(err, errlen, "quota name template gives a name that is "
+	return seterr(err, errlen, "quota name template gives a name that is "
 	    "too long");
 }
 
@@ -528,7 +515,7 @@ class_name(const struct plan_config *cfg, struct plan *p, char *err,
 
 	if (!annotation_sharing_mig(p->annot.sharing)) {
 		if (strlen(gpu) > CLASS_NAME_MAX || !plan_dns_subdomain(gpu))
-			return perr(err, errlen, "GPU class \"%s\" is not a "
+			return seterr(err, errlen, "GPU class \"%s\" is not a "
 			    "valid DeviceClass name", gpu);
 		snprintf(p->class_name, sizeof(p->class_name), "%s", gpu);
 		return 0;
@@ -539,7 +526,7 @@ class_name(const struct plan_config *cfg, struct plan *p, char *err,
 			*s = '-';
 	if (plan_name_fit(buf, CLASS_NAME_MAX, p->class_name,
 	    sizeof(p->class_name)) < 0 || !plan_dns_subdomain(p->class_name))
-		return perr(err, errlen, "class prefix \"%s\" gives an "
+		return seterr(err, errlen, "class prefix \"%s\" gives an "
 		    "invalid DeviceClass name", prefix);
 	return 0;
 }
@@ -575,15 +562,15 @@ strict_keys(const struct plan_config *cfg, struct plan *p, char *err,
 	int n = 0;
 
 	if (strlen(list) >= sizeof(buf))
-		return perr(err, errlen, "strict class list is too long");
+		return seterr(err, errlen, "strict class list is too long");
 	memcpy(buf, list, strlen(list) + 1);
 	for (tok = strtok_r(buf, ", ", &save); tok != NULL;
 	    tok = strtok_r(NULL, ", ", &save)) {
 		if (strlen(tok) > CLASS_NAME_MAX || !plan_dns_subdomain(tok))
-			return perr(err, errlen, "strict class \"%s\" is not "
+			return seterr(err, errlen, "strict class \"%s\" is not "
 			    "a valid DeviceClass name", tok);
 		if (++n > PLAN_MAX_STRICT)
-			return perr(err, errlen, "more than %d strict classes",
+			return seterr(err, errlen, "more than %d strict classes",
 			    PLAN_MAX_STRICT);
 		if (strcmp(tok, p->class_name) != 0)
 			add_key(p, tok, 0);
@@ -721,7 +708,7 @@ plan_names(const struct plan_instance *in, const struct plan_config *cfg,
 	const char *ns = cfg->ns_from_namespace ? in->namespace : in->name;
 
 	if (!plan_dns_label(ns))
-		return perr(err, errlen, "tenant namespace \"%s\" of %s/%s "
+		return seterr(err, errlen, "tenant namespace \"%s\" of %s/%s "
 		    "is not a valid namespace name", ns, in->kind, in->name);
 	scopy(p->namespace, sizeof(p->namespace), ns);
 	snprintf(p->instance_ref, sizeof(p->instance_ref), "%s/%s", in->kind,
@@ -744,7 +731,7 @@ plan_names(const struct plan_instance *in, const struct plan_config *cfg,
 		return -EINVAL;
 	if (plan_kubeplus_quota(in, buf, sizeof(buf)) &&
 	    strcmp(p->quota_name, buf) == 0)
-		return perr(err, errlen, "quota name \"%s\" is the one KubePlus "
+		return seterr(err, errlen, "quota name \"%s\" is the one KubePlus "
 		    "creates for the Helm release of %s/%s; kpgpud keeps its "
 		    "keys in a quota of its own", p->quota_name, in->kind,
 		    in->name);
@@ -770,10 +757,10 @@ plan_annotation(const struct plan_instance *in, struct annotation *a,
     char *err, size_t errlen)
 {
 	if (!in->has_annotation)
-		return perr(err, errlen, "%s/%s has no %s annotation",
+		return seterr(err, errlen, "%s/%s has no %s annotation",
 		    in->kind, in->name, ANNOTATION_KEY);
 	if (in->annotation_len > ANNOTATION_MAX_LEN)
-		return perr(err, errlen, "annotation is %zu bytes, more than "
+		return seterr(err, errlen, "annotation is %zu bytes, more than "
 		    "the limit of %d", in->annotation_len, ANNOTATION_MAX_LEN);
 	return annotation_parse(in->annotation, in->annotation_len, a, err,
 	    errlen);

@@ -296,6 +296,20 @@ TEST(nitems_counts_elements)
 	(void)one;
 }
 
+TEST(seterr_formats_cuts_and_returns_einval)
+{
+	char buf[8];
+
+	CHECK_INT(seterr(NULL, 0, "x %d", 1), -EINVAL);
+	memset(buf, 'z', sizeof(buf));
+	CHECK_INT(seterr(buf, 0, "x %d", 1), -EINVAL);
+	CHECK(buf[0] == 'z');
+	CHECK_INT(seterr(buf, sizeof(buf), "a=%d", 42), -EINVAL);
+	CHECK_STR(buf, "a=42");
+	CHECK_INT(seterr(buf, sizeof(buf), "%s", "0123456789"), -EINVAL);
+	CHECK_STR(buf, "0123456");
+}
+
 TEST(dns1123_label)
 {
 	char long63[64], long64[65];
