@@ -85,7 +85,7 @@ compare(const char *what, const char *body, size_t len)
 	bool side = has_sidecar(body, len);
 
 	with_sidecars += side;
-	for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++) {
+	for (size_t s = 0; s < nitems(specs); s++) {
 		struct resolved plain, listed;
 		struct review_reply *a, *b;
 		char e1[256] = "", e2[256] = "";
