@@ -57,7 +57,7 @@ PROGS    := $(DAEMONS) kpgpuctl
 # holds in the binaries too: kpgpud-admit has no libsqlite3, libcurl or
 # libyaml (tests/integration/t_link_sets checks with ldd).
 KUBE_SRCS := $(wildcard $(addprefix common/,kube.c kube_list.c kube_watch.c \
-	kubeconfig.c watchstream.c))
+	kubeconfig.c watchstream.c yamljson.c))
 MODULES  := common kube ipc cache $(PROGS)
 srcs_common := $(filter-out $(KUBE_SRCS),$(wildcard common/*.c))
 srcs_kube   := $(KUBE_SRCS)
@@ -204,6 +204,9 @@ install: all
 	install -m 0644 $(wildcard man/*.8) $(DESTDIR)$(PREFIX)/share/man/man8/
 	install -m 0644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5/
+	install -d $(DESTDIR)$(PREFIX)/share/kpgpud
+	install -m 0644 deploy/base/admission-policy.yaml \
+		$(DESTDIR)$(PREFIX)/share/kpgpud/
 	@if [ -d systemd ] && ls systemd/*.service >/dev/null 2>&1; then \
 		install -d $(DESTDIR)$(PREFIX)/lib/systemd/system \
 			$(DESTDIR)$(PREFIX)/lib/sysusers.d \

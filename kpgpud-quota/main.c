@@ -42,6 +42,7 @@ struct quota_conf {
 	char			*gpu_drivers;
 	char			*policy_params;
 	char			*policy_user;
+	char			*admission_policies;
 	bool			 owner_refs;
 	int64_t			 resync_ms;
 	int64_t			 backoff_base_ms;
@@ -126,6 +127,12 @@ static const struct config_opt quota_opts[] = {
 	    "Also write this user name (kpgpud-quota's own, as the API server "
 	    "sees it) as quota-user into that ConfigMap; unset: left as "
 	    "deployed.", CONFIG_NORELOAD),
+	CONFIG_PATH(QC, admission_policies, "admission-policies", 0, NULL,
+	    "Plan", "YAML or JSON file of ValidatingAdmissionPolicies and "
+	    "bindings (the shipped admission-policy.yaml) to create when "
+	    "absent and restore when changed, as leader, at start and every "
+	    "--resync; ConfigMaps in it are left to --policy-params; unset: "
+	    "not applied.", CONFIG_NORELOAD),
 	CONFIG_BOOL(QC, owner_refs, "owner-refs", 0, "true", "Plan",
 	    "Owner references to the instance where scope allows.",
 	    CONFIG_NORELOAD),
@@ -171,6 +178,7 @@ struct quota_main {
 	struct metrics		*reg;
 	struct event		*metrics_ev;
 	struct quotad		 q;
+	struct policies		*pol;		/* --admission-policies */
 	char			 sockpath[4096];
 	char			 identity[LEASE_ID_MAX + 1];
 	int			 pidfd;
@@ -327,6 +335,21 @@ quota_core_config(struct quota_main *qm, struct quotad_config *c)
 		return -EINVAL;
 	}
 	c->params_user = f->policy_user;
+	if (f->admission_policies != NULL) {
+		char err[512];
+		int r;
+
+		if ((r = policies_load(f->admission_policies, &qm->pol, err,
+		    sizeof(err))) < 0) {
+			log_err("--admission-policies %s: %s",
+			    log_q(f->admission_policies), err);
+			return r;
+		}
+		c->policies = qm->pol;
+		log_info("admission policies file=%s objects=%d "
+		    "configmaps_skipped=%d", log_q(f->admission_policies),
+		    qm->pol->n, qm->pol->nskipped);
+	}
 	c->plan.owner_refs = f->owner_refs;
 	c->plan.ns_from_namespace = f->tenant_ns == 1;
 	c->cache_path = f->cache;
@@ -404,6 +427,7 @@ quota_teardown(struct quota_main *qm)
 		log_warn("lease not released error=%s", strerror(-r));
 	quota_write_metrics(qm);
 	quotad_stop(&qm->q);
+	policies_free(qm->pol);
 	if (qm->metrics_ev != NULL)
 		event_free(qm->metrics_ev);
 	kube_client_free(qm->kc);

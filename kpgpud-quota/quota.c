@@ -53,6 +53,7 @@ struct qwork {
 	char			*vbody;		/* delete or event body */
 	char			*params;	/* non-GPU classes, for the
 						   policies' ConfigMap */
+	struct qpol		*pol;		/* the admission policies' pass */
 };
 
 enum {
@@ -130,6 +131,7 @@ work_free(struct qwork *w)
 		return;
 	kube_request_cancel(w->req);
 	kube_list_cancel(w->list);
+	qpol_free(w->pol);
 	plan_free(w->plan);
 	quotad_classes_free(w->classes, w->nclasses);
 	free(w->vbody);
@@ -1166,6 +1168,16 @@ work_gc(struct qwork *w, struct cache *c)
 	    &w->list);
 }
 
+/* The admission policies' pass ended. */
+static void
+work_policies_done(int r, bool requeue, void *arg)
+{
+	struct qwork *w = arg;
+
+	w->requeue = requeue;
+	work_finish(w, r == -EPERM ? NOT_LEADER : r);
+}
+
 /* Start processing a key handed out by the queue. */
 static void
 work_start(struct quotad *q, const char *key)
@@ -1182,6 +1194,12 @@ work_start(struct quotad *q, const char *key)
 	w->q = q;
 	snprintf(w->key, sizeof(w->key), "%s", key);
 	q->cur = w;
+	if (strcmp(key, QUOTAD_POLICIES_KEY) == 0) {
+		/* the file's objects only: no cache needed */
+		if ((r = qpol_start(q, work_policies_done, w, &w->pol)) < 0)
+			work_finish(w, r);
+		return;
+	}
 	if ((c = quotad_cache(q)) == NULL) {
 		work_finish(w, -ENOENT);
 		return;
@@ -1288,6 +1306,13 @@ quotad_metrics(struct quotad *q, struct metrics *reg)
 		{ false, "kpgpud_quota_gpu_classes",
 		  "GPU DeviceClasses strict quota closes (last count).", NULL,
 		  &q->m.classes },
+		{ true, "kpgpud_quota_admission_policy_repairs_total",
+		  "Admission policies and bindings found deleted or changed "
+		  "and restored from --admission-policies, by kind.", "kind",
+		  &q->m.pol_repairs },
+		{ false, "kpgpud_quota_admission_policies_in_place",
+		  "Admission policies and bindings as the file says after the "
+		  "last pass.", NULL, &q->m.pol_in_place },
 	};
 	int r;
 

@@ -17,9 +17,11 @@
 #include "ipc/ipc.h"
 #include "kpgpud-quota/lease.h"
 #include "kpgpud-quota/plan.h"
+#include "kpgpud-quota/policies.h"
 #include "kpgpud-quota/workqueue.h"
 
 #define QUOTAD_GC_KEY		"classes"	/* the DeviceClass collector */
+#define QUOTAD_POLICIES_KEY	"admission-policies"	/* quota_policies.c */
 #define QUOTAD_NS_PREFIX	"ns/"
 #define QUOTAD_MAX_CANDIDATES	16	/* instances per namespace considered */
 #define QUOTAD_EVENTS_SEEN	1024	/* reported events remembered */
@@ -56,6 +58,8 @@ struct quotad_config {
 	char			 params_ns[PLAN_LABEL_MAX + 1];
 	char			 params_name[PLAN_NAME_MAX + 1];
 	const char		*params_user;
+	/* the admission policies to apply and keep (NULL: none) */
+	const struct policies	*policies;
 };
 
 struct quotad_metrics {
@@ -67,6 +71,8 @@ struct quotad_metrics {
 	struct metric	*resyncs;	/* counter */
 	struct metric	*impostors;	/* counter by kind */
 	struct metric	*classes;	/* gauge: GPU classes closed */
+	struct metric	*pol_repairs;	/* counter by kind */
+	struct metric	*pol_in_place;	/* gauge: policies as the file says */
 };
 
 struct quotad {
@@ -87,6 +93,8 @@ struct quotad {
 	/* events already on the server, by hash: not posted again */
 	uint32_t		 seen[QUOTAD_EVENTS_SEEN];
 	unsigned		 nseen;
+	/* admission policies this replica has had in place */
+	bool			 pol_seen[POLICIES_MAX];
 };
 
 /*
@@ -120,6 +128,18 @@ void	 quotad_enqueue_ns(struct quotad *q, const char *ns);
 void	 quotad_kick(struct quotad *q);
 /* Whether this replica may write now. */
 bool	 quotad_may_write(const struct quotad *q);
+
+/*
+ * quota_policies.c: one pass over cfg.policies, reading each object and
+ * creating or restoring it; done(r, requeue, arg) runs once at the end
+ * (r -EPERM: no longer leader). 0 or -errno; *ret is set before any
+ * callback, for qpol_free (which cancels).
+ */
+struct qpol;
+typedef void (*qpol_done_cb)(int r, bool requeue, void *arg);
+int	 qpol_start(struct quotad *q, qpol_done_cb done, void *arg,
+	    struct qpol **ret);
+void	 qpol_free(struct qpol *s);
 
 /* quota_src.c: the cache, opened read-only on first use; NULL if absent. */
 struct cache *quotad_cache(struct quotad *q);

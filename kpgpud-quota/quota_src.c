@@ -155,9 +155,11 @@ all_owned_cb(const struct cache_owned *o, void *arg)
 void
 quotad_enqueue_all(struct quotad *q)
 {
-	struct cache *c = quotad_cache(q);
+	struct cache *c;
 
-	if (c == NULL)
+	if (q->cfg.policies != NULL)
+		quotad_enqueue(q, QUOTAD_POLICIES_KEY);
+	if ((c = quotad_cache(q)) == NULL)
 		return;
 	(void)cache_ns_foreach(c, 0, all_ns_cb, q);
 	(void)cache_instance_foreach(c, NULL, 0, all_inst_cb, q);

@@ -73,6 +73,13 @@ json_empty(json_t *v)
 	}
 }
 
+/* Whether a member the server may have added is empty; see reconcile.h. */
+bool
+reconcile_json_empty(json_t *v)
+{
+	return json_empty(v);
+}
+
 /* want and have equal, but for empty members only have has. */
 static bool
 spec_equal(json_t *want, json_t *have, int depth)

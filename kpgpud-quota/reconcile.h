@@ -159,6 +159,8 @@ void	 reconcile_actions_clear(struct rc_actions *a);
  */
 bool	 reconcile_quota_in_force(const struct plan *p, json_t *q);
 
+/* Whether a value is empty: null, false, 0, "", [] or {}. */
+bool	 reconcile_json_empty(json_t *v);
 /* Whether every member of want is in have with the same value. */
 bool	 reconcile_json_subset(json_t *want, json_t *have);
 

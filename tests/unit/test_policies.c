@@ -1,0 +1,179 @@
+/*
+ * kpgpud-quota/policies.c: the shipped admission-policy.yaml loads as
+ * three policies and three bindings (its ConfigMap skipped); files with
+ * other kinds, duplicates or no policy are refused; an object the API
+ * holds is "the same" when only the server's defaults and empty members
+ * were added, and not when a member was added, changed or removed or a
+ * label of the file is gone; the update body carries the resourceVersion.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "kpgpud-quota/policies.h"
+#include "tests/unit/test.h"
+
+/* Parse s as a policy file; 0 or the error. */
+static int
+parse(const char *s, struct policies **p, char *err, size_t errlen)
+{
+	return policies_parse(s, strlen(s), p, err, errlen);
+}
+
+TEST(shipped_file)
+{
+	struct policies *p = NULL;
+	char err[512];
+
+	REQUIRE(policies_load(test_srcpath("deploy/base/admission-policy.yaml"),
+	    &p, err, sizeof(err)) == 0);
+	CHECK_INT(p->n, 6);
+	CHECK_INT(p->nskipped, 1);
+	CHECK_STR(p->o[0].kind, "ValidatingAdmissionPolicy");
+	CHECK_STR(p->o[0].name, "kpgpud-pod-gpu-claim");
+	CHECK_STR(p->o[0].item, "/apis/admissionregistration.k8s.io/v1/"
+	    "validatingadmissionpolicies/kpgpud-pod-gpu-claim");
+	CHECK_STR(p->o[1].kind, "ValidatingAdmissionPolicyBinding");
+	CHECK_STR(p->o[1].collection, "/apis/admissionregistration.k8s.io/v1/"
+	    "validatingadmissionpolicybindings");
+	/* the file's object is the same as itself */
+	for (int i = 0; i < p->n; i++)
+		CHECK(policies_same(p->o[i].obj, p->o[i].obj, err,
+		    sizeof(err)));
+	policies_free(p);
+}
+
+TEST(refused_files)
+{
+	static const struct {
+		const char	*in;
+		const char	*why;
+	} bad[] = {
+		{ "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n"
+		  "spec: {}\n", "Deployment is not a ValidatingAdmissionPolicy" },
+		{ "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+		  "no ValidatingAdmissionPolicy" },
+		{ "apiVersion: admissionregistration.k8s.io/v1\nkind: "
+		  "ValidatingAdmissionPolicy\nmetadata: {name: Bad_Name}\n"
+		  "spec: {}\n", "valid metadata.name" },
+		{ "apiVersion: admissionregistration.k8s.io/v1\nkind: "
+		  "ValidatingAdmissionPolicy\nmetadata: {name: a}\n",
+		  "no spec" },
+		{ "apiVersion: admissionregistration.k8s.io/v1\nkind: "
+		  "ValidatingAdmissionPolicy\nmetadata: {name: a}\nspec: {}\n"
+		  "---\napiVersion: admissionregistration.k8s.io/v1\nkind: "
+		  "ValidatingAdmissionPolicy\nmetadata: {name: a}\nspec: {}\n",
+		  "appears twice" },
+		{ "apiVersion: admissionregistration.k8s.io/v1\nkind: "
+		  "ValidatingAdmissionPolicy\nmetadata: {name: a, labels: "
+		  "{x: 1}}\nspec: {}\n", "must be strings" },
+		{ "- 1\n", "not a Kubernetes object" },
+	};
+	struct policies *p = NULL;
+	char err[512];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		CHECK_INT(parse(bad[i].in, &p, err, sizeof(err)), -EINVAL);
+		if (strstr(err, bad[i].why) == NULL)
+			test_fail(__FILE__, __LINE__, "case %zu: \"%s\" lacks "
+			    "\"%s\"", i, err, bad[i].why);
+	}
+	CHECK(p == NULL);
+}
+
+#define WANT "{\"apiVersion\":\"admissionregistration.k8s.io/v1\"," \
+	"\"kind\":\"ValidatingAdmissionPolicy\",\"metadata\":{\"name\":\"p\"," \
+	"\"labels\":{\"app\":\"k\"}},\"spec\":{\"failurePolicy\":\"Fail\"," \
+	"\"matchConstraints\":{\"resourceRules\":[{\"apiGroups\":[\"\"]," \
+	"\"resources\":[\"pods\"]}]},\"validations\":[{\"expression\":\"a\"}]}}"
+
+/* Whether have (JSON text) is the same as WANT; why the first reason. */
+static bool
+same(const char *have, char *why, size_t len)
+{
+	json_t *w = json_loads(WANT, 0, NULL), *h = json_loads(have, 0, NULL);
+	bool r;
+
+	if (w == NULL || h == NULL)
+		test_fail(__FILE__, __LINE__, "bad JSON: %s", have);
+	r = policies_same(w, h, why, len);
+	json_decref(w);
+	json_decref(h);
+	return r;
+}
+
+TEST(same_but_for_server_defaults)
+{
+	char why[POLICIES_WHY_MAX];
+
+	/* defaults, empty members and extra metadata are not changes */
+	CHECK(same("{\"metadata\":{\"name\":\"p\",\"uid\":\"u\",\"labels\":"
+	    "{\"app\":\"k\",\"x\":\"y\"},\"resourceVersion\":\"7\"},\"spec\":"
+	    "{\"failurePolicy\":\"Fail\",\"matchConstraints\":{\"matchPolicy\":"
+	    "\"Equivalent\",\"namespaceSelector\":{},\"objectSelector\":{},"
+	    "\"resourceRules\":[{\"apiGroups\":[\"\"],\"resources\":[\"pods\"],"
+	    "\"scope\":\"*\"}]},\"validations\":[{\"expression\":\"a\"}],"
+	    "\"auditAnnotations\":[]}}", why, sizeof(why)));
+	/* an exclusion added */
+	CHECK(!same("{\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":\"k\"}},"
+	    "\"spec\":{\"failurePolicy\":\"Fail\",\"matchConstraints\":{"
+	    "\"resourceRules\":[{\"apiGroups\":[\"\"],\"resources\":[\"pods\"]}],"
+	    "\"excludeResourceRules\":[{\"resources\":[\"pods\"]}]},"
+	    "\"validations\":[{\"expression\":\"a\"}]}}", why, sizeof(why)));
+	CHECK(strstr(why, "spec.matchConstraints.excludeResourceRules added")
+	    != NULL);
+	/* a default value that is not the default */
+	CHECK(!same("{\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":\"k\"}},"
+	    "\"spec\":{\"failurePolicy\":\"Ignore\",\"matchConstraints\":{"
+	    "\"resourceRules\":[{\"apiGroups\":[\"\"],\"resources\":[\"pods\"]}]},"
+	    "\"validations\":[{\"expression\":\"a\"}]}}", why, sizeof(why)));
+	CHECK(strstr(why, "spec.failurePolicy differs") != NULL);
+	CHECK(!same("{\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":\"k\"}},"
+	    "\"spec\":{\"failurePolicy\":\"Fail\",\"matchConstraints\":{"
+	    "\"matchPolicy\":\"Exact\",\"resourceRules\":[{\"apiGroups\":[\"\"],"
+	    "\"resources\":[\"pods\"]}]},\"validations\":[{\"expression\":"
+	    "\"a\"}]}}", why, sizeof(why)));
+	/* a validation replaced, one removed, a label gone */
+	CHECK(!same("{\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":\"k\"}},"
+	    "\"spec\":{\"failurePolicy\":\"Fail\",\"matchConstraints\":{"
+	    "\"resourceRules\":[{\"apiGroups\":[\"\"],\"resources\":[\"pods\"]}]},"
+	    "\"validations\":[{\"expression\":\"true\"}]}}", why, sizeof(why)));
+	CHECK(strstr(why, "spec.validations[0].expression differs") != NULL);
+	CHECK(!same("{\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":\"k\"}},"
+	    "\"spec\":{\"failurePolicy\":\"Fail\",\"matchConstraints\":{"
+	    "\"resourceRules\":[{\"apiGroups\":[\"\"],\"resources\":[\"pods\"]}]},"
+	    "\"validations\":[]}}", why, sizeof(why)));
+	CHECK(!same("{\"metadata\":{\"name\":\"p\"},\"spec\":{\"failurePolicy\":"
+	    "\"Fail\",\"matchConstraints\":{\"resourceRules\":[{\"apiGroups\":"
+	    "[\"\"],\"resources\":[\"pods\"]}]},\"validations\":[{"
+	    "\"expression\":\"a\"}]}}", why, sizeof(why)));
+	CHECK(strstr(why, "label app differs") != NULL);
+	CHECK(!same("{\"metadata\":{\"name\":\"p\"}}", why, sizeof(why)));
+}
+
+TEST(bodies)
+{
+	json_t *w = json_loads(WANT, 0, NULL);
+	json_t *h = json_loads("{\"metadata\":{\"name\":\"p\",\"uid\":\"u\","
+	    "\"resourceVersion\":\"42\"},\"spec\":{}}", 0, NULL), *b;
+	char *s;
+
+	REQUIRE(w != NULL && h != NULL);
+	REQUIRE((s = policies_update_body(w, h)) != NULL);
+	b = json_loads(s, 0, NULL);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(b,
+	    "metadata"), "resourceVersion")), "42");
+	CHECK(json_equal(json_object_get(b, "spec"), json_object_get(w,
+	    "spec")));
+	json_decref(b);
+	free(s);
+	REQUIRE((s = policies_create_body(w)) != NULL);
+	CHECK(strstr(s, "resourceVersion") == NULL);
+	free(s);
+	json_decref(w);
+	json_decref(h);
+}
