@@ -21,14 +21,72 @@ optional.of/none/ofNonZeroValue, hasValue/value/orValue/or).
 Errors follow CEL: a reference to a missing key or field is an evaluation
 error (never false), && and || absorb an error only when the other side
 decides the result, and a selector must produce a bool.
+
+Runtime cost (an approximation of cel-go's runtime cost units, which the
+apiserver charges against its per-expression and per-policy budgets):
+inside `with Meter() as m:` every evaluation in this thread adds to
+m.cost: 1 per identifier, field selection, index, has(), function or
+operator call and comprehension iteration; 10 per list literal (and per
+list a filter/map builds), 30 per map literal; string functions and
+string equality/concatenation add ceil(0.1 * length); `in` on a list and
+equality of lists or maps add their size. Literals, && || and ?: cost
+nothing themselves. A variable is evaluated (and charged) once.
 """
 
+import math
 import re
+import threading
 
 from . import quantity as qty
 
 MAX_EXPR_LEN = 10 * 1024
 MAX_DEPTH = 64
+
+
+_METER = threading.local()
+
+
+class Meter:
+    """Accumulate the runtime cost of evaluations in this thread (nested
+    meters both count)."""
+
+    def __init__(self):
+        self.cost = 0
+        self.outer = None
+
+    def __enter__(self):
+        self.outer = getattr(_METER, "m", None)
+        _METER.m = self
+        return self
+
+    def __exit__(self, *exc):
+        _METER.m = self.outer
+        if self.outer is not None:
+            self.outer.cost += self.cost
+        return False
+
+
+def _charge(n):
+    """Add N cost units to the active meter, if any."""
+    m = getattr(_METER, "m", None)
+    if m is not None:
+        m.cost += n
+
+
+def _size_cost(v):
+    """ceil(0.1 * length) of a string; the element count of a list or
+    map; 0 otherwise."""
+    if isinstance(v, str):
+        return math.ceil(0.1 * len(v))
+    if isinstance(v, (list, dict)):
+        return len(v)
+    return 0
+
+
+_STRING_FUNCS = frozenset(("contains", "startsWith", "endsWith", "matches",
+                           "split", "join", "lowerAscii", "upperAscii",
+                           "trim", "replace", "indexOf", "lastIndexOf",
+                           "substring"))
 
 
 class CelError(Exception):
@@ -835,8 +893,11 @@ class Program:
         err = None
         out = []
         count = 0
+        if name in ("filter", "map"):
+            _charge(10)
         for x in items:
             local[var] = x
+            _charge(1)
             if name in ("all", "exists"):
                 v = self._eval(body[0], local)
                 if isinstance(v, _Err):
@@ -896,6 +957,12 @@ class Program:
         kind = node[0]
         if kind == "lit":
             return node[1]
+        if kind in ("ident", "select", "index", "has", "not", "neg"):
+            _charge(1)
+        elif kind == "list":
+            _charge(10)
+        elif kind == "map":
+            _charge(30)
         if kind == "ident":
             try:
                 return env[node[1]]
@@ -937,11 +1004,17 @@ class Program:
                                self._value(node[2], env))
         if kind == "call":
             args = [self._value(a, env) for a in node[3]]
+            _charge(1)
             if node[2] is None:
                 return _function(node[1], args)
             if node[2] == ("ident", "optional") and "optional" not in env:
                 return _optional_function(node[1], args)
-            return _method(node[1], self._value(node[2], env), args)
+            target = self._value(node[2], env)
+            if node[1] in _STRING_FUNCS:
+                _charge(sum(math.ceil(0.1 * len(x)) for x in [target] + args
+                            if isinstance(x, str)) +
+                        (len(target) if isinstance(target, list) else 0))
+            return _method(node[1], target, args)
         if kind in ("optselect", "optindex"):
             target = self._value(node[1], env)
             key = node[2] if kind == "optselect" else \
@@ -952,8 +1025,16 @@ class Program:
         if kind == "has":
             return self._has(node, env)
         if kind == "bin":
-            return self._binary(node[1], self._value(node[2], env),
-                                self._value(node[3], env))
+            a, b = self._value(node[2], env), self._value(node[3], env)
+            op = node[1]
+            _charge(1)
+            if op in ("==", "!="):
+                _charge(min(_size_cost(a), _size_cost(b)))
+            elif op == "in" and isinstance(b, list):
+                _charge(len(b))
+            elif op == "+" and isinstance(a, str) and isinstance(b, str):
+                _charge(math.ceil(0.1 * (len(a) + len(b))))
+            return self._binary(op, a, b)
         raise CelError("internal: unknown node %r" % (kind,))
 
     @staticmethod

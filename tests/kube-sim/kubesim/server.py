@@ -130,6 +130,8 @@ class Stats:
         h2stats = getattr(sim, "h2stats", None)
         if h2stats is not None:
             out["h2"] = h2stats.snapshot()
+        from . import vap
+        out["vap"] = vap.cost_snapshot()
         return out
 
 
@@ -499,6 +501,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path == "/sim/stats/reset" and self.command == "POST":
             sim.stats.reset()
             sim.h2stats.reset()
+            from . import vap
+            vap.cost_reset()
             return self.send_obj(200, {"reset": True})
         if path == "/sim/faults" and self.command == "GET":
             return self.send_obj(200, sim.faults.describe())

@@ -45,6 +45,37 @@ MAX_MESSAGE = 5 * 1024
 CEL_IDENT = re.compile(r"^[_a-zA-Z][_a-zA-Z0-9]*$")
 CEL_RESERVED = cel.RESERVED | {"true", "false", "null", "in"}
 STATS = {"evaluations": 0}
+# CEL runtime cost (kubesim/cel.py's approximation of cel-go's units):
+# per policy evaluation and per admission (every policy of one write);
+# /sim/stats shows it as "vap", /sim/stats/reset zeroes it.
+_COST_LOCK = threading.Lock()
+COST = {}
+
+
+def _cost_add(key, cost):
+    with _COST_LOCK:
+        c = COST.setdefault(key, {"count": 0, "cost": 0, "max": 0})
+        c["count"] += 1
+        c["cost"] += cost
+        c["max"] = max(c["max"], cost)
+
+
+def cost_snapshot():
+    """{"policies": {name: {count, cost, max}}, "admissions": {...}}."""
+    with _COST_LOCK:
+        out = {"policies": {}, "admissions": {"count": 0, "cost": 0,
+                                              "max": 0}}
+        for k, v in COST.items():
+            if k == "":
+                out["admissions"] = dict(v)
+            else:
+                out["policies"][k] = dict(v)
+        return out
+
+
+def cost_reset():
+    with _COST_LOCK:
+        COST.clear()
 
 
 # ------------------------------------------------------------- compiling
@@ -656,6 +687,17 @@ def admit(ctx):
         by_policy.setdefault((b.get("spec") or {}).get("policyName"),
                              []).append(b)
     req = _Request(ctx)
+    with cel.Meter() as total:
+        denied = _admit_policies(ctx, req, policies, by_policy)
+    if total.cost or denied:
+        _cost_add("", total.cost)
+    if denied:
+        pname, bname, d = denied[0]
+        raise denial(ctx, pname, bname, d)
+
+
+def _admit_policies(ctx, req, policies, by_policy):
+    """The decisions of every bound policy that matches (admit's loop)."""
     denied = []
     request = None
     for pol in sorted(policies, key=lambda p: p["metadata"]["name"]):
@@ -689,7 +731,10 @@ def admit(ctx):
                 env = {"object": ctx.object, "oldObject": ctx.old_object,
                        "request": request, "namespaceObject": ns_obj,
                        "params": p}
-                for d in evaluate(comp, env):
+                with cel.Meter() as m:
+                    decisions = evaluate(comp, env)
+                _cost_add(pname, m.cost)
+                for d in decisions:
                     if "Deny" in actions:
                         denied.append((pname, bname, d))
                     if "Warn" in actions:
@@ -697,9 +742,7 @@ def admit(ctx):
                             "Validation failed for ValidatingAdmissionPolicy"
                             " '%s' with binding '%s': %s"
                             % (pname, bname, d.message))
-    if denied:
-        pname, bname, d = denied[0]
-        raise denial(ctx, pname, bname, d)
+    return denied
 
 
 def denial(ctx, pname, bname, d):
