@@ -499,6 +499,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path == "/sim/stats" and self.command == "GET":
             return self.send_obj(200, sim.stats.snapshot(sim))
         if path == "/sim/stats/reset" and self.command == "POST":
+            self._read_body()       # any body is ignored, but read
             sim.stats.reset()
             sim.h2stats.reset()
             from . import vap
