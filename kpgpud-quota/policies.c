@@ -28,20 +28,6 @@ static const struct {
 	{ "parameterNotFoundAction", "Deny" },
 };
 
-/* Write a formatted reason into err when there is a buffer. */
-__attribute__((format(printf, 3, 4)))
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* Append a reason to why ("a; b"), as far as it fits. */
 __attribute__((format(printf, 3, 4)))
 static void
@@ -72,8 +58,7 @@ server_added(const char *name, json_t *v)
 		return true;
 	if (!json_is_string(v))
 		return false;
-	for (size_t i = 0; i < sizeof(server_defaults) /
-	    sizeof(server_defaults[0]); i++)
+	for (size_t i = 0; i < nitems(server_defaults); i++)
 		if (strcmp(name, server_defaults[i].name) == 0 &&
 		    strcmp(json_string_value(v), server_defaults[i].value) == 0)
 			return true;
@@ -246,7 +231,7 @@ add_doc(struct policies *p, json_t *doc, int i, char *err, size_t errlen)
 		    kind);
 		return -EINVAL;
 	}
-	if (name == NULL || !resolved_is_dns_subdomain(name)) {
+	if (name == NULL || !dns1123_subdomain_valid(name)) {
 		seterr(err, errlen, "document %d: %s without a valid "
 		    "metadata.name", i + 1, kind);
 		return -EINVAL;
