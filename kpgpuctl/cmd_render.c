@@ -24,7 +24,8 @@ render_usage(FILE *f)
 	    "[--strict-classes LIST]\n"
 	    "\t[--quota-name TEMPLATE] [--class-prefix PREFIX] "
 	    "[--gpu-class CLASS]\n"
-	    "\t[--namespace-from name|namespace] < instance.json\n");
+	    "\t[--namespace-from name|namespace] [--driver-gates LIST] "
+	    "< instance.json\n");
 }
 
 /* Read all of stdin, up to RENDER_INPUT_MAX bytes. */
@@ -66,9 +67,11 @@ render_opts(int argc, char **argv, struct plan_config *cfg)
 		{ "class-prefix", required_argument, NULL, 'p' },
 		{ "gpu-class", required_argument, NULL, 'g' },
 		{ "namespace-from", required_argument, NULL, 'n' },
+		{ "driver-gates", required_argument, NULL, 'G' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	char err[256];
 	int c;
 
 	optind = 1;
@@ -85,6 +88,14 @@ render_opts(int argc, char **argv, struct plan_config *cfg)
 				cfg->ns_from_namespace = true;
 			else if (strcmp(optarg, "name") != 0)
 				return -1;
+			break;
+		case 'G':
+			if (plan_gates_parse(optarg, &cfg->driver_gates, err,
+			    sizeof(err)) < 0) {
+				fprintf(stderr, "kpgpuctl render: "
+				    "--driver-gates: %s\n", err);
+				return -1;
+			}
 			break;
 		case 'h': return 1;
 		default: return -1;
@@ -119,8 +130,13 @@ ctl_cmd_render(int argc, char **argv)
 	err[0] = '\0';
 	if ((r = plan_instance_parse(buf, len, in, err, sizeof(err))) == 0)
 		r = plan_build(in, &cfg, &p, err, sizeof(err));
-	if (r == -EINVAL) {
-		fprintf(stderr, "kpgpuctl render: %s\n", err);
+	if (r == -EINVAL || r == PLAN_EGATE || r == PLAN_ENEVER) {
+		if (r != -EINVAL)
+			fprintf(stderr, "kpgpuctl render: %s: ",
+			    plan_refusal_reason(r));
+		else
+			fprintf(stderr, "kpgpuctl render: ");
+		fprintf(stderr, "%s\n", err);
 		rc = 2;
 		goto fail;
 	}

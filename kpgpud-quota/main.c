@@ -40,6 +40,7 @@ struct quota_conf {
 	bool			 strict;
 	char			*strict_classes;
 	char			*gpu_drivers;
+	char			*driver_gates;
 	char			*policy_params;
 	char			*policy_user;
 	char			*admission_policies;
@@ -118,6 +119,12 @@ static const struct config_opt quota_opts[] = {
 	    "Plan", "DRA drivers whose devices are GPUs: a DeviceClass counts "
 	    "as a GPU class unless its selectors provably restrict it to a "
 	    "driver not listed.", CONFIG_NORELOAD),
+	CONFIG_STRING(QC, driver_gates, "driver-gates", 0, "none", "Plan",
+	    "The NVIDIA DRA driver's feature gates that are on (comma list, "
+	    "or \"none\", as the driver ships): TimeSlicingSettings lets a "
+	    "time-slicing tenant set timeSlicing.interval, MPSSupport lets "
+	    "a tenant use sharing mps. Without them such an instance gets a "
+	    "Warning Event and nothing is composed for it.", CONFIG_NORELOAD),
 	CONFIG_STRING(QC, policy_params, "policy-params", 0, "none", "Plan",
 	    "NAMESPACE/NAME of the ConfigMap the admission policies read "
 	    "(deploy/: kpgpud/kpgpud-device-classes): key non-gpu-classes, "
@@ -295,7 +302,7 @@ static int
 quota_core_config(struct quota_main *qm, struct quotad_config *c)
 {
 	const struct quota_conf *f = &qm->conf;
-	char host[96] = "kpgpud";
+	char host[96] = "kpgpud", err[256];
 
 	memset(c, 0, sizeof(*c));
 	c->plan.quota_name = f->quota_name;
@@ -309,6 +316,11 @@ quota_core_config(struct quota_main *qm, struct quotad_config *c)
 		return -EINVAL;
 	}
 	c->gpu_drivers = f->gpu_drivers;
+	if (plan_gates_parse(f->driver_gates, &c->plan.driver_gates, err,
+	    sizeof(err)) < 0) {
+		log_err("--driver-gates \"%s\": %s", f->driver_gates, err);
+		return -EINVAL;
+	}
 	if (strcmp(f->policy_params, "none") != 0) {
 		const char *sl = strchr(f->policy_params, '/');
 		size_t nl = sl != NULL ? (size_t)(sl - f->policy_params) : 0;

@@ -445,8 +445,14 @@ claim_spec(const struct plan *p)
 	    devices, "constraints", json_pack("[{s:[s], s:s}]", "requests",
 	    PLAN_REQUEST, "matchAttribute", attr)))
 		goto fail;
-	if ((a->sharing == ANNOTATION_SHARING_TIME_SLICING ||
-	    a->sharing == ANNOTATION_SHARING_MPS) &&
+	/*
+	 * A GpuConfig only where a setting needs one (plan_check_gates let
+	 * it through): a shared claim without config is time-shared by a
+	 * default driver, and a sharing config needs a driver gate.
+	 */
+	if ((a->sharing == ANNOTATION_SHARING_MPS ||
+	    (a->sharing == ANNOTATION_SHARING_TIME_SLICING &&
+	    a->interval != ANNOTATION_INTERVAL_UNSET)) &&
 	    json_object_set_new(devices, "config", opaque_config(a)))
 		goto fail;
 	return json_pack("{s:o}", "devices", devices);
@@ -672,23 +678,11 @@ plan_events(struct plan *p)
 {
 	const struct annotation *a = &p->annot;
 	struct plan_event *e;
-	const char *gate = NULL;
 
 	if (p->nevents >= PLAN_MAX_EVENTS)
 		return;
 	e = &p->events[p->nevents];
-	if (a->sharing == ANNOTATION_SHARING_TIME_SLICING)
-		gate = "TimeSlicingSettings";
-	else if (a->sharing == ANNOTATION_SHARING_MPS)
-		gate = "MPSSupport";
-	if (gate != NULL) {
-		e->reason = "AlphaFeatureGate";
-		snprintf(e->message, sizeof(e->message), "sharing \"%s\" "
-		    "needs the NVIDIA DRA driver's alpha feature gate %s, "
-		    "which is off by default", annotation_sharing_name(
-		    a->sharing), gate);
-		p->nevents++;
-	} else if (a->sharing == ANNOTATION_SHARING_HYBRID) {
+	if (a->sharing == ANNOTATION_SHARING_HYBRID) {
 		e->reason = "ExperimentalHybridSharing";
 		snprintf(e->message, sizeof(e->message), "sharing \"hybrid\" "
 		    "is experimental: the tenant's pods time-share one "
@@ -778,6 +772,9 @@ plan_build(const struct plan_instance *in, const struct plan_config *cfg,
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		return -ENOMEM;
 	if ((r = plan_annotation(in, &p->annot, err, errlen)) < 0 ||
+	    (r = plan_check_gates(&p->annot, cfg->driver_gates, err,
+	    errlen)) < 0 ||
+	    (r = plan_check_allocatable(&p->annot, err, errlen)) < 0 ||
 	    (r = plan_names(in, cfg, p, inst_label, err, errlen)) < 0 ||
 	    (r = class_name(cfg, p, err, errlen)) < 0 ||
 	    (r = quota_keys(cfg, p, err, errlen)) < 0)

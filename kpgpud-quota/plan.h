@@ -9,6 +9,7 @@
 #ifndef KPGPUD_QUOTA_PLAN_H
 #define KPGPUD_QUOTA_PLAN_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -72,6 +73,27 @@
 #define PLAN_MAX_KEYS		(2 + PLAN_MAX_STRICT + PLAN_MAX_CLASSES)
 #define PLAN_MAX_EVENTS		3
 
+/*
+ * The NVIDIA DRA driver's alpha feature gates (off as the driver ships)
+ * that change what kpgpud may compose: a GpuConfig with sharing strategy
+ * TimeSlicing needs TimeSlicingSettings, one with MPS needs MPSSupport;
+ * with the gate off the driver refuses to prepare the claim and every pod
+ * using it stays ContainerCreating. The operator declares the gates that
+ * are on (kpgpud-quota --driver-gates); a default driver has none.
+ */
+#define PLAN_GATE_TIME_SLICING	0x1u	/* TimeSlicingSettings */
+#define PLAN_GATE_MPS		0x2u	/* MPSSupport */
+#define PLAN_GATES_MAX_LEN	512	/* bytes of a --driver-gates list */
+
+/*
+ * plan_build's refusals besides -EINVAL (an invalid annotation): a valid
+ * annotation that needs a driver gate not declared on, and one whose
+ * devices can never be allocated (e.g. minMemory above what the MIG
+ * profile reports). Both leave the tenant as it was, like -EINVAL.
+ */
+#define PLAN_EGATE		(-ENOTSUP)
+#define PLAN_ENEVER		(-EDOM)
+
 /* The parts of an instance (a KubePlus custom resource) the plan reads. */
 struct plan_instance {
 	char		 api_version[PLAN_NAME_MAX + 1];
@@ -101,6 +123,7 @@ struct plan_config {
 	int		 nclasses;
 	bool		 owner_refs;	/* owner references where scope allows */
 	bool		 ns_from_namespace; /* tenant ns = the instance's ns */
+	unsigned	 driver_gates;	/* PLAN_GATE_* declared on */
 };
 
 struct plan_key {
@@ -144,12 +167,42 @@ int	 plan_instance_from_json(json_t *obj, struct plan_instance *ret,
 /*
  * Compose the plan. Returns 0, -EINVAL with the reason in err (an invalid
  * annotation, a missing annotation, or a configuration that yields invalid
- * names), or -ENOMEM. ret untouched on failure.
+ * names), PLAN_EGATE or PLAN_ENEVER with the reason in err (see above), or
+ * -ENOMEM. ret untouched on failure.
  */
 int	 plan_build(const struct plan_instance *inst,
 	    const struct plan_config *cfg, struct plan **ret, char *err,
 	    size_t errlen);
 void	 plan_free(struct plan *p);
+/* The Warning Event reason of a plan_build refusal (-EINVAL, PLAN_E*). */
+const char *plan_refusal_reason(int r);
+
+/*
+ * Parse a driver gate list ("TimeSlicingSettings,MPSSupport"; "" or
+ * "none": no gate) into PLAN_GATE_* bits. Every gate name of the NVIDIA
+ * driver is accepted (only the two above change the plan); an unknown
+ * name is -EINVAL with the reason in err.
+ */
+int	 plan_gates_parse(const char *list, unsigned *ret, char *err,
+	    size_t errlen);
+/*
+ * Whether annotation a may be composed with the gates declared: 0, or
+ * PLAN_EGATE with a message for the instance's Warning Event in err.
+ */
+int	 plan_check_gates(const struct annotation *a, unsigned gates,
+	    char *err, size_t errlen);
+/*
+ * The most memory (MiB) any known GPU reports for a MIG profile's devices
+ * ("1g.10gb+me" as "1g.10gb"), with the reported values as text for a
+ * message; 0 for a profile kpgpud does not know.
+ */
+long	 plan_profile_memory_mib(const char *profile, const char **text);
+/*
+ * Whether a's devices can ever be allocated: 0, or PLAN_ENEVER with a
+ * message naming the profile's real memory in err.
+ */
+int	 plan_check_allocatable(const struct annotation *a, char *err,
+	    size_t errlen);
 
 /*
  * Whether a DeviceClass (its spec, or a cache row holding "spec") counts as

@@ -604,13 +604,18 @@ work_plan(struct qwork *w, const struct quotad_cands *c, bool *ret_keep)
 	pc.classes = (const char *const *)w->classes;
 	pc.nclasses = w->nclasses;
 	r = plan_build(&c->in[win], &pc, &w->plan, err, sizeof(err));
-	if (r == -EINVAL) {
-		log_debug("invalid annotation kind=%s name=%s reason=%s",
+	if (r == -EINVAL || r == PLAN_EGATE || r == PLAN_ENEVER) {
+		log_debug("annotation refused kind=%s name=%s reason=%s",
 		    c->in[win].kind, log_q(c->in[win].name), log_q(err));
-		snprintf(msg, sizeof(msg), "invalid %s annotation: %s; the "
-		    "last good state is kept", ANNOTATION_KEY, err);
-		work_event(w, &c->in[win], c->rv[win], "InvalidGPUIsolation",
-		    msg);
+		if (r == -EINVAL)
+			snprintf(msg, sizeof(msg), "invalid %s annotation: %s; "
+			    "the last good state is kept", ANNOTATION_KEY, err);
+		else
+			snprintf(msg, sizeof(msg), "%s; nothing of this %s is "
+			    "composed, the last good state is kept", err,
+			    ANNOTATION_KEY);
+		work_event(w, &c->in[win], c->rv[win],
+		    plan_refusal_reason(r), msg);
 		w->result = "invalid";
 		*ret_keep = true;
 		return 0;

@@ -1,9 +1,11 @@
 /*
  * libFuzzer target for kpgpud-quota's annotation parser and planner: the
  * input is the value of an instance's kubeplus.io/gpu-isolation annotation.
- * A rejection must come with a message; an accepted annotation must plan
- * to DNS-valid names and a resolved annotation that kpgpud-admit parses.
- * fuzz-sources: common/resolved.c common/util.c kpgpud-quota/annotation.c kpgpud-quota/plan.c
+ * It is planned without driver gates and with both declared: a rejection
+ * must come with a message, a gate refusal only without the gates, and an
+ * accepted annotation must plan to DNS-valid names and a resolved
+ * annotation that kpgpud-admit parses.
+ * fuzz-sources: common/resolved.c common/util.c kpgpud-quota/annotation.c kpgpud-quota/plan.c kpgpud-quota/plan_checks.c
  */
 #include <errno.h>
 #include <stddef.h>
@@ -19,31 +21,23 @@
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* Plan one annotation under two configurations; check what comes out. */
-int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* Plan one annotation under one configuration; check what comes out. */
+static void
+plan_one(const struct plan_instance *in, unsigned gates)
 {
-	static struct plan_instance in;
-	struct plan_config cfg = { .owner_refs = true, .strict = true };
+	struct plan_config cfg = { .owner_refs = true, .strict = true,
+	    .driver_gates = gates };
 	struct resolved *r;
 	struct plan *p = NULL;
 	char err[512];
 	json_t *j;
-	size_t n = size > ANNOTATION_MAX_LEN ? ANNOTATION_MAX_LEN : size;
+	int rc;
 
-	memset(&in, 0, sizeof(in));
-	snprintf(in.api_version, sizeof(in.api_version), "kubeplus.io/v1");
-	snprintf(in.kind, sizeof(in.kind), "Agent");
-	snprintf(in.name, sizeof(in.name), "tenant-a");
-	snprintf(in.uid, sizeof(in.uid), "u");
-	in.has_annotation = true;
-	memcpy(in.annotation, data, n);
-	in.annotation_len = n;
 	err[0] = '\0';
-	if (plan_build(&in, &cfg, &p, err, sizeof(err)) < 0) {
-		if (err[0] == '\0')
+	if ((rc = plan_build(in, &cfg, &p, err, sizeof(err))) < 0) {
+		if (err[0] == '\0' || (rc == PLAN_EGATE && gates != 0))
 			abort();
-		return 0;
+		return;
 	}
 	if (!plan_dns_label(p->claim_name) ||
 	    !plan_dns_subdomain(p->class_name) ||
@@ -59,5 +53,24 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	json_decref(j);
 	plan_free(p);
+}
+
+/* Plan one annotation without and with the driver gates. */
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct plan_instance in;
+	size_t n = size > ANNOTATION_MAX_LEN ? ANNOTATION_MAX_LEN : size;
+
+	memset(&in, 0, sizeof(in));
+	snprintf(in.api_version, sizeof(in.api_version), "kubeplus.io/v1");
+	snprintf(in.kind, sizeof(in.kind), "Agent");
+	snprintf(in.name, sizeof(in.name), "tenant-a");
+	snprintf(in.uid, sizeof(in.uid), "u");
+	in.has_annotation = true;
+	memcpy(in.annotation, data, n);
+	in.annotation_len = n;
+	plan_one(&in, 0);
+	plan_one(&in, PLAN_GATE_TIME_SLICING | PLAN_GATE_MPS);
 	return 0;
 }

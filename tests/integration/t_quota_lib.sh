@@ -113,3 +113,19 @@ print(sum(n for v,res in r.items() if v in ("create","update","patch","delete","
 metric() {
 	awk -v n="$2" '$1==n || index($1, n"{")==1 {s+=$2} END {print s+0}' "$1" 2>/dev/null
 }
+
+# claim_pod NS NAME FIELD CLAIM: a Pod whose one container uses a claim
+# (FIELD resourceClaimName or resourceClaimTemplateName), as admit would
+# write it.
+claim_pod() {
+	api POST "/api/v1/namespaces/$1/pods" "{\"apiVersion\":\"v1\",\
+\"kind\":\"Pod\",\"metadata\":{\"name\":\"$2\"},\"spec\":{\"resourceClaims\":\
+[{\"name\":\"gpu\",\"$3\":\"$4\"}],\"containers\":[{\"name\":\"main\",\
+\"image\":\"busybox\",\"resources\":{\"claims\":[{\"name\":\"gpu\"}]}}]}}" \
+	    >/dev/null
+}
+
+# pod_phase NS NAME PHASE: the Pod is in that phase.
+pod_phase() {
+	[ "$(jq_api "/api/v1/namespaces/$1/pods/$2" 'o and o["status"].get("phase")')" = "$3" ]
+}
