@@ -8,12 +8,12 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "kpgpud-quota/plan.h"
 
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
@@ -42,20 +42,6 @@ static const struct {
 	{ "ConsumableShares", 0 },
 };
 
-/* Format a reason into err and return code. */
-static int
-cerr(int code, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 /* The name of one gate bit. */
 static const char *
 gate_name(unsigned bit)
@@ -79,7 +65,7 @@ plan_gates_parse(const char *list, unsigned *ret, char *err, size_t errlen)
 		return 0;
 	}
 	if (strlen(list) > PLAN_GATES_MAX_LEN)
-		return cerr(-EINVAL, err, errlen, "driver gate list is longer "
+		return seterr(err, errlen, "driver gate list is longer "
 		    "than %d bytes", PLAN_GATES_MAX_LEN);
 	memcpy(buf, list, strlen(list) + 1);
 	for (tok = strtok_r(buf, ", ", &save); tok != NULL;
@@ -90,12 +76,12 @@ plan_gates_parse(const char *list, unsigned *ret, char *err, size_t errlen)
 			if (strcmp(gates[i].name, tok) == 0)
 				break;
 		if (i == NELEM(gates))
-			return cerr(-EINVAL, err, errlen, "unknown NVIDIA "
+			return seterr(err, errlen, "unknown NVIDIA "
 			    "driver feature gate \"%.64s\" (the ones kpgpud "
 			    "uses: TimeSlicingSettings, MPSSupport)", tok);
 		if (val != NULL && strcmp(val, "true") != 0 &&
 		    strcmp(val, "false") != 0)
-			return cerr(-EINVAL, err, errlen, "driver gate %s=%.32s: "
+			return seterr(err, errlen, "driver gate %s=%.32s: "
 			    "the value must be true or false", tok, val);
 		if (val == NULL || strcmp(val, "true") == 0)
 			bits |= gates[i].bit;
@@ -133,13 +119,14 @@ plan_check_gates(const struct annotation *a, unsigned declared, char *err,
 	if (need == 0 || (declared & need) != 0)
 		return 0;
 	name = gate_name(need);
-	return cerr(PLAN_EGATE, err, errlen, "%s needs the NVIDIA DRA "
+	seterr(err, errlen, "%s needs the NVIDIA DRA "
 	    "driver's feature gate %s (alpha, off by default), not declared "
 	    "on: the driver would refuse the claim and its pods would stay "
 	    "ContainerCreating. Enable %s on the driver and add it to "
 	    "kpgpud-quota --driver-gates, or %s", what, name, name,
 	    need == PLAN_GATE_MPS ? "use sharing \"time-slicing\" (no gate "
 	    "needed)" : "drop timeSlicing.interval (time-shared without it)");
+	return PLAN_EGATE;
 }
 
 /*
@@ -277,20 +264,22 @@ plan_check_allocatable(const struct annotation *a, char *err, size_t errlen)
 	if ((mib = plan_profile_memory_mib(a->mig_profile, &text)) > 0) {
 		if (!qty_above(a->min_memory, (uint64_t)mib << 20))
 			return 0;
-		return cerr(PLAN_ENEVER, err, errlen, "minMemory %s is more "
+		seterr(err, errlen, "minMemory %s is more "
 		    "than MIG profile %s devices report (memory %s): no "
 		    "device can ever be allocated; lower minMemory to at most "
 		    "%ldMi or choose a larger profile", a->min_memory,
 		    a->mig_profile, text, mib);
+		return PLAN_ENEVER;
 	}
 	if ((gib = profile_name_gib(a->mig_profile)) <= 0 ||
 	    !qty_above(a->min_memory, (uint64_t)gib << 30))
 		return 0;
-	return cerr(PLAN_ENEVER, err, errlen, "minMemory %s is more than MIG "
+	seterr(err, errlen, "minMemory %s is more than MIG "
 	    "profile %s devices report (memory at most %ldGi, as the name "
 	    "says; 1g.10gb devices report 9728Mi or 9856Mi): no device can "
 	    "ever be allocated; lower minMemory or choose a larger profile",
 	    a->min_memory, a->mig_profile, gib);
+	return PLAN_ENEVER;
 }
 
 /* The Warning Event reason of each plan_build refusal. */
