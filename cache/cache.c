@@ -30,6 +30,13 @@ struct cache {
 	uint64_t	 gen_at_begin;
 };
 
+/* The connection, for the other files of cache/. */
+struct sqlite3 *
+cache_handle(struct cache *c)
+{
+	return c->db;
+}
+
 /* Map an SQLite result code to a negative errno. */
 static int
 cache_errno(int rc)

@@ -4,6 +4,7 @@
  */
 #include "cache/cache.h"
 #include "cache/cache_sql.h"
+#include "cache/usage_sql.h"
 
 /* Schema migrations: entry i takes user_version i to i + 1. */
 const char *const cache_migrations[CACHE_SCHEMA_VERSION] = {
@@ -33,6 +34,8 @@ const char *const cache_migrations[CACHE_SCHEMA_VERSION] = {
 	" gen INTEGER NOT NULL, PRIMARY KEY(tbl, key, ns, name))"
 	" WITHOUT ROWID;"
 	"CREATE INDEX tombstones_gen ON tombstones(gen);",
+	/* 1 -> 2: the usage ledger (cache/usage.c) */
+	USAGE_SCHEMA,
 };
 
 #define NS_COLS "name, uid, rv, phase, isolated, resolved, labels," \

@@ -26,4 +26,8 @@ extern const char *const cache_migrations[CACHE_SCHEMA_VERSION];
 /* Every statement, by id, prepared once at open. */
 extern const char *const cache_sql[ST__COUNT];
 
+/* The connection, for the other files of cache/ (usage.c). */
+struct sqlite3;
+struct sqlite3	*cache_handle(struct cache *c);
+
 #endif

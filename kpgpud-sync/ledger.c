@@ -122,6 +122,7 @@ ledger_profile_of(const char *class_cel, const char *device,
 {
 	const char *p, *q;
 	size_t o = 0;
+	bool dot = false;
 
 	out[0] = '\0';
 	if (profile_from_cel(class_cel, out))
@@ -138,8 +139,10 @@ ledger_profile_of(const char *class_cel, const char *device,
 	for (; p < q && o + 2 < LEDGER_PROFILE_MAX; p++) {
 		out[o++] = *p;
 		if (*p == 'g' && p + 1 < q && p[1] >= '0' && p[1] <= '9' &&
-		    strchr(out, '.') == NULL)
+		    !dot) {
 			out[o++] = '.';
+			dot = true;
+		}
 	}
 	out[o] = '\0';
 }

@@ -22,6 +22,7 @@
 #include "common/metrics.h"
 #include "common/sdnotify.h"
 #include "common/util.h"
+#include "kpgpud-sync/acct.h"
 #include "kpgpud-sync/syncd.h"
 
 struct sync_conf {
@@ -45,6 +46,7 @@ struct sync_conf {
 	int64_t			 max_subscriber_buffer;
 	int64_t			 max_watch_line;
 	char			*metrics_listen;
+	int64_t			 usage_retention_ms;
 	char			*pidfile;
 	bool			 allow_root;
 	bool			 debug;
@@ -118,6 +120,10 @@ static const struct config_opt sync_opts[] = {
 	CONFIG_STRING(SC, metrics_listen, "metrics-listen", 0, NULL,
 	    "Metrics", "Serve /metrics on 127.0.0.1:PORT (or HOST:PORT).",
 	    CONFIG_NORELOAD),
+	CONFIG_DURATION(SC, usage_retention_ms, "usage-retention", 0, "720h",
+	    60000, INT64_C(87600) * 3600000, "Accounting",
+	    "Keep raw usage intervals this long after they close, then roll "
+	    "them up per tenant and hour.", CONFIG_NORELOAD),
 	CONFIG_BOOL(SC, allow_root, "allow-root", 0, "false", "General",
 	    "Run even as uid 0.", CONFIG_NORELOAD),
 	CONFIG_BOOL(SC, debug, "debug", 'd', "false", "General",
@@ -155,6 +161,8 @@ sync_collections(const struct sync_conf *c, struct sync_res *res,
 	sync_res_namespaces(&res[n++]);
 	for (i = 0; i < 4; i++)
 		(void)sync_res_owned(owned[i], &res[n++]);
+	acct_res_claims(&res[n++]);
+	acct_res_pods(&res[n++]);
 	if (c->instances == NULL || *c->instances == '\0') {
 		*ret_n = n;
 		return 0;
@@ -189,7 +197,8 @@ sync_metrics_cb(struct evhttp_request *req, void *arg)
 	struct evbuffer *out = evbuffer_new();
 
 	syncd_update_gauges(&sm->sd);
-	if (out == NULL || metrics_render(sm->reg, &b) < 0) {
+	if (out == NULL || metrics_render(sm->reg, &b) < 0 ||
+	    (sm->sd.acct != NULL && acct_metrics(sm->sd.acct, &b) < 0)) {
 		evhttp_send_error(req, 500, "metrics unavailable");
 	} else {
 		evbuffer_add(out, buf_str(&b), b.len);
@@ -407,6 +416,12 @@ sync_setup(struct sync_main *sm)
 		return r;
 	}
 	sm->sd.on_synced = sync_on_synced;
+	if ((r = acct_new(&sm->sd, sm->conf.usage_retention_ms,
+	    sm->conf.cache, &sm->sd.acct)) < 0) {
+		log_err("usage ledger failed path=%s error=%s",
+		    log_q(sm->conf.cache), strerror(-r));
+		return r;
+	}
 	if ((r = sync_socket(sm, &fd)) < 0)
 		return r;
 	memset(&ic, 0, sizeof(ic));
@@ -437,6 +452,8 @@ sync_teardown(struct sync_main *sm)
 {
 	syncd_ipc_stop(&sm->sd);
 	syncd_fini(&sm->sd);
+	acct_free(sm->sd.acct);
+	sm->sd.acct = NULL;
 	if (sm->http != NULL)
 		evhttp_free(sm->http);
 	kube_client_free(sm->kc);

@@ -23,6 +23,8 @@ struct sync_res {
 	char		 path[SYNC_PATH_MAX];	/* "/api/v1/namespaces" */
 	const char	*selector;	/* labelSelector or NULL */
 	const char	*kind;		/* owned kind, or NULL */
+	bool		 usage;		/* for the usage ledger (usage.c),
+					   not a cache table */
 };
 
 /* The Namespaces collection. */

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
+#include "kpgpud-sync/acct.h"
 #include "kpgpud-sync/syncd.h"
 
 #define SYNCD_HOUSEKEEP_MS	30000
@@ -38,6 +39,13 @@ syncd_batch(struct syncd *sd)
 	sd->in_batch = true;
 	event_add(sd->flush_ev, &now);
 	return 0;
+}
+
+/* Open the batch for acct.c. */
+int
+syncd_begin(struct syncd *sd)
+{
+	return syncd_batch(sd);
 }
 
 /* Queue a committed-to-be change for the subscribers. */
@@ -110,6 +118,13 @@ syncd_put(void *arg, struct reflector *rf, json_t *obj)
 	uint64_t gen = 0;
 	int r;
 
+	if (res->usage) {
+		if (sd->acct == NULL)
+			return 0;
+		if ((r = syncd_batch(sd)) < 0)
+			return syncd_write_failed(sd, res, r);
+		return acct_put(sd->acct, rf, obj);
+	}
 	if ((r = sync_row_from_json(res, obj, &row, &why)) < 0) {
 		if (r == -ENOMEM)
 			return syncd_write_failed(sd, res, r);
@@ -180,7 +195,15 @@ syncd_del(void *arg, struct reflector *rf, json_t *obj)
 	const struct sync_res *res = reflector_res(rf);
 	const char *ns, *name;
 	json_t *k = json_object_get(obj, "kind");
+	int r;
 
+	if (res->usage) {
+		if (sd->acct == NULL)
+			return 0;
+		if ((r = syncd_batch(sd)) < 0)
+			return syncd_write_failed(sd, res, r);
+		return acct_del(sd->acct, rf, obj);
+	}
 	if (sync_obj_key(obj, &ns, &name) < 0) {
 		sd->n_bad_objects++;
 		metric_inc(sd->m.bad_objects, res->key, NULL);
@@ -200,6 +223,8 @@ syncd_set_rv(void *arg, struct reflector *rf, const char *rv)
 	const struct sync_res *res = reflector_res(rf);
 	int r;
 
+	if (res->usage)
+		return 0;	/* the ledger relists on every start */
 	if ((r = syncd_batch(sd)) < 0 ||
 	    (r = cache_watch_set(sd->cache, res->key, rv)) < 0)
 		return syncd_write_failed(sd, res, r);
@@ -273,6 +298,13 @@ syncd_prune(void *arg, struct reflector *rf, const struct strset *seen)
 	size_t i;
 	int r;
 
+	if (res->usage) {
+		if (sd->acct == NULL)
+			return 0;
+		if ((r = syncd_batch(sd)) < 0)
+			return syncd_write_failed(sd, res, r);
+		return acct_prune(sd->acct, rf, seen);
+	}
 	if (res->table == CACHE_T_NS)
 		r = cache_ns_foreach(sd->cache, 0, stale_ns, &st);
 	else if (res->table == CACHE_T_INSTANCE)

@@ -22,6 +22,7 @@ struct event;
 struct kube_client;
 struct metrics;
 struct metric;
+struct acct;
 
 #define SYNCD_MAX_RES		32	/* watched collections */
 #define SYNCD_MAX_LOOKUPS	64	/* read-through GETs in flight */
@@ -88,6 +89,7 @@ struct syncd {
 	unsigned		 nsubs;
 	unsigned		 nlookups;
 	struct syncd_metrics	 m;
+	struct acct		*acct;		/* usage ledger (acct.c) */
 	/* counters also shown in STATUS */
 	uint64_t		 n_relists, n_restarts, n_api_errors;
 	uint64_t		 n_bad_objects, n_commit_errors;
@@ -109,6 +111,8 @@ int	 syncd_init(struct syncd *sd, struct event_base *base,
 int	 syncd_start(struct syncd *sd);
 /* Commit the open batch now and publish its changes. */
 void	 syncd_flush(struct syncd *sd);
+/* Open the batch of this loop turn unless one is open (for acct.c). */
+int	 syncd_begin(struct syncd *sd);
 /* Stop the reflectors, commit, free everything but the cache and client. */
 void	 syncd_fini(struct syncd *sd);
 /* Refresh the per-kind object gauges from the cache. */

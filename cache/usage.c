@@ -1,0 +1,631 @@
+/* The usage ledger in the cache: see usage.h and usage_sql.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "cache/cache_sql.h"
+#include "cache/usage.h"
+
+enum usage_stmt {
+	U_OPEN_GET, U_OPEN_ALL, U_ADD, U_CLOSE, U_PREV_END,
+	U_CONS_ADD, U_CONS_TIMES, U_POD_SET, U_POD_SPANS,
+	U_SET_START, U_SET_START_C, U_SET_END,
+	U_ALIVE_GET, U_ALIVE_SET,
+	U_Q_TENANT, U_Q_CLAIM, U_Q_POD, U_Q_DEVICE, U_HELD,
+	U_OLD, U_HOUR_ADD, U_DEL_OLD, U_DEL_OLD_C, U_CNT, U_CNT_H,
+	U_LOST_ADD, U_LOST_SUM, U_CLOSED_INC, U_CLOSED_GET, U_CLOSED_SET,
+	U__COUNT
+};
+
+/* The overlap of a row (alias i) with the window ?1 since, ?2 until, ?3 now. */
+#define OVL "max(0, min(coalesce(i.end_us, ?3), ?2) - max(i.start_us, ?1))"
+#define QSEL(key) "SELECT ns, instance, k, device_class, profile," \
+	" sum(d), sum(g), sum(n), sum(b), sum(o) FROM (" \
+	"SELECT i.ns AS ns, i.instance AS instance, " key " AS k," \
+	" i.device_class AS device_class, i.profile AS profile," \
+	" sum(" OVL ") AS d, sum(i.share * " OVL ") AS g," \
+	" count(DISTINCT i.claim_uid || '@' || i.start_us) AS n," \
+	" count(DISTINCT CASE WHEN i.end_how = 2 OR i.start_how = 2 THEN" \
+	" i.claim_uid || '@' || i.start_us END) AS b," \
+	" count(DISTINCT CASE WHEN i.end_us IS NULL THEN" \
+	" i.claim_uid || '@' || i.start_us END) AS o" \
+	" FROM usage_intervals i"
+#define QWHERE " WHERE i.start_us < ?2 AND coalesce(i.end_us, ?3) > ?1"
+#define QHOURS " UNION ALL SELECT ns, instance, '', device_class, profile," \
+	" sum(device_us), sum(gpu_us), 0, 0, 0 FROM usage_hourly" \
+	" WHERE hour_us >= ?1 AND hour_us < ?2" \
+	" GROUP BY ns, instance, device_class, profile"
+#define QEND " GROUP BY 1, 2, 3, 4, 5"
+#define QORDER ") GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5"
+
+static const char *const usage_sql[U__COUNT] = {
+	[U_OPEN_GET] = "SELECT start_us, sig FROM usage_intervals"
+	    " WHERE claim_uid = ?1 AND end_us IS NULL LIMIT 1",
+	[U_OPEN_ALL] = "SELECT claim_uid, ns, claim, sig, start_us"
+	    " FROM usage_intervals WHERE end_us IS NULL AND dev = 0"
+	    " ORDER BY claim_uid",
+	[U_ADD] = "INSERT INTO usage_intervals(claim_uid, start_us, dev, ns,"
+	    " instance, claim, driver, pool, device, device_class, profile,"
+	    " share, sig, start_how, lo_us) VALUES(?1, ?2, ?3, ?4, ?5, ?6,"
+	    " ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+	    " ON CONFLICT(claim_uid, start_us, dev) DO NOTHING",
+	[U_CLOSE] = "UPDATE usage_intervals SET end_us = ?3, end_how = ?4,"
+	    " hi_us = ?5 WHERE claim_uid = ?1 AND start_us = ?2"
+	    " AND end_us IS NULL",
+	[U_PREV_END] = "SELECT max(end_us) FROM usage_intervals"
+	    " WHERE driver = ?1 AND pool = ?2 AND device = ?3",
+	[U_CONS_ADD] = "INSERT INTO usage_consumers(claim_uid, start_us,"
+	    " pod_uid, pod_name, pod_start_us, pod_finish_us)"
+	    " VALUES(?1, ?2, ?3, ?4, 0, 0)"
+	    " ON CONFLICT(claim_uid, start_us, pod_uid) DO NOTHING",
+	[U_CONS_TIMES] = "SELECT min(nullif(pod_start_us, 0)),"
+	    " CASE WHEN sum(pod_finish_us = 0) > 0 THEN 0"
+	    " ELSE max(pod_finish_us) END FROM usage_consumers"
+	    " WHERE claim_uid = ?1 AND start_us = ?2",
+	[U_POD_SET] = "UPDATE usage_consumers SET pod_start_us = ?2,"
+	    " pod_finish_us = ?3 WHERE pod_uid = ?1 AND"
+	    " (pod_start_us != ?2 OR pod_finish_us != ?3)",
+	[U_POD_SPANS] = "SELECT i.claim_uid, i.start_us, i.start_how,"
+	    " i.lo_us, coalesce(i.end_us, 0), coalesce(i.end_how, 0),"
+	    " coalesce(i.hi_us, 0) FROM usage_consumers c"
+	    " JOIN usage_intervals i ON i.claim_uid = c.claim_uid"
+	    " AND i.start_us = c.start_us AND i.dev = 0"
+	    " WHERE c.pod_uid = ?1",
+	[U_SET_START] = "UPDATE usage_intervals SET start_us = ?3,"
+	    " start_how = ?4 WHERE claim_uid = ?1 AND start_us = ?2",
+	[U_SET_START_C] = "UPDATE usage_consumers SET start_us = ?3"
+	    " WHERE claim_uid = ?1 AND start_us = ?2",
+	[U_SET_END] = "UPDATE usage_intervals SET end_us = ?3, end_how = ?4"
+	    " WHERE claim_uid = ?1 AND start_us = ?2 AND end_us IS NOT NULL",
+	[U_ALIVE_GET] = "SELECT value FROM meta WHERE key = 'usage_alive'",
+	[U_ALIVE_SET] = "INSERT INTO meta(key, value) VALUES('usage_alive',"
+	    " ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+	[U_Q_TENANT] = QSEL("''") QWHERE QEND QHOURS QORDER,
+	[U_Q_CLAIM] = QSEL("i.claim") QWHERE QEND QHOURS QORDER,
+	[U_Q_DEVICE] = QSEL("i.driver || '/' || i.pool || '/' || i.device")
+	    QWHERE QEND QHOURS QORDER,
+	/* a Pod's share: its own run inside the interval of its claim */
+	[U_Q_POD] = "SELECT ns, instance, k, device_class, profile, sum(d),"
+	    " sum(g), sum(n), sum(b), sum(o) FROM ("
+	    "SELECT i.ns AS ns, i.instance AS instance, c.pod_name AS k,"
+	    " i.device_class AS device_class,"
+	    " i.profile AS profile, sum(max(0, min(coalesce(i.end_us, ?3), ?2,"
+	    " CASE WHEN c.pod_finish_us > 0 THEN c.pod_finish_us"
+	    " ELSE coalesce(i.end_us, ?3) END) - max(i.start_us, ?1,"
+	    " c.pod_start_us))) AS d, sum(i.share * max(0, min(coalesce(i.end_us,"
+	    " ?3), ?2, CASE WHEN c.pod_finish_us > 0 THEN c.pod_finish_us"
+	    " ELSE coalesce(i.end_us, ?3) END) - max(i.start_us, ?1,"
+	    " c.pod_start_us))) AS g, count(DISTINCT i.claim_uid || '@' ||"
+	    " i.start_us) AS n, count(DISTINCT CASE WHEN i.end_how = 2 OR"
+	    " i.start_how = 2 THEN i.claim_uid || '@' || i.start_us END) AS b,"
+	    " count(DISTINCT CASE WHEN i.end_us IS NULL THEN i.claim_uid ||"
+	    " '@' || i.start_us END) AS o FROM usage_intervals i"
+	    " JOIN usage_consumers c ON c.claim_uid = i.claim_uid"
+	    " AND c.start_us = i.start_us" QWHERE QEND QORDER,
+	[U_HELD] = "SELECT ns, instance, group_concat(pool || '/' || device,"
+	    " ' '), device_class, profile, 0, 0, count(DISTINCT claim_uid),"
+	    " 0, count(*) FROM usage_intervals WHERE end_us IS NULL"
+	    " GROUP BY ns, instance, device_class, profile"
+	    " ORDER BY 1, 2, 4, 5",
+	[U_OLD] = "SELECT ns, instance, device_class, profile, start_us,"
+	    " end_us, share FROM usage_intervals WHERE end_us < ?1",
+	[U_HOUR_ADD] = "INSERT INTO usage_hourly(ns, instance, device_class,"
+	    " profile, hour_us, device_us, gpu_us) VALUES(?1, ?2, ?3, ?4,"
+	    " ?5, ?6, ?7) ON CONFLICT(ns, instance, device_class, profile,"
+	    " hour_us) DO UPDATE SET device_us = device_us +"
+	    " excluded.device_us, gpu_us = gpu_us + excluded.gpu_us",
+	[U_DEL_OLD] = "DELETE FROM usage_intervals WHERE end_us < ?1",
+	[U_DEL_OLD_C] = "DELETE FROM usage_consumers WHERE NOT EXISTS"
+	    " (SELECT 1 FROM usage_intervals i WHERE i.claim_uid ="
+	    " usage_consumers.claim_uid AND i.start_us ="
+	    " usage_consumers.start_us)",
+	[U_CNT] = "SELECT count(*) FROM usage_intervals",
+	[U_CNT_H] = "SELECT count(*) FROM usage_hourly",
+	[U_LOST_ADD] = "INSERT INTO usage_lost(at_us, intervals, note)"
+	    " VALUES(?1, ?2, ?3) ON CONFLICT(at_us) DO UPDATE SET"
+	    " intervals = intervals + excluded.intervals",
+	[U_LOST_SUM] = "SELECT coalesce(sum(intervals), 0), count(*)"
+	    " FROM usage_lost",
+	[U_CLOSED_INC] = "INSERT INTO meta(key, value) VALUES('usage_closed',"
+	    " 1) ON CONFLICT(key) DO UPDATE SET value = value + 1",
+	[U_CLOSED_GET] = "SELECT value FROM meta WHERE key = 'usage_closed'",
+	[U_CLOSED_SET] = "INSERT INTO meta(key, value) VALUES('usage_closed',"
+	    " ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+};
+
+struct usage_store {
+	sqlite3		*db;
+	sqlite3_stmt	*st[U__COUNT];
+};
+
+/* An SQLite result as a negative errno. */
+static int
+usage_errno(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_ROW:
+	case SQLITE_DONE:
+		return 0;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_READONLY:
+		return -EROFS;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_CONSTRAINT:
+	case SQLITE_TOOBIG:
+		return -EINVAL;
+	default:
+		return -EIO;
+	}
+}
+
+/* Prepare every statement. */
+int
+usage_store_open(struct cache *c, struct usage_store **ret)
+{
+	struct usage_store *s;
+	int i, rc;
+
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return -ENOMEM;
+	s->db = cache_handle(c);
+	for (i = 0; i < U__COUNT; i++) {
+		rc = sqlite3_prepare_v3(s->db, usage_sql[i], -1,
+		    SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL);
+		if (rc != SQLITE_OK) {
+			usage_store_free(s);
+			return usage_errno(rc) ? usage_errno(rc) : -EIO;
+		}
+	}
+	*ret = s;
+	return 0;
+}
+
+/* Finalize the statements (before the cache is closed). */
+void
+usage_store_free(struct usage_store *s)
+{
+	if (s == NULL)
+		return;
+	for (int i = 0; i < U__COUNT; i++)
+		sqlite3_finalize(s->st[i]);
+	free(s);
+}
+
+/* Bind a text (NULL as ""). */
+static void
+bt(sqlite3_stmt *st, int i, const char *v)
+{
+	sqlite3_bind_text(st, i, v != NULL ? v : "", -1, SQLITE_STATIC);
+}
+
+/* Bind a time. */
+static void
+bi(sqlite3_stmt *st, int i, uint64_t v)
+{
+	sqlite3_bind_int64(st, i, (sqlite3_int64)v);
+}
+
+/* Step a statement that returns no rows, then reset it. */
+static int
+run(sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return rc == SQLITE_DONE ? 0 : usage_errno(rc) ? usage_errno(rc) :
+	    -EIO;
+}
+
+/* Reset a statement after reading. */
+static int
+done(sqlite3_stmt *st, int rc)
+{
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return rc == SQLITE_DONE ? 0 : usage_errno(rc) ? usage_errno(rc) :
+	    -EIO;
+}
+
+/* A text column ("" for NULL). */
+static const char *
+ct(sqlite3_stmt *st, int i)
+{
+	const unsigned char *v = sqlite3_column_text(st, i);
+
+	return v != NULL ? (const char *)v : "";
+}
+
+/* A time column (0 for NULL or negative). */
+static uint64_t
+cu(sqlite3_stmt *st, int i)
+{
+	sqlite3_int64 v = sqlite3_column_int64(st, i);
+
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+/* The open interval of a claim. */
+int
+usage_open_get(struct usage_store *s, const char *claim_uid,
+    uint64_t *ret_start, char *sig, size_t siglen)
+{
+	sqlite3_stmt *st = s->st[U_OPEN_GET];
+	int rc;
+
+	bt(st, 1, claim_uid);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		*ret_start = cu(st, 0);
+		snprintf(sig, siglen, "%s", ct(st, 1));
+		done(st, SQLITE_DONE);
+		return 0;
+	}
+	return done(st, rc) < 0 ? done(st, rc) : -ENOENT;
+}
+
+/* Every open interval. */
+int
+usage_open_foreach(struct usage_store *s, usage_open_cb cb, void *arg)
+{
+	sqlite3_stmt *st = s->st[U_OPEN_ALL];
+	struct usage_open o;
+	int rc, r = 0;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		o.claim_uid = ct(st, 0);
+		o.ns = ct(st, 1);
+		o.claim = ct(st, 2);
+		o.sig = ct(st, 3);
+		o.start_us = cu(st, 4);
+		if ((r = cb(&o, arg)) != 0)
+			break;
+	}
+	rc = done(st, r != 0 ? SQLITE_DONE : rc);
+	return r != 0 ? r : rc;
+}
+
+/* Add one device row. */
+int
+usage_row_add(struct usage_store *s, const struct usage_row *r)
+{
+	sqlite3_stmt *st = s->st[U_ADD];
+
+	bt(st, 1, r->claim_uid);
+	bi(st, 2, r->start_us);
+	sqlite3_bind_int(st, 3, (int)r->dev);
+	bt(st, 4, r->ns);
+	bt(st, 5, r->instance);
+	bt(st, 6, r->claim);
+	bt(st, 7, r->driver);
+	bt(st, 8, r->pool);
+	bt(st, 9, r->device);
+	bt(st, 10, r->device_class);
+	bt(st, 11, r->profile);
+	sqlite3_bind_double(st, 12, r->share);
+	bt(st, 13, r->sig);
+	sqlite3_bind_int(st, 14, r->start_how);
+	bi(st, 15, r->lo_us);
+	return run(st);
+}
+
+/* Close an open interval. */
+int
+usage_close(struct usage_store *s, const char *claim_uid, uint64_t start_us,
+    uint64_t end_us, int how, uint64_t hi_us)
+{
+	sqlite3_stmt *st = s->st[U_CLOSE];
+	int r;
+
+	bt(st, 1, claim_uid);
+	bi(st, 2, start_us);
+	bi(st, 3, end_us);
+	sqlite3_bind_int(st, 4, how);
+	bi(st, 5, hi_us);
+	if ((r = run(st)) < 0 || sqlite3_changes(s->db) == 0)
+		return r;
+	return run(s->st[U_CLOSED_INC]);
+}
+
+/* Read one row of two times from a prepared, bound statement. */
+static int
+two_times(sqlite3_stmt *st, uint64_t *a, uint64_t *b)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW) {
+		*a = cu(st, 0);
+		if (b != NULL)
+			*b = cu(st, 1);
+		rc = SQLITE_DONE;
+	}
+	return done(st, rc);
+}
+
+/* The latest end on a device. */
+int
+usage_prev_end(struct usage_store *s, const char *driver, const char *pool,
+    const char *device, uint64_t *ret)
+{
+	sqlite3_stmt *st = s->st[U_PREV_END];
+
+	*ret = 0;
+	bt(st, 1, driver);
+	bt(st, 2, pool);
+	bt(st, 3, device);
+	return two_times(st, ret, NULL);
+}
+
+/* Record a consumer. */
+int
+usage_consumer_add(struct usage_store *s, const char *claim_uid,
+    uint64_t start_us, const char *pod_uid, const char *pod_name)
+{
+	sqlite3_stmt *st = s->st[U_CONS_ADD];
+
+	bt(st, 1, claim_uid);
+	bi(st, 2, start_us);
+	bt(st, 3, pod_uid);
+	bt(st, 4, pod_name);
+	return run(st);
+}
+
+/* The consumers' times of an interval. */
+int
+usage_consumer_times(struct usage_store *s, const char *claim_uid,
+    uint64_t start_us, uint64_t *ret_start, uint64_t *ret_finish)
+{
+	sqlite3_stmt *st = s->st[U_CONS_TIMES];
+
+	*ret_start = *ret_finish = 0;
+	bt(st, 1, claim_uid);
+	bi(st, 2, start_us);
+	return two_times(st, ret_start, ret_finish);
+}
+
+/* Store a Pod's times. */
+int
+usage_pod_set(struct usage_store *s, const char *pod_uid, uint64_t start_us,
+    uint64_t finish_us)
+{
+	sqlite3_stmt *st = s->st[U_POD_SET];
+
+	bt(st, 1, pod_uid);
+	bi(st, 2, start_us);
+	bi(st, 3, finish_us);
+	return run(st);
+}
+
+/* The intervals a Pod consumed. */
+int
+usage_pod_spans(struct usage_store *s, const char *pod_uid,
+    usage_span_cb cb, void *arg)
+{
+	sqlite3_stmt *st = s->st[U_POD_SPANS];
+	struct usage_span sp[8];
+	char uid[8][256];
+	size_t n = 0, i;
+	int rc, r = 0;
+
+	/* copied out first: the callback writes to the same rows */
+	bt(st, 1, pod_uid);
+	while (n < 8 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		snprintf(uid[n], sizeof(uid[n]), "%s", ct(st, 0));
+		sp[n].claim_uid = uid[n];
+		sp[n].start_us = cu(st, 1);
+		sp[n].start_how = sqlite3_column_int(st, 2);
+		sp[n].lo_us = cu(st, 3);
+		sp[n].end_us = cu(st, 4);
+		sp[n].end_how = sqlite3_column_int(st, 5);
+		sp[n].hi_us = cu(st, 6);
+		n++;
+	}
+	if ((rc = done(st, n == 8 ? SQLITE_DONE : rc)) < 0)
+		return rc;
+	for (i = 0; i < n && r == 0; i++)
+		r = cb(&sp[i], arg);
+	return r;
+}
+
+/* Move an interval's start, its consumers' key along. */
+int
+usage_set_start(struct usage_store *s, const char *claim_uid,
+    uint64_t old_start, uint64_t new_start, int how)
+{
+	sqlite3_stmt *st = s->st[U_SET_START];
+	int r;
+
+	bt(st, 1, claim_uid);
+	bi(st, 2, old_start);
+	bi(st, 3, new_start);
+	sqlite3_bind_int(st, 4, how);
+	if ((r = run(st)) < 0)
+		return r;
+	st = s->st[U_SET_START_C];
+	bt(st, 1, claim_uid);
+	bi(st, 2, old_start);
+	bi(st, 3, new_start);
+	return run(st);
+}
+
+/* Move a closed interval's end. */
+int
+usage_set_end(struct usage_store *s, const char *claim_uid,
+    uint64_t start_us, uint64_t end_us, int how)
+{
+	sqlite3_stmt *st = s->st[U_SET_END];
+
+	bt(st, 1, claim_uid);
+	bi(st, 2, start_us);
+	bi(st, 3, end_us);
+	sqlite3_bind_int(st, 4, how);
+	return run(st);
+}
+
+/* The last moment sync was alive. */
+int
+usage_alive_get(struct usage_store *s, uint64_t *ret)
+{
+	*ret = 0;
+	return two_times(s->st[U_ALIVE_GET], ret, NULL);
+}
+
+int
+usage_alive_set(struct usage_store *s, uint64_t us)
+{
+	bi(s->st[U_ALIVE_SET], 1, us);
+	return run(s->st[U_ALIVE_SET]);
+}
+
+/* Walk the rows of an aggregating statement. */
+static int
+sums(sqlite3_stmt *st, usage_sum_cb cb, void *arg)
+{
+	struct usage_sum u;
+	int rc, r = 0;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		u.ns = ct(st, 0);
+		u.instance = ct(st, 1);
+		u.key = ct(st, 2);
+		u.device_class = ct(st, 3);
+		u.profile = ct(st, 4);
+		u.device_us = cu(st, 5);
+		u.gpu_us = sqlite3_column_double(st, 6);
+		u.intervals = cu(st, 7);
+		u.bounded = cu(st, 8);
+		u.open = cu(st, 9);
+		if ((r = cb(&u, arg)) != 0)
+			break;
+	}
+	rc = done(st, r != 0 ? SQLITE_DONE : rc);
+	return r != 0 ? r : rc;
+}
+
+/* Sums over a window. */
+int
+usage_query(struct usage_store *s, enum usage_by by, uint64_t since,
+    uint64_t until, uint64_t now, usage_sum_cb cb, void *arg)
+{
+	static const enum usage_stmt ids[] = { U_Q_TENANT, U_Q_CLAIM,
+	    U_Q_POD, U_Q_DEVICE };
+	sqlite3_stmt *st;
+
+	if ((unsigned)by >= sizeof(ids) / sizeof(ids[0]) || since >= until)
+		return -EINVAL;
+	st = s->st[ids[by]];
+	bi(st, 1, since);
+	bi(st, 2, until);
+	bi(st, 3, now);
+	return sums(st, cb, arg);
+}
+
+/* Devices held now. */
+int
+usage_held(struct usage_store *s, usage_sum_cb cb, void *arg)
+{
+	return sums(s->st[U_HELD], cb, arg);
+}
+
+/* Add one closed interval's hours to usage_hourly. */
+static int
+rollup_one(struct usage_store *s, sqlite3_stmt *row)
+{
+	sqlite3_stmt *st = s->st[U_HOUR_ADD];
+	uint64_t a = cu(row, 4), e = cu(row, 5), h, b;
+	double share = sqlite3_column_double(row, 6);
+	int r;
+
+	for (h = a - a % USAGE_HOUR_US; h < e; h += USAGE_HOUR_US) {
+		b = h + USAGE_HOUR_US < e ? h + USAGE_HOUR_US : e;
+		bt(st, 1, ct(row, 0));
+		bt(st, 2, ct(row, 1));
+		bt(st, 3, ct(row, 2));
+		bt(st, 4, ct(row, 3));
+		bi(st, 5, h);
+		bi(st, 6, b - (a > h ? a : h));
+		sqlite3_bind_double(st, 7, share * (double)(b - (a > h ? a :
+		    h)));
+		if ((r = run(st)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Retention: roll old closed intervals up into hours. */
+int
+usage_rollup(struct usage_store *s, uint64_t cutoff_us, uint64_t *ret_rows)
+{
+	sqlite3_stmt *st = s->st[U_OLD];
+	int rc, r = 0;
+
+	*ret_rows = 0;
+	bi(st, 1, cutoff_us);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if ((r = rollup_one(s, st)) < 0)
+			break;
+		(*ret_rows)++;
+	}
+	rc = done(st, r < 0 ? SQLITE_DONE : rc);
+	if (r < 0 || rc < 0)
+		return r < 0 ? r : rc;
+	bi(s->st[U_DEL_OLD], 1, cutoff_us);
+	if ((r = run(s->st[U_DEL_OLD])) < 0)
+		return r;
+	return *ret_rows > 0 ? run(s->st[U_DEL_OLD_C]) : 0;
+}
+
+/* Row counts. */
+int
+usage_counts(struct usage_store *s, uint64_t *ret_rows, uint64_t *ret_hourly)
+{
+	int r;
+
+	if ((r = two_times(s->st[U_CNT], ret_rows, NULL)) < 0)
+		return r;
+	return two_times(s->st[U_CNT_H], ret_hourly, NULL);
+}
+
+/* Record lost intervals. */
+int
+usage_lost_add(struct usage_store *s, uint64_t at_us, uint64_t intervals,
+    const char *note)
+{
+	sqlite3_stmt *st = s->st[U_LOST_ADD];
+
+	bi(st, 1, at_us);
+	bi(st, 2, intervals);
+	bt(st, 3, note);
+	return run(st);
+}
+
+/* Sum of lost intervals and the number of losses. */
+int
+usage_lost_total(struct usage_store *s, uint64_t *ret, uint64_t *ret_events)
+{
+	*ret = *ret_events = 0;
+	return two_times(s->st[U_LOST_SUM], ret, ret_events);
+}
+
+/* Intervals ever closed in this ledger. */
+int
+usage_closed_get(struct usage_store *s, uint64_t *ret)
+{
+	*ret = 0;
+	return two_times(s->st[U_CLOSED_GET], ret, NULL);
+}
+
+int
+usage_closed_set(struct usage_store *s, uint64_t n)
+{
+	bi(s->st[U_CLOSED_SET], 1, n);
+	return run(s->st[U_CLOSED_SET]);
+}

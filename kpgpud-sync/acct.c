@@ -1,0 +1,767 @@
+/* kpgpud-sync's usage accounting: see acct.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "cache/usage.h"
+#include "common/log.h"
+#include "common/resolved.h"
+#include "common/util.h"
+#include "kpgpud-sync/acct.h"
+#include "kpgpud-sync/acct_pending.h"
+#include "kpgpud-sync/ledger.h"
+#include "kpgpud-sync/syncd.h"
+
+#define ACCT_RELIST_MS	500
+
+struct acct {
+	struct syncd		*sd;
+	struct usage_store	*st;
+	struct event		*tick;
+	struct event		*relist;
+	struct reflector	*claims_rf;
+	uint64_t		 prev_alive;	/* heartbeat before this start */
+	bool			 live;		/* a full claims list is in */
+	bool			 missed;	/* a claim's namespace unknown */
+	int64_t			 retention_ms;
+	uint64_t		 last_rollup_ms;
+	struct acct_pending	 pending;
+	char			*tally;		/* closed-interval tally file */
+	uint64_t		 tally_written;
+};
+
+static void	 acct_tally_write(struct acct *a, uint64_t closed);
+
+/* Wall-clock microseconds. */
+static uint64_t
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* Every ResourceClaim (the ledger keeps those of isolated namespaces). */
+void
+acct_res_claims(struct sync_res *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->table = CACHE_T_OWNED;
+	ret->usage = true;
+	ret->kind = "usage:ResourceClaim";
+	snprintf(ret->key, sizeof(ret->key), "usage/resourceclaims");
+	snprintf(ret->path, sizeof(ret->path),
+	    "/apis/resource.k8s.io/v1/resourceclaims");
+}
+
+/* Every Pod (the ledger reads those that use claims). */
+void
+acct_res_pods(struct sync_res *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->table = CACHE_T_OWNED;
+	ret->usage = true;
+	ret->kind = "usage:Pod";
+	snprintf(ret->key, sizeof(ret->key), "usage/pods");
+	snprintf(ret->path, sizeof(ret->path), "/api/v1/pods");
+}
+
+/* A write failed: the batch is lost and every collection relisted. */
+static int
+acct_failed(struct acct *a, const char *what, int r)
+{
+	log_err("usage ledger write failed what=%s error=%s", what,
+	    strerror(-r));
+	a->sd->batch_failed = true;
+	return r;
+}
+
+/* The tenant instance of an isolated namespace ("" if none); -ENOENT. */
+static int
+acct_instance(struct acct *a, const char *ns, char *out, size_t len)
+{
+	struct cache_ns *row = NULL;
+	struct resolved res;
+	char err[128];
+	int r;
+
+	if ((r = cache_ns_get(a->sd->cache, ns, &row)) < 0)
+		return r;
+	r = -EPERM;
+	if (row->isolated && row->resolved != NULL && resolved_parse(
+	    row->resolved, strlen(row->resolved), &res, err, sizeof(err)) ==
+	    0) {
+		snprintf(out, len, "%s", res.instance);
+		r = 0;
+	}
+	cache_ns_free(row);
+	return r;
+}
+
+/* The profile of a device, from its class's selectors when they say. */
+static void
+acct_profile(struct acct *a, struct ledger_device *d)
+{
+	struct cache_owned *o = NULL;
+
+	if (*d->device_class == '\0' || cache_owned_get(a->sd->cache,
+	    CACHE_KIND_DEVICECLASS, "", d->device_class, &o) < 0)
+		return;
+	ledger_profile_of(o->data, d->device, d->profile);
+	cache_owned_free(o);
+}
+
+/* Open an interval: one row per device, then its consumers. */
+static int
+acct_open(struct acct *a, const struct ledger_claim *c, const char *sig,
+    const char *instance, uint64_t start, enum ledger_how how, uint64_t lo)
+{
+	struct usage_row row;
+	size_t i;
+	int r;
+
+	for (i = 0; i < c->ndevices; i++) {
+		memset(&row, 0, sizeof(row));
+		row.claim_uid = c->uid;
+		row.start_us = start;
+		row.dev = (unsigned)i;
+		row.ns = c->ns;
+		row.instance = instance;
+		row.claim = c->name;
+		row.driver = c->dev[i].driver;
+		row.pool = c->dev[i].pool;
+		row.device = c->dev[i].device;
+		row.device_class = c->dev[i].device_class;
+		row.profile = c->dev[i].profile;
+		if (ledger_profile_share(row.profile, &row.share) < 0)
+			row.share = 1.0;
+		row.sig = sig;
+		row.start_how = (int)how;
+		row.lo_us = how == LEDGER_OBSERVED ? start : lo;
+		if ((r = usage_row_add(a->st, &row)) < 0)
+			return r;
+	}
+	log_info("usage interval opened namespace=%s claim=%s devices=%zu "
+	    "how=%s", log_q(c->ns), log_q(c->name), c->ndevices,
+	    ledger_how_name(how));
+	return 0;
+}
+
+/* Record the claim's current consumers with its open interval. */
+static int
+acct_consumers(struct acct *a, const struct ledger_claim *c, uint64_t start)
+{
+	size_t i;
+	int r;
+
+	for (i = 0; i < c->nconsumers; i++)
+		if ((r = usage_consumer_add(a->st, c->uid, start,
+		    c->consumers[i].uid, c->consumers[i].name)) < 0)
+			return r;
+	return 0;
+}
+
+/* The latest end of an earlier interval on any of the claim's devices. */
+static int
+acct_prev_end(struct acct *a, const struct ledger_claim *c, uint64_t *ret)
+{
+	uint64_t e;
+	size_t i;
+	int r;
+
+	*ret = 0;
+	for (i = 0; i < c->ndevices; i++) {
+		if ((r = usage_prev_end(a->st, c->dev[i].driver, c->dev[i].pool,
+		    c->dev[i].device, &e)) < 0)
+			return r;
+		if (e > *ret)
+			*ret = e;
+	}
+	return 0;
+}
+
+/* Apply one observation of a claim (c->allocated false: gone). */
+static int
+acct_observe(struct acct *a, struct ledger_claim *c, bool live)
+{
+	char sig[LEDGER_SIG_MAX], osig[LEDGER_SIG_MAX];
+	char instance[RESOLVED_NAME_MAX + 64] = "";
+	struct ledger_obs o;
+	struct ledger_decision d;
+	size_t i;
+	int r;
+
+	memset(&o, 0, sizeof(o));
+	r = usage_open_get(a->st, c->uid, &o.open_start_us, osig,
+	    sizeof(osig));
+	if (r < 0 && r != -ENOENT)
+		return r;
+	o.have_open = r == 0;
+	if (!o.have_open && !c->allocated)
+		return 0;
+	if (ledger_signature(c, sig, sizeof(sig)) < 0)
+		return 0;
+	if (c->allocated) {
+		r = acct_instance(a, c->ns, instance, sizeof(instance));
+		if (r == -ENOENT && !a->live)
+			a->missed = true;	/* namespaces not listed yet */
+		if (r < 0 && !o.have_open)
+			return r == -ENOMEM ? r : 0;	/* not a tenant's */
+		if (r < 0)
+			c->allocated = false;	/* no longer isolated */
+	}
+	o.open_sig = osig;
+	o.allocated = c->allocated;
+	o.sig = sig;
+	o.live = live;
+	o.now_us = now_us();
+	o.alive_us = a->prev_alive;
+	if (o.have_open && (r = usage_consumer_times(a->st, c->uid,
+	    o.open_start_us, &o.pods_start_us, &o.pods_finish_us)) < 0)
+		return r;
+	if (c->allocated && (r = acct_prev_end(a, c, &o.prev_end_us)) < 0)
+		return r;
+	ledger_decide(&o, &d);
+	if ((d.act == LEDGER_CLOSE || d.act == LEDGER_REOPEN) &&
+	    (r = usage_close(a->st, c->uid, o.open_start_us, d.close_us,
+	    (int)d.close_how, d.close_how == LEDGER_OBSERVED ? d.close_us :
+	    o.now_us)) == 0)
+		log_info("usage interval closed namespace=%s claim=%s how=%s "
+		    "seconds=%.3f", log_q(c->ns), log_q(c->name),
+		    ledger_how_name(d.close_how),
+		    (double)(d.close_us - o.open_start_us) / 1e6);
+	if (r < 0)
+		return r;
+	if (d.act == LEDGER_OPEN || d.act == LEDGER_REOPEN) {
+		for (i = 0; i < c->ndevices; i++)
+			acct_profile(a, &c->dev[i]);
+		if ((r = acct_open(a, c, sig, instance, d.open_us, d.open_how,
+		    a->prev_alive)) < 0)
+			return r;
+		return acct_consumers(a, c, d.open_us);
+	}
+	if (d.act == LEDGER_KEEP)
+		return acct_consumers(a, c, o.open_start_us);
+	return 0;
+}
+
+/* What a Pod's times change in the intervals it consumed. */
+static int
+acct_refine(const struct usage_span *sp, void *arg)
+{
+	struct acct *a = arg;
+	uint64_t cs, cf, v;
+	int r;
+
+	if ((r = usage_consumer_times(a->st, sp->claim_uid, sp->start_us, &cs,
+	    &cf)) < 0)
+		return r;
+	if (sp->end_us != 0 && ledger_refine_end(sp->start_us, sp->end_us,
+	    (enum ledger_how)sp->end_how, sp->hi_us, cf, &v)) {
+		if ((r = usage_set_end(a->st, sp->claim_uid, sp->start_us, v,
+		    LEDGER_RECONSTRUCTED)) < 0)
+			return r;
+		log_info("usage interval end reconstructed claim_uid=%s "
+		    "seconds=%.3f", log_q(sp->claim_uid),
+		    (double)(v - sp->start_us) / 1e6);
+	}
+	if (ledger_refine_start(sp->start_us, (enum ledger_how)sp->start_how,
+	    sp->lo_us, cs, &v) && (sp->end_us == 0 || v <= sp->end_us)) {
+		if ((r = usage_set_start(a->st, sp->claim_uid, sp->start_us, v,
+		    LEDGER_RECONSTRUCTED)) < 0)
+			return r;
+		log_info("usage interval start reconstructed claim_uid=%s",
+		    log_q(sp->claim_uid));
+	}
+	return 0;
+}
+
+/* A Pod: keep its times with the intervals it consumed. */
+static int
+acct_pod(struct acct *a, json_t *obj)
+{
+	struct ledger_pod p;
+	const char *why = "";
+	bool uses = false;
+	int r;
+
+	if (ledger_pod_from_json(obj, &p, &uses, &why) < 0) {
+		log_warn("usage: pod skipped reason=%s", log_q(why));
+		return 0;
+	}
+	acct_pending_pod(&a->pending, obj, p.ns, p.name);
+	if (!uses)
+		return 0;
+	if ((r = usage_pod_set(a->st, p.uid, p.start_us, p.finish_us)) < 0)
+		return r;
+	return usage_pod_spans(a->st, p.uid, acct_refine, a);
+}
+
+/* Reflector op: an object of one of the two collections. */
+int
+acct_put(struct acct *a, struct reflector *rf, json_t *obj)
+{
+	struct ledger_claim *c;
+	const char *why = "";
+	int r;
+
+	if (reflector_res(rf)->kind[6] == 'P') {
+		if ((r = acct_pod(a, obj)) < 0)
+			return acct_failed(a, "pod", r);
+		return 0;
+	}
+	a->claims_rf = rf;
+	if ((c = malloc(sizeof(*c))) == NULL)
+		return acct_failed(a, "claim", -ENOMEM);
+	if (ledger_claim_from_json(obj, c, &why) < 0) {
+		log_warn("usage: claim skipped reason=%s", log_q(why));
+		free(c);
+		return 0;
+	}
+	r = acct_observe(a, c, a->live);
+	free(c);
+	return r < 0 ? acct_failed(a, "claim", r) : 0;
+}
+
+/* Reflector op: a deletion (live, from a watch). */
+int
+acct_del(struct acct *a, struct reflector *rf, json_t *obj)
+{
+	struct ledger_claim *c;
+	int r;
+
+	if (reflector_res(rf)->kind[6] == 'P') {
+		acct_pending_forget(&a->pending, obj);
+		return 0;
+	}
+	if ((c = malloc(sizeof(*c))) == NULL)
+		return acct_failed(a, "claim", -ENOMEM);
+	if (ledger_claim_from_json(obj, c, NULL) < 0) {
+		free(c);
+		return 0;
+	}
+	c->allocated = false;
+	r = acct_observe(a, c, true);
+	free(c);
+	return r < 0 ? acct_failed(a, "claim", r) : 0;
+}
+
+/* Open intervals whose claim a list did not return. */
+struct acct_gone {
+	const struct strset	*seen;
+	char			 (*uid)[LEDGER_FIELD_MAX + 1];
+	char			 (*ns)[64];
+	char			 (*name)[LEDGER_FIELD_MAX + 1];
+	size_t			 n, alloc;
+};
+
+/* Collect one open interval when its claim is not in the list. */
+static int
+acct_gone_add(const struct usage_open *o, void *arg)
+{
+	struct acct_gone *g = arg;
+	char key[LEDGER_FIELD_MAX * 2 + 2];
+	void *p;
+	size_t n;
+
+	if (strset_key(key, sizeof(key), o->ns, o->claim) == 0 &&
+	    strset_has(g->seen, key))
+		return 0;
+	if (g->n == g->alloc) {
+		n = g->alloc ? g->alloc * 2 : 16;
+		if ((p = reallocarray(g->uid, n, sizeof(*g->uid))) == NULL)
+			return -ENOMEM;
+		g->uid = p;
+		if ((p = reallocarray(g->ns, n, sizeof(*g->ns))) == NULL)
+			return -ENOMEM;
+		g->ns = p;
+		if ((p = reallocarray(g->name, n, sizeof(*g->name))) == NULL)
+			return -ENOMEM;
+		g->name = p;
+		g->alloc = n;
+	}
+	snprintf(g->uid[g->n], sizeof(g->uid[0]), "%s", o->claim_uid);
+	snprintf(g->ns[g->n], sizeof(g->ns[0]), "%s", o->ns);
+	snprintf(g->name[g->n], sizeof(g->name[0]), "%s", o->claim);
+	g->n++;
+	return 0;
+}
+
+/* The relist timer: namespaces were not in yet at the first claims list. */
+static void
+acct_relist_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct acct *a = arg;
+
+	(void)fd;
+	(void)what;
+	if (a->claims_rf != NULL)
+		reflector_relist(a->claims_rf);
+}
+
+/* Whether the Namespaces collection is in the cache. */
+static bool
+acct_ns_synced(struct acct *a)
+{
+	size_t i;
+
+	for (i = 0; i < a->sd->nrf; i++)
+		if (reflector_res(a->sd->rf[i])->table == CACHE_T_NS)
+			return reflector_synced(a->sd->rf[i]);
+	return true;
+}
+
+/* Reflector op: a list ended; claims gone since are closed. */
+int
+acct_prune(struct acct *a, struct reflector *rf, const struct strset *seen)
+{
+	static const struct timeval later = { 0, ACCT_RELIST_MS * 1000 };
+	struct acct_gone g = { .seen = seen };
+	struct ledger_claim *c;
+	size_t i;
+	int r;
+
+	if (reflector_res(rf)->kind[6] == 'P') {
+		acct_pending_prune(&a->pending, seen);
+		return 0;
+	}
+	a->claims_rf = rf;
+	if ((c = malloc(sizeof(*c))) == NULL)
+		return acct_failed(a, "prune", -ENOMEM);
+	r = usage_open_foreach(a->st, acct_gone_add, &g);
+	for (i = 0; i < g.n && r == 0; i++) {
+		memset(c, 0, sizeof(*c));
+		c->ns = g.ns[i];
+		c->name = g.name[i];
+		c->uid = g.uid[i];
+		r = acct_observe(a, c, a->live);
+	}
+	free(c);
+	free(g.uid);
+	free(g.ns);
+	free(g.name);
+	if (r < 0)
+		return acct_failed(a, "prune", r);
+	if (!a->live && a->missed && !acct_ns_synced(a)) {
+		/* claims of namespaces not yet known: list them again */
+		a->missed = false;
+		evtimer_add(a->relist, &later);
+	} else if (!a->live) {
+		a->live = true;
+		log_info("usage ledger reconciled with the API after start "
+		    "gap_seconds=%.3f", a->prev_alive ? (double)(now_us() -
+		    a->prev_alive) / 1e6 : 0.0);
+	}
+	return 0;
+}
+
+/* The heartbeat: the last moment sync is known alive; retention. */
+static void
+acct_tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct acct *a = arg;
+	uint64_t ms = monotonic_ms(), rows = 0;
+	int r;
+
+	(void)fd;
+	(void)what;
+	if (!a->sd->in_batch && usage_closed_get(a->st, &rows) == 0)
+		acct_tally_write(a, rows);	/* committed closes only */
+	rows = 0;
+	if ((r = syncd_begin(a->sd)) < 0 ||
+	    (r = usage_alive_set(a->st, now_us())) < 0) {
+		(void)acct_failed(a, "heartbeat", r);
+		return;
+	}
+	if (a->retention_ms > 0 && ms - a->last_rollup_ms >=
+	    ACCT_ROLLUP_EVERY_MS) {
+		a->last_rollup_ms = ms;
+		r = usage_rollup(a->st, now_us() - (uint64_t)a->retention_ms *
+		    1000u, &rows);
+		if (r < 0)
+			(void)acct_failed(a, "rollup", r);
+		else if (rows > 0)
+			log_info("usage intervals rolled up per hour rows=%llu",
+			    (unsigned long long)rows);
+	}
+}
+
+/* Read the tally beside the cache: intervals ever closed (0 when none). */
+static uint64_t
+acct_tally_read(const char *path)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	unsigned long long n = 0;
+
+	if (read_file_capped(path, 256, &buf, &len) < 0)
+		return 0;
+	if (sscanf(buf, "kpgpud-usage-tally 1 closed %llu", &n) != 1)
+		n = 0;
+	free(buf);
+	return (uint64_t)n;
+}
+
+/* Write the tally atomically (a temporary file renamed over it). */
+static void
+acct_tally_write(struct acct *a, uint64_t closed)
+{
+	char tmp[4096];
+	FILE *f;
+
+	if (a->tally == NULL || closed == a->tally_written ||
+	    snprintf(tmp, sizeof(tmp), "%s.tmp", a->tally) >= (int)sizeof(tmp))
+		return;
+	if ((f = fopen(tmp, "we")) == NULL)
+		return;
+	fprintf(f, "kpgpud-usage-tally 1 closed %llu\n",
+	    (unsigned long long)closed);
+	if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+		fclose(f);
+		return;
+	}
+	fclose(f);
+	if (rename(tmp, a->tally) == 0)
+		a->tally_written = closed;
+}
+
+/*
+ * A cache that knows fewer closed intervals than the tally beside it was
+ * rebuilt or replaced: the difference is lost. Recorded in the ledger (and
+ * so in kpgpuctl usage and the metrics), then the count is carried over so
+ * it is reported once.
+ */
+static int
+acct_check_lost(struct acct *a)
+{
+	uint64_t tally = acct_tally_read(a->tally), have = 0;
+	char note[160];
+	int r;
+
+	if ((r = usage_closed_get(a->st, &have)) < 0)
+		return r;
+	a->tally_written = tally;
+	if (tally <= have)
+		return 0;
+	snprintf(note, sizeof(note), "cache rebuilt: %llu closed intervals "
+	    "known before were not in it", (unsigned long long)(tally - have));
+	log_err("usage ledger lost closed intervals count=%llu tally=%llu "
+	    "cache=%llu", (unsigned long long)(tally - have),
+	    (unsigned long long)tally, (unsigned long long)have);
+	if ((r = syncd_begin(a->sd)) < 0 ||
+	    (r = usage_lost_add(a->st, now_us(), tally - have, note)) < 0 ||
+	    (r = usage_closed_set(a->st, tally)) < 0)
+		return r;
+	return 0;
+}
+
+/* Set up accounting. */
+int
+acct_new(struct syncd *sd, int64_t retention_ms, const char *cache_path,
+    struct acct **ret)
+{
+	static const struct timeval tick = { ACCT_TICK_MS / 1000,
+	    (ACCT_TICK_MS % 1000) * 1000 };
+	struct acct *a;
+	int r;
+
+	if ((a = calloc(1, sizeof(*a))) == NULL)
+		return -ENOMEM;
+	a->sd = sd;
+	a->retention_ms = retention_ms;
+	a->last_rollup_ms = monotonic_ms();
+	if (cache_path != NULL && asprintf(&a->tally, "%s.usage-tally",
+	    cache_path) < 0) {
+		a->tally = NULL;
+		r = -ENOMEM;
+		goto fail;
+	}
+	if ((r = usage_store_open(sd->cache, &a->st)) < 0 ||
+	    (r = usage_alive_get(a->st, &a->prev_alive)) < 0 ||
+	    (r = acct_check_lost(a)) < 0)
+		goto fail;
+	a->tick = event_new(sd->base, -1, EV_PERSIST, acct_tick_cb, a);
+	a->relist = evtimer_new(sd->base, acct_relist_cb, a);
+	if (a->tick == NULL || a->relist == NULL) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	event_add(a->tick, &tick);
+	*ret = a;
+	return 0;
+fail:
+	acct_free(a);
+	return r;
+}
+
+/* Release accounting (before the cache is closed). */
+void
+acct_free(struct acct *a)
+{
+	if (a == NULL)
+		return;
+	if (a->tick != NULL)
+		event_free(a->tick);
+	if (a->relist != NULL)
+		event_free(a->relist);
+	usage_store_free(a->st);
+	acct_pending_free(&a->pending);
+	free(a->tally);
+	free(a);
+}
+
+/* The ledger. */
+struct usage_store *
+acct_store(struct acct *a)
+{
+	return a->st;
+}
+
+/* Closed intervals reported lost. */
+uint64_t
+acct_lost(struct acct *a)
+{
+	uint64_t n = 0, ev = 0;
+
+	(void)usage_lost_total(a->st, &n, &ev);
+	return n;
+}
+
+/* A Prometheus label value, escaped. */
+static void
+acct_label(struct buf *b, const char *name, const char *v, bool last)
+{
+	buf_printf(b, "%s=\"", name);
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			buf_printf(b, "\\%c", *v);
+		else if (*v == '\n')
+			buf_puts(b, "\\n");
+		else
+			buf_putc(b, *v);
+	}
+	buf_puts(b, last ? "\"" : "\",");
+}
+
+struct acct_render {
+	struct buf	*b;
+	const char	*name;
+	int		 what;	/* 0 device s, 1 gpu s, 2 held, 3 pending */
+	struct acct	*a;
+};
+
+/* One sample of a tenant metric. */
+static int
+acct_sample(const struct usage_sum *u, void *arg)
+{
+	struct acct_render *m = arg;
+
+	buf_printf(m->b, "%s{", m->name);
+	acct_label(m->b, "namespace", u->ns, false);
+	acct_label(m->b, "instance", u->instance, false);
+	acct_label(m->b, "device_class", u->device_class, false);
+	acct_label(m->b, "profile", u->profile, true);
+	if (m->what == 0)
+		buf_printf(m->b, "} %.6f\n", (double)u->device_us / 1e6);
+	else if (m->what == 1)
+		buf_printf(m->b, "} %.6f\n", u->gpu_us / 1e6);
+	else
+		buf_printf(m->b, "} %llu\n", (unsigned long long)u->open);
+	return 0;
+}
+
+/* Whether a kpgpud ResourceQuota of the namespace has a key used up. */
+static int
+acct_quota_full(const struct cache_owned *o, void *arg)
+{
+	json_t *d = json_loads(o->data, 0, NULL), *st, *hard, *used, *v;
+	const char *k;
+	bool *full = arg;
+
+	st = json_object_get(d, "status");
+	hard = json_object_get(st, "hard");
+	used = json_object_get(st, "used");
+	json_object_foreach(hard, k, v) {
+		json_t *u = json_object_get(used, k);
+		long long h, n;
+
+		if (json_is_string(v) && json_is_string(u) &&
+		    sscanf(json_string_value(v), "%lld", &h) == 1 &&
+		    sscanf(json_string_value(u), "%lld", &n) == 1 && n >= h)
+			*full = true;
+	}
+	json_decref(d);
+	return 0;
+}
+
+/* Pending-on-quota per isolated namespace. */
+static int
+acct_pending_ns(const struct cache_ns *ns, void *arg)
+{
+	struct acct_render *m = arg;
+	char instance[RESOLVED_NAME_MAX + 64] = "";
+	size_t n;
+	bool full = false;
+
+	if (!ns->isolated)
+		return 0;
+	(void)acct_instance(m->a, ns->name, instance, sizeof(instance));
+	n = acct_pending_count(&m->a->pending, ns->name);
+	if (n > 0)
+		(void)cache_owned_foreach(m->a->sd->cache, ns->name,
+		    CACHE_KIND_QUOTA, 0, acct_quota_full, &full);
+	buf_puts(m->b, "kpgpud_tenant_claims_pending_quota{");
+	acct_label(m->b, "namespace", ns->name, false);
+	acct_label(m->b, "instance", instance, true);
+	buf_printf(m->b, "} %zu\n", full ? n : 0);
+	return 0;
+}
+
+/* Append the tenant metrics. */
+int
+acct_metrics(struct acct *a, struct buf *out)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} fam[] = {
+		{ "kpgpud_tenant_device_seconds_total", "counter",
+		  "Seconds devices were allocated to a tenant's claims." },
+		{ "kpgpud_tenant_gpu_equivalent_seconds_total", "counter",
+		  "Device-seconds weighted by each device's share of a GPU's "
+		  "compute (a MIG slice: its compute slices / 7)." },
+		{ "kpgpud_tenant_devices_allocated", "gauge",
+		  "Devices allocated to a tenant's claims now." },
+	};
+	struct acct_render m = { .b = out, .a = a };
+	uint64_t now = now_us(), lost = 0, ev = 0;
+	int r = 0, i;
+
+	for (i = 0; i < 3 && r == 0; i++) {
+		buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", fam[i].name,
+		    fam[i].help, fam[i].name, fam[i].type);
+		m.name = fam[i].name;
+		m.what = i;
+		r = i < 2 ? usage_query(a->st, USAGE_BY_TENANT, 0, UINT64_MAX >>
+		    1, now, acct_sample, &m) : usage_held(a->st, acct_sample,
+		    &m);
+	}
+	buf_puts(out, "# HELP kpgpud_tenant_claims_pending_quota Pods "
+	    "Pending without their generated claim while the tenant's quota "
+	    "is used up.\n# TYPE kpgpud_tenant_claims_pending_quota gauge\n");
+	if (r == 0)
+		r = cache_ns_foreach(a->sd->cache, 0, acct_pending_ns, &m);
+	if (r == 0)
+		r = usage_lost_total(a->st, &lost, &ev);
+	buf_printf(out, "# HELP kpgpud_sync_usage_lost_intervals_total Closed "
+	    "usage intervals a rebuilt cache lost.\n"
+	    "# TYPE kpgpud_sync_usage_lost_intervals_total counter\n"
+	    "kpgpud_sync_usage_lost_intervals_total %llu\n",
+	    (unsigned long long)lost);
+	return r;
+}

@@ -1,0 +1,52 @@
+/*
+ * kpgpud-sync's usage accounting: the watches of ResourceClaims and Pods
+ * (through the same reflectors as every other collection) feeding the
+ * usage ledger in the cache (cache/usage.h), its heartbeat, retention, the
+ * tenant metrics and the answers to USAGE queries. The interval logic is
+ * ledger.c (pure).
+ */
+#ifndef KPGPUD_SYNC_ACCT_H
+#define KPGPUD_SYNC_ACCT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "kpgpud-sync/reflector.h"
+
+struct syncd;
+struct buf;
+struct acct;
+struct usage_store;
+
+#define ACCT_TICK_MS		1000	/* heartbeat: the bound of a gap */
+#define ACCT_ROLLUP_EVERY_MS	60000
+
+/* The two collections (every ResourceClaim and every Pod). */
+void	 acct_res_claims(struct sync_res *ret);
+void	 acct_res_pods(struct sync_res *ret);
+
+/*
+ * Set up accounting on sd's cache (after syncd_init): read the last
+ * heartbeat, note what a rebuilt or replaced cache lost (the tally of
+ * closed intervals kept in cache_path.usage-tally), start the heartbeat. retention_ms: raw
+ * intervals older than this are rolled up per hour.
+ */
+int	 acct_new(struct syncd *sd, int64_t retention_ms,
+	    const char *cache_path, struct acct **ret);
+void	 acct_free(struct acct *a);
+
+/* Reflector ops for the two collections (the batch is open). */
+int	 acct_put(struct acct *a, struct reflector *rf, json_t *obj);
+int	 acct_del(struct acct *a, struct reflector *rf, json_t *obj);
+int	 acct_prune(struct acct *a, struct reflector *rf,
+	    const struct strset *seen);
+
+/* Append the kpgpud_tenant_* metrics (Prometheus text). */
+int	 acct_metrics(struct acct *a, struct buf *out);
+/* The ledger, for the USAGE handler. */
+struct usage_store *acct_store(struct acct *a);
+/* Closed intervals reported lost (a rebuilt cache). */
+uint64_t acct_lost(struct acct *a);
+
+#endif

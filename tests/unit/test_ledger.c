@@ -1,0 +1,517 @@
+/*
+ * The usage ledger: the pure interval logic of kpgpud-sync/ledger.c (time
+ * parsing, MIG shares and profiles, claim and pod reduction, the decision
+ * an observation makes, with duplicates, reorders, gaps and clock steps,
+ * refinements, window overlap) and the store in cache/usage.c
+ * (idempotent adds, closing, queries by tenant/claim/pod/device, rollup
+ * keeping totals, the closed-interval count behind loss detection).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache/cache_write.h"
+#include "cache/usage.h"
+#include "kpgpud-sync/ledger.h"
+#include "tests/unit/test.h"
+
+#define S 1000000ull	/* one second in microseconds */
+
+TEST(ledger_parse_time)
+{
+	uint64_t t = 0;
+
+	CHECK_INT(ledger_parse_time("1970-01-01T00:00:01Z", &t), 0);
+	CHECK_INT(t, S);
+	CHECK_INT(ledger_parse_time("2026-12-01T16:51:35.584134Z", &t), 0);
+	CHECK_INT(t % S, 584134);
+	CHECK_INT(ledger_parse_time("2026-12-01T17:51:35+01:00", &t), 0);
+	CHECK_INT(t / S, 1796143895);
+	CHECK_INT(ledger_parse_time("2026-12-01 16:51:35Z", &t), -EINVAL);
+	CHECK_INT(ledger_parse_time("2026-13-01T16:51:35Z", &t), -EINVAL);
+	CHECK_INT(ledger_parse_time("2026-12-01T16:51:35", &t), -EINVAL);
+	CHECK_INT(ledger_parse_time("2026-12-01T16:51:35Zjunk", &t), -EINVAL);
+	CHECK_INT(ledger_parse_time(NULL, &t), -EINVAL);
+}
+
+TEST(ledger_profile_share)
+{
+	double d = 0;
+
+	CHECK_INT(ledger_profile_share("", &d), 0);
+	CHECK(d == 1.0);
+	CHECK_INT(ledger_profile_share("1g.10gb", &d), 0);
+	CHECK(d > 0.1428 && d < 0.1429);
+	CHECK_INT(ledger_profile_share("3g.40gb", &d), 0);
+	CHECK(d > 0.428 && d < 0.429);
+	CHECK_INT(ledger_profile_share("7g.80gb", &d), 0);
+	CHECK(d == 1.0);
+	CHECK_INT(ledger_profile_share("1g.10gb+me", &d), 0);
+	CHECK(d > 0.1428 && d < 0.1429);
+	/* A30: four compute slices */
+	CHECK_INT(ledger_profile_share("1g.6gb", &d), 0);
+	CHECK(d == 0.25);
+	CHECK_INT(ledger_profile_share("2g.12gb", &d), 0);
+	CHECK(d == 0.5);
+	CHECK_INT(ledger_profile_share("8g.90gb", &d), -EINVAL);
+	CHECK_INT(ledger_profile_share("big", &d), -EINVAL);
+}
+
+TEST(ledger_profile_of)
+{
+	char p[LEDGER_PROFILE_MAX + 1];
+
+	ledger_profile_of("device.attributes['gpu.nvidia.com'].type == 'mig' "
+	    "&& device.attributes['gpu.nvidia.com'].profile == '2g.20gb'",
+	    "gpu-0-mig-1g10gb-19-0", p);
+	CHECK_STR(p, "2g.20gb");
+	ledger_profile_of(NULL, "gpu-0-mig-1g10gb-19-0", p);
+	CHECK_STR(p, "1g.10gb");
+	ledger_profile_of("", "gpu-3-mig-3g40gb-9-4", p);
+	CHECK_STR(p, "3g.40gb");
+	ledger_profile_of(NULL, "gpu-0", p);
+	CHECK_STR(p, "");
+	ledger_profile_of(NULL, "gpu-0-mig-19-0-1", p);	/* v25.8 names */
+	CHECK_STR(p, "");
+}
+
+static const char claim_json[] =
+    "{\"metadata\":{\"namespace\":\"ta\",\"name\":\"c1\",\"uid\":\"u1\"},"
+    "\"spec\":{\"devices\":{\"requests\":[{\"name\":\"gpu\",\"exactly\":"
+    "{\"deviceClassName\":\"kpgpud-mig\"}},{\"name\":\"alt\","
+    "\"firstAvailable\":[{\"name\":\"big\",\"deviceClassName\":\"gpu.nvidia.com\"}]}]}},"
+    "\"status\":{\"allocation\":{\"devices\":{\"results\":["
+    "{\"request\":\"gpu\",\"driver\":\"gpu.nvidia.com\",\"pool\":\"n1\","
+    "\"device\":\"gpu-0-mig-1g10gb-19-0\"},"
+    "{\"request\":\"alt/big\",\"driver\":\"gpu.nvidia.com\",\"pool\":\"n1\","
+    "\"device\":\"gpu-1\"}]}},"
+    "\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"p1\",\"uid\":\"pu1\"},"
+    "{\"resource\":\"other\",\"name\":\"x\",\"uid\":\"x\"}]}}";
+
+TEST(ledger_claim_from_json)
+{
+	json_t *o = json_loads(claim_json, 0, NULL);
+	struct ledger_claim *c = malloc(sizeof(*c));
+	char sig[LEDGER_SIG_MAX], sig2[LEDGER_SIG_MAX];
+	const struct ledger_device *t;
+
+	REQUIRE(o != NULL && c != NULL);
+	CHECK_INT(ledger_claim_from_json(o, c, NULL), 0);
+	CHECK(c->allocated);
+	CHECK_INT(c->ndevices, 2);
+	CHECK_STR(c->dev[0].device_class, "kpgpud-mig");
+	CHECK_STR(c->dev[0].profile, "1g.10gb");
+	CHECK_STR(c->dev[1].device_class, "gpu.nvidia.com");
+	CHECK_STR(c->dev[1].profile, "");
+	CHECK_INT(c->nconsumers, 1);
+	CHECK_STR(c->consumers[0].uid, "pu1");
+	CHECK_INT(ledger_signature(c, sig, sizeof(sig)), 0);
+	CHECK_STR(sig, "gpu.nvidia.com/n1/gpu-0-mig-1g10gb-19-0,"
+	    "gpu.nvidia.com/n1/gpu-1,");
+	/* the signature does not depend on the order of results */
+	t = &c->dev[0];
+	{
+		struct ledger_device tmp = *t;
+		c->dev[0] = c->dev[1];
+		c->dev[1] = tmp;
+	}
+	CHECK_INT(ledger_signature(c, sig2, sizeof(sig2)), 0);
+	CHECK_STR(sig, sig2);
+	CHECK_INT(ledger_signature(c, sig2, 10), -ENAMETOOLONG);
+	/* unallocated */
+	json_object_del(json_object_get(o, "status"), "allocation");
+	CHECK_INT(ledger_claim_from_json(o, c, NULL), 0);
+	CHECK(!c->allocated);
+	CHECK_INT(c->ndevices, 0);
+	json_decref(o);
+	/* caps and bad metadata */
+	o = json_loads("{\"metadata\":{\"namespace\":\"ta\",\"name\":\"c\"}}", 0,
+	    NULL);
+	CHECK_INT(ledger_claim_from_json(o, c, NULL), -EINVAL);
+	json_decref(o);
+	o = json_loads("{\"metadata\":{\"namespace\":\"ta\",\"name\":\"c\","
+	    "\"uid\":\"u\"},\"status\":{\"allocation\":{\"devices\":"
+	    "{\"results\":[]}}}}", 0, NULL);
+	for (int i = 0; i < 33; i++)
+		json_array_append_new(json_object_get(json_object_get(
+		    json_object_get(json_object_get(o, "status"), "allocation"),
+		    "devices"), "results"), json_pack("{s:s,s:s,s:s,s:s}",
+		    "request", "r", "driver", "d", "pool", "p", "device", "x"));
+	CHECK_INT(ledger_claim_from_json(o, c, NULL), -EINVAL);
+	json_decref(o);
+	free(c);
+}
+
+TEST(ledger_pod_from_json)
+{
+	json_t *o = json_loads("{\"metadata\":{\"namespace\":\"ta\",\"name\":"
+	    "\"p\",\"uid\":\"pu\"},\"spec\":{\"resourceClaims\":[{\"name\":"
+	    "\"g\",\"resourceClaimTemplateName\":\"t\"}]},\"status\":{"
+	    "\"phase\":\"Failed\",\"startTime\":\"1970-01-01T00:00:10Z\","
+	    "\"containerStatuses\":[{\"state\":{\"terminated\":{\"finishedAt\":"
+	    "\"1970-01-01T00:00:20Z\"}}},{\"state\":{\"terminated\":{"
+	    "\"finishedAt\":\"1970-01-01T00:00:25Z\"}}}]}}", 0, NULL);
+	struct ledger_pod p;
+	bool uses = false;
+
+	REQUIRE(o != NULL);
+	CHECK_INT(ledger_pod_from_json(o, &p, &uses, NULL), 0);
+	CHECK(uses);
+	CHECK_INT(p.start_us, 10 * S);
+	CHECK_INT(p.finish_us, 25 * S);	/* the last container */
+	/* a running pod has no finish even with a terminated container */
+	json_object_set_new(json_object_get(o, "status"), "phase",
+	    json_string("Running"));
+	CHECK_INT(ledger_pod_from_json(o, &p, &uses, NULL), 0);
+	CHECK_INT(p.finish_us, 0);
+	json_object_del(o, "spec");
+	CHECK_INT(ledger_pod_from_json(o, &p, &uses, NULL), 0);
+	CHECK(!uses);
+	json_decref(o);
+}
+
+/* A base observation: sig A stored open from 100 s, now 200 s. */
+static void
+obs(struct ledger_obs *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->have_open = true;
+	o->open_sig = "A";
+	o->open_start_us = 100 * S;
+	o->allocated = true;
+	o->sig = "A";
+	o->live = true;
+	o->now_us = 200 * S;
+	o->alive_us = 150 * S;
+}
+
+TEST(ledger_decide_live)
+{
+	struct ledger_obs o;
+	struct ledger_decision d;
+
+	obs(&o);			/* a duplicate: same allocation */
+	ledger_decide(&o, &d);
+	CHECK_INT(d.act, LEDGER_KEEP);
+	o.allocated = false;		/* deallocated, seen live */
+	ledger_decide(&o, &d);
+	CHECK_INT(d.act, LEDGER_CLOSE);
+	CHECK_INT(d.close_us, 200 * S);
+	CHECK_INT(d.close_how, LEDGER_OBSERVED);
+	o.have_open = false;		/* a late duplicate of the close */
+	ledger_decide(&o, &d);
+	CHECK_INT(d.act, LEDGER_IGNORE);
+	o.allocated = true;		/* newly allocated */
+	ledger_decide(&o, &d);
+	CHECK_INT(d.act, LEDGER_OPEN);
+	CHECK_INT(d.open_us, 200 * S);
+	CHECK_INT(d.open_how, LEDGER_OBSERVED);
+	obs(&o);			/* other devices: a new interval */
+	o.sig = "B";
+	ledger_decide(&o, &d);
+	CHECK_INT(d.act, LEDGER_REOPEN);
+	CHECK_INT(d.close_us, 200 * S);
+	CHECK_INT(d.open_us, 200 * S);
+}
+
+TEST(ledger_decide_gap)
+{
+	struct ledger_obs o;
+	struct ledger_decision d;
+
+	/* gone while sync was down; consumers finished at 170 s */
+	obs(&o);
+	o.live = false;
+	o.allocated = false;
+	o.pods_finish_us = 170 * S;
+	ledger_decide(&o, &d);
+	CHECK_INT(d.act, LEDGER_CLOSE);
+	CHECK_INT(d.close_us, 170 * S);
+	CHECK_INT(d.close_how, LEDGER_RECONSTRUCTED);
+	/* a finish before the last moment it was seen open says nothing */
+	o.pods_finish_us = 120 * S;
+	ledger_decide(&o, &d);
+	CHECK_INT(d.close_us, 150 * S);
+	CHECK_INT(d.close_how, LEDGER_BOUNDED);
+	/* no consumer finish known: bounded by the last heartbeat */
+	o.pods_finish_us = 0;
+	ledger_decide(&o, &d);
+	CHECK_INT(d.close_us, 150 * S);
+	CHECK_INT(d.close_how, LEDGER_BOUNDED);
+	/* allocated while down: the consumer's start */
+	memset(&o, 0, sizeof(o));
+	o.allocated = true;
+	o.sig = "A";
+	o.now_us = 200 * S;
+	o.alive_us = 150 * S;
+	o.pods_start_us = 160 * S;
+	ledger_decide(&o, &d);
+	CHECK_INT(d.act, LEDGER_OPEN);
+	CHECK_INT(d.open_us, 160 * S);
+	CHECK_INT(d.open_how, LEDGER_RECONSTRUCTED);
+	/* a consumer that started before the gap: bounded at the relist */
+	o.pods_start_us = 140 * S;
+	ledger_decide(&o, &d);
+	CHECK_INT(d.open_us, 200 * S);
+	CHECK_INT(d.open_how, LEDGER_BOUNDED);
+	/* reallocated while down: bounded close and open, no overlap */
+	obs(&o);
+	o.live = false;
+	o.sig = "B";
+	ledger_decide(&o, &d);
+	CHECK_INT(d.act, LEDGER_REOPEN);
+	CHECK(d.open_us >= d.close_us);
+}
+
+TEST(ledger_decide_overlap_and_clock)
+{
+	struct ledger_obs o;
+	struct ledger_decision d;
+
+	/* never start before an earlier interval on the devices ended */
+	memset(&o, 0, sizeof(o));
+	o.allocated = true;
+	o.sig = "A";
+	o.now_us = 200 * S;
+	o.alive_us = 150 * S;
+	o.pods_start_us = 160 * S;
+	o.prev_end_us = 180 * S;
+	ledger_decide(&o, &d);
+	CHECK_INT(d.open_us, 200 * S);
+	/* live start behind a clock step back is clamped too */
+	o.live = true;
+	o.now_us = 170 * S;
+	ledger_decide(&o, &d);
+	CHECK_INT(d.open_us, 180 * S);
+	/* a close behind a clock step back: zero length, never negative */
+	obs(&o);
+	o.allocated = false;
+	o.now_us = 90 * S;
+	ledger_decide(&o, &d);
+	CHECK_INT(d.act, LEDGER_CLOSE);
+	CHECK_INT(d.close_us, 100 * S);
+	/* and a bounded one with a heartbeat before the start */
+	obs(&o);
+	o.live = false;
+	o.allocated = false;
+	o.alive_us = 50 * S;
+	ledger_decide(&o, &d);
+	CHECK_INT(d.close_us, 100 * S);
+}
+
+TEST(ledger_refine)
+{
+	uint64_t v = 0;
+
+	/* a consumer's finish after the bounded end moves it */
+	CHECK(ledger_refine_end(100 * S, 150 * S, LEDGER_BOUNDED, 200 * S,
+	    170 * S, &v));
+	CHECK_INT(v, 170 * S);
+	/* ...but not past the relist, not before, not an observed end */
+	CHECK(!ledger_refine_end(100 * S, 150 * S, LEDGER_BOUNDED, 200 * S,
+	    210 * S, &v));
+	CHECK(!ledger_refine_end(100 * S, 150 * S, LEDGER_BOUNDED, 200 * S,
+	    140 * S, &v));
+	CHECK(!ledger_refine_end(100 * S, 150 * S, LEDGER_OBSERVED, 200 * S,
+	    170 * S, &v));
+	/* reordered facts: the latest consumer finish wins, once */
+	CHECK(ledger_refine_end(100 * S, 170 * S, LEDGER_RECONSTRUCTED,
+	    200 * S, 180 * S, &v));
+	CHECK(!ledger_refine_end(100 * S, 180 * S, LEDGER_RECONSTRUCTED,
+	    200 * S, 175 * S, &v));
+	CHECK(!ledger_refine_end(100 * S, 180 * S, LEDGER_RECONSTRUCTED,
+	    200 * S, 180 * S, &v));
+	/* a bounded start moves back to a consumer's start inside the gap */
+	CHECK(ledger_refine_start(200 * S, LEDGER_BOUNDED, 150 * S, 160 * S,
+	    &v));
+	CHECK_INT(v, 160 * S);
+	CHECK(!ledger_refine_start(200 * S, LEDGER_BOUNDED, 150 * S, 140 * S,
+	    &v));
+	CHECK(!ledger_refine_start(200 * S, LEDGER_OBSERVED, 150 * S, 160 * S,
+	    &v));
+	CHECK(!ledger_refine_start(200 * S, LEDGER_BOUNDED, 150 * S, 0, &v));
+}
+
+TEST(ledger_overlap)
+{
+	CHECK_INT(ledger_overlap_us(10, 20, 100, 0, 1000), 10);
+	CHECK_INT(ledger_overlap_us(10, 20, 100, 15, 1000), 5);
+	CHECK_INT(ledger_overlap_us(10, 20, 100, 0, 12), 2);
+	CHECK_INT(ledger_overlap_us(10, 20, 100, 30, 40), 0);
+	CHECK_INT(ledger_overlap_us(10, 0, 100, 0, 1000), 90);	/* open */
+	CHECK_INT(ledger_overlap_us(20, 10, 100, 0, 1000), 0);	/* reversed */
+}
+
+/* ---- the store ---- */
+
+static char udir[64], upath[128];
+
+/* A writer cache and a store in a fresh directory. */
+static int
+ustore(struct cache **c, struct usage_store **s)
+{
+	snprintf(udir, sizeof(udir), "/tmp/kpgpud-usage.XXXXXX");
+	if (mkdtemp(udir) == NULL)
+		return -errno;
+	snprintf(upath, sizeof(upath), "%s/cache.db", udir);
+	if (cache_open(upath, 0, c) < 0)
+		return -EIO;
+	return usage_store_open(*c, s);
+}
+
+static void
+uclean(struct cache *c, struct usage_store *s)
+{
+	char cmd[160];
+
+	usage_store_free(s);
+	cache_free(c);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", udir);
+	if (system(cmd) != 0)
+		test_fail(__FILE__, __LINE__, "rm failed");
+}
+
+/* Add a one-device interval. */
+static int
+add(struct usage_store *s, const char *uid, const char *claim,
+    const char *dev, const char *profile, double share, uint64_t start)
+{
+	struct usage_row r = {
+		.claim_uid = uid, .start_us = start, .dev = 0, .ns = "ta",
+		.instance = "Agent/a", .claim = claim, .driver = "gpu.nvidia.com",
+		.pool = "n1", .device = dev, .device_class = "kpgpud-mig",
+		.profile = profile, .share = share, .sig = dev,
+		.start_how = LEDGER_OBSERVED, .lo_us = start,
+	};
+
+	return usage_row_add(s, &r);
+}
+
+struct sums {
+	int		 n;
+	char		 key[8][64];
+	uint64_t	 us[8];
+	double		 gpu[8];
+	uint64_t	 open[8];
+};
+
+static int
+collect(const struct usage_sum *u, void *arg)
+{
+	struct sums *x = arg;
+
+	if (x->n < 8) {
+		snprintf(x->key[x->n], sizeof(x->key[0]), "%s", u->key);
+		x->us[x->n] = u->device_us;
+		x->gpu[x->n] = u->gpu_us;
+		x->open[x->n] = u->open;
+		x->n++;
+	}
+	return 0;
+}
+
+TEST(usage_store_intervals)
+{
+	struct cache *c = NULL;
+	struct usage_store *s = NULL;
+	struct sums x;
+	uint64_t st = 0, n = 0, h = 0;
+	char sig[64];
+
+	REQUIRE(ustore(&c, &s) == 0);
+	REQUIRE(cache_begin(c) == 0);
+	CHECK_INT(add(s, "u1", "c1", "d1", "1g.10gb", 1.0 / 7, 10 * S), 0);
+	CHECK_INT(add(s, "u1", "c1", "d1", "1g.10gb", 1.0 / 7, 10 * S), 0);
+	CHECK_INT(usage_consumer_add(s, "u1", 10 * S, "pu1", "p1"), 0);
+	CHECK_INT(usage_consumer_add(s, "u1", 10 * S, "pu1", "p1"), 0);
+	CHECK_INT(usage_open_get(s, "u1", &st, sig, sizeof(sig)), 0);
+	CHECK_INT(st, 10 * S);
+	CHECK_STR(sig, "d1");
+	CHECK_INT(usage_close(s, "u1", 10 * S, 24 * S, LEDGER_OBSERVED,
+	    24 * S), 0);
+	/* closing twice changes nothing and counts once */
+	CHECK_INT(usage_close(s, "u1", 10 * S, 30 * S, LEDGER_OBSERVED,
+	    30 * S), 0);
+	CHECK_INT(usage_open_get(s, "u1", &st, sig, sizeof(sig)), -ENOENT);
+	CHECK_INT(add(s, "u2", "c2", "d2", "", 1.0, 20 * S), 0);
+	CHECK_INT(usage_prev_end(s, "gpu.nvidia.com", "n1", "d1", &st), 0);
+	CHECK_INT(st, 24 * S);
+	CHECK_INT(cache_commit(c), 0);
+	CHECK_INT(usage_closed_get(s, &n), 0);
+	CHECK_INT(n, 1);
+	CHECK_INT(usage_counts(s, &n, &h), 0);
+	CHECK_INT(n, 2);	/* the duplicate add added nothing */
+	memset(&x, 0, sizeof(x));
+	CHECK_INT(usage_query(s, USAGE_BY_CLAIM, 0, 1000 * S, 30 * S,
+	    collect, &x), 0);
+	REQUIRE(x.n == 2);
+	CHECK_STR(x.key[0], "c1");
+	CHECK_INT(x.us[0], 14 * S);
+	CHECK(x.gpu[0] > 1.99 * S && x.gpu[0] < 2.01 * S);
+	CHECK_STR(x.key[1], "c2");
+	CHECK_INT(x.us[1], 10 * S);	/* open: counted up to now */
+	CHECK_INT(x.open[1], 1);
+	/* a window cuts intervals */
+	memset(&x, 0, sizeof(x));
+	CHECK_INT(usage_query(s, USAGE_BY_TENANT, 15 * S, 22 * S, 30 * S,
+	    collect, &x), 0);
+	REQUIRE(x.n == 2);	/* one row per profile */
+	CHECK_INT(x.us[0], 2 * S);	/* whole GPU, profile "" */
+	CHECK_INT(x.us[1], 7 * S);
+	/* by pod: the pod's own run inside the interval */
+	CHECK_INT(usage_pod_set(s, "pu1", 12 * S, 20 * S), 0);
+	memset(&x, 0, sizeof(x));
+	CHECK_INT(usage_query(s, USAGE_BY_POD, 0, 1000 * S, 30 * S, collect,
+	    &x), 0);
+	REQUIRE(x.n == 1);
+	CHECK_STR(x.key[0], "p1");
+	CHECK_INT(x.us[0], 8 * S);
+	CHECK_INT(usage_query(s, USAGE_BY_TENANT, 5, 5, 6, collect, &x),
+	    -EINVAL);
+	uclean(c, s);
+}
+
+TEST(usage_store_rollup)
+{
+	struct cache *c = NULL;
+	struct usage_store *s = NULL;
+	struct sums before, after;
+	uint64_t rows = 0, n = 0, h = 0, lost = 0, ev = 0;
+	const uint64_t H = USAGE_HOUR_US;
+
+	REQUIRE(ustore(&c, &s) == 0);
+	REQUIRE(cache_begin(c) == 0);
+	/* 30 min across an hour boundary, and one in the next hour */
+	CHECK_INT(add(s, "u1", "c1", "d1", "1g.10gb", 1.0 / 7, H - H / 4), 0);
+	CHECK_INT(usage_close(s, "u1", H - H / 4, H + H / 4, 0, 0), 0);
+	CHECK_INT(add(s, "u2", "c2", "d2", "", 1.0, 2 * H), 0);
+	CHECK_INT(usage_close(s, "u2", 2 * H, 2 * H + 60 * S, 0, 0), 0);
+	CHECK_INT(add(s, "u3", "c3", "d3", "", 1.0, 3 * H), 0);	/* open */
+	memset(&before, 0, sizeof(before));
+	CHECK_INT(usage_query(s, USAGE_BY_TENANT, 0, 10 * H, 4 * H, collect,
+	    &before), 0);
+	CHECK_INT(usage_rollup(s, 3 * H, &rows), 0);
+	CHECK_INT(rows, 2);
+	CHECK_INT(usage_counts(s, &n, &h), 0);
+	CHECK_INT(n, 1);
+	CHECK_INT(h, 3);	/* hours 0 and 1 of c1, hour 2 of c2 */
+	memset(&after, 0, sizeof(after));
+	CHECK_INT(usage_query(s, USAGE_BY_TENANT, 0, 10 * H, 4 * H, collect,
+	    &after), 0);
+	/* totals kept: the tenant's rows (one per class/profile) match */
+	CHECK_INT(before.n, 2);
+	CHECK_INT(after.n, 2);
+	for (int i = 0; i < before.n && i < after.n; i++) {
+		CHECK_INT(before.us[i], after.us[i]);
+		CHECK(before.gpu[i] - after.gpu[i] < 1 &&
+		    after.gpu[i] - before.gpu[i] < 1);
+	}
+	CHECK_INT(usage_lost_add(s, 5, 3, "test"), 0);
+	CHECK_INT(usage_lost_total(s, &lost, &ev), 0);
+	CHECK_INT(lost, 3);
+	CHECK_INT(ev, 1);
+	CHECK_INT(cache_commit(c), 0);
+	uclean(c, s);
+}
