@@ -18,6 +18,8 @@
 #include "kpgpud-sync/syncd.h"
 
 #define ACCT_RELIST_MS	500
+#define ACCT_PENDING_METRIC	"kpgpud_tenant_claims_pending_quota"
+#define ACCT_LOST_METRIC	"kpgpud_sync_usage_lost_intervals_total"
 
 struct acct {
 	struct syncd		*sd;
@@ -716,7 +718,7 @@ acct_pending_ns(const struct cache_ns *ns, void *arg)
 	if (n > 0)
 		(void)cache_owned_foreach(m->a->sd->cache, ns->name,
 		    CACHE_KIND_QUOTA, 0, acct_quota_full, &full);
-	buf_puts(m->b, "kpgpud_tenant_claims_pending_quota{");
+	buf_puts(m->b, ACCT_PENDING_METRIC "{");
 	acct_label(m->b, "namespace", ns->name, false);
 	acct_label(m->b, "instance", instance, true);
 	buf_printf(m->b, "} %zu\n", full ? n : 0);
@@ -751,17 +753,15 @@ acct_metrics(struct acct *a, struct buf *out)
 		    1, now, acct_sample, &m) : usage_held(a->st, acct_sample,
 		    &m);
 	}
-	buf_puts(out, "# HELP kpgpud_tenant_claims_pending_quota Pods "
-	    "Pending without their generated claim while the tenant's quota "
-	    "is used up.\n# TYPE kpgpud_tenant_claims_pending_quota gauge\n");
+	buf_puts(out, "# HELP " ACCT_PENDING_METRIC " Pods Pending without "
+	    "their generated claim while the tenant's quota is used up.\n"
+	    "# TYPE " ACCT_PENDING_METRIC " gauge\n");
 	if (r == 0)
 		r = cache_ns_foreach(a->sd->cache, 0, acct_pending_ns, &m);
 	if (r == 0)
 		r = usage_lost_total(a->st, &lost, &ev);
-	buf_printf(out, "# HELP kpgpud_sync_usage_lost_intervals_total Closed "
-	    "usage intervals a rebuilt cache lost.\n"
-	    "# TYPE kpgpud_sync_usage_lost_intervals_total counter\n"
-	    "kpgpud_sync_usage_lost_intervals_total %llu\n",
-	    (unsigned long long)lost);
+	buf_printf(out, "# HELP " ACCT_LOST_METRIC " Closed usage intervals "
+	    "a rebuilt or replaced cache lost.\n# TYPE " ACCT_LOST_METRIC
+	    " counter\n" ACCT_LOST_METRIC " %llu\n", (unsigned long long)lost);
 	return r;
 }
