@@ -32,6 +32,8 @@ enum fkind {
 	F_ROLE,		/* enum ipc_role as its name */
 	F_ITEMS,	/* struct ipc_ns_list_result items */
 	F_COUNTS,	/* struct ipc_status_result counts */
+	F_ROWS,		/* struct ipc_usage_result rows */
+	F_STRD,		/* char * (heap on decode), never nil; NULL = "" */
 };
 
 struct field {
@@ -126,6 +128,38 @@ static const struct field f_fault_arm[] = {
 	FLD("spec", F_STR, u.fault_arm.spec, IPC_SPEC_MAX),
 };
 
+static const struct field f_usage[] = {
+	ID, DEADLINE,
+	FLD("view", F_U32, u.usage.view, 0),
+	FLD("since_us", F_U64, u.usage.since_us, 0),
+	FLD("until_us", F_U64, u.usage.until_us, 0),
+	FLD("offset", F_U32, u.usage.offset, 0),
+};
+static const struct field f_usage_result[] = {
+	ID,
+	FLD("rows", F_ROWS, u.usage_result, 0),
+	FLD("more", F_BOOL, u.usage_result.more, 0),
+	FLD("lost", F_U64, u.usage_result.lost, 0),
+	FLD("now_us", F_U64, u.usage_result.now_us, 0),
+};
+
+/* Fields of one USAGE_RESULT row, relative to struct ipc_usage_row. */
+#define UR(k, kind, f, cap) { k, kind, offsetof(struct ipc_usage_row, f), cap }
+static const struct field f_row[] = {
+	UR("namespace", F_STR, ns, IPC_NS_MAX),
+	UR("instance", F_STR, instance, IPC_INSTANCE_MAX),
+	UR("key", F_STR, key, IPC_NAME_MAX),
+	UR("device_class", F_STR, device_class, IPC_NAME_MAX),
+	UR("profile", F_STR, profile, IPC_PROFILE_MAX),
+	UR("device_ms", F_U64, device_ms, 0),
+	UR("gpu_ms", F_U64, gpu_ms, 0),
+	UR("intervals", F_U64, intervals, 0),
+	UR("bounded", F_U64, bounded, 0),
+	UR("open", F_U64, open, 0),
+	UR("detail", F_STRD, detail, IPC_DETAIL_MAX),
+};
+#undef UR
+
 /* Fields of one NS_LIST_RESULT item, relative to struct ipc_ns_item. */
 static const struct field f_item[] = {
 	{ "name", F_STR, offsetof(struct ipc_ns_item, name), IPC_NS_MAX },
@@ -158,6 +192,16 @@ check_subscribe(const struct ipc_msg *m)
 	uint32_t t = m->u.subscribe.topics;
 
 	if (m->id == 0 || t == 0 || (t & ~IPC_TOPIC_ALL) != 0)
+		return -EINVAL;
+	return 0;
+}
+
+/* USAGE: a non-zero id, a known view and a non-empty window. */
+static int
+check_usage(const struct ipc_msg *m)
+{
+	if (m->id == 0 || m->u.usage.view >= IPC_USAGE_VIEWS ||
+	    m->u.usage.since_us >= m->u.usage.until_us)
 		return -EINVAL;
 	return 0;
 }
@@ -200,6 +244,9 @@ static const struct schema schemas[IPC_TYPE_COUNT] = {
 	    NULL),
 	[IPC_FAULT_ARM]	 = S("FAULT_ARM", f_fault_arm, true, false,
 	    check_request_id),
+	[IPC_USAGE]	 = S("USAGE", f_usage, true, false, check_usage),
+	[IPC_USAGE_RESULT] = S("USAGE_RESULT", f_usage_result, false, true,
+	    NULL),
 };
 
 static const char *const role_names[IPC_ROLE_COUNT] = {
@@ -329,6 +376,60 @@ clear_items(struct ipc_ns_list_result *r)
 	r->nitems = 0;
 }
 
+/* ---- composite fields: USAGE_RESULT rows ---- */
+
+/* Encode the rows array of a USAGE_RESULT. */
+static int
+enc_rows(msgpack_packer *pk, const struct ipc_usage_result *r)
+{
+	int rc;
+
+	if (r->nrows > IPC_USAGE_ROWS_MAX || (r->nrows > 0 && r->rows == NULL))
+		return -EINVAL;
+	msgpack_pack_array(pk, r->nrows);
+	for (size_t i = 0; i < r->nrows; i++)
+		if ((rc = enc_fields(pk, f_row, NFIELDS(f_row),
+		    &r->rows[i])) < 0)
+			return rc;
+	return 0;
+}
+
+/* Decode the rows array of a USAGE_RESULT (nrows counts what is set). */
+static int
+dec_rows(const msgpack_object *o, struct ipc_usage_result *r,
+    const char **why)
+{
+	int rc;
+
+	if (o->type != MSGPACK_OBJECT_ARRAY ||
+	    o->via.array.size > IPC_USAGE_ROWS_MAX) {
+		*why = "rows is not an array of at most 100";
+		return -EBADMSG;
+	}
+	if (o->via.array.size == 0)
+		return 0;
+	if ((r->rows = calloc(o->via.array.size, sizeof(*r->rows))) == NULL)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		r->nrows = i + 1;
+		if ((rc = dec_fields(&o->via.array.ptr[i], f_row,
+		    NFIELDS(f_row), &r->rows[i], why)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Free the rows of a USAGE_RESULT. */
+static void
+clear_rows(struct ipc_usage_result *r)
+{
+	for (size_t i = 0; i < r->nrows && r->rows != NULL; i++)
+		clear_fields(f_row, NFIELDS(f_row), &r->rows[i]);
+	free(r->rows);
+	r->rows = NULL;
+	r->nrows = 0;
+}
+
 /* ---- composite fields: STATUS_RESULT counts ---- */
 
 /* Encode the counts map of a STATUS_RESULT. */
@@ -435,6 +536,11 @@ enc_field(msgpack_packer *pk, const struct field *f, const void *base)
 		return enc_items(pk, (const struct ipc_ns_list_result *)p);
 	case F_COUNTS:
 		return enc_counts(pk, (const struct ipc_status_result *)p);
+	case F_ROWS:
+		return enc_rows(pk, (const struct ipc_usage_result *)p);
+	case F_STRD:
+		s = *(char *const *)p;
+		return enc_str(pk, s != NULL ? s : "", f->cap);
 	}
 	return -EINVAL;
 }
@@ -549,6 +655,14 @@ dec_field(const msgpack_object *o, const struct field *f, void *base,
 		return dec_items(o, (struct ipc_ns_list_result *)p, why);
 	case F_COUNTS:
 		return dec_counts(o, (struct ipc_status_result *)p, why);
+	case F_ROWS:
+		return dec_rows(o, (struct ipc_usage_result *)p, why);
+	case F_STRD:
+		if (o->type != MSGPACK_OBJECT_STR) {
+			*why = "expected a string";
+			return -EBADMSG;
+		}
+		return dec_strn(o, (char **)p, f->cap, why);
 	}
 	return -EBADMSG;
 }
@@ -601,9 +715,11 @@ clear_fields(const struct field *f, size_t n, void *base)
 	for (size_t i = 0; i < n; i++) {
 		char *p = (char *)base + f[i].off;
 
-		if (f[i].kind == F_STRN) {
+		if (f[i].kind == F_STRN || f[i].kind == F_STRD) {
 			free(*(char **)p);
 			*(char **)p = NULL;
+		} else if (f[i].kind == F_ROWS) {
+			clear_rows((struct ipc_usage_result *)p);
 		} else if (f[i].kind == F_ITEMS) {
 			clear_items((struct ipc_ns_list_result *)p);
 		} else if (f[i].kind == F_COUNTS) {

@@ -55,6 +55,20 @@
  *  STATUS         {"id": u, "deadline_ms": u}
  *  STATUS_RESULT  {"id": u, "synced": bool, "generation": u64,
  *                  "counts": {str[63]: u64}[64]}
+ *  USAGE          {"id": u, "deadline_ms": u, "view": u (IPC_USAGE_*),
+ *                  "since_us": u64, "until_us": u64, "offset": u}
+ *                 the usage ledger (ctl role only): sums over
+ *                 [since_us, until_us) by tenant, claim, pod or device, or
+ *                 one status row per tenant; rows from offset on.
+ *  USAGE_RESULT   {"id": u, "rows": [{"namespace": str[63],
+ *                  "instance": str[320], "key": str[253],
+ *                  "device_class": str[253], "profile": str[31],
+ *                  "device_ms": u64, "gpu_ms": u64, "intervals": u64,
+ *                  "bounded": u64, "open": u64,
+ *                  "detail": str[4096]}][100],
+ *                  "more": bool, "lost": u64, "now_us": u64}
+ *                 detail is "" except in the status view (a JSON object);
+ *                 lost counts closed intervals a rebuilt cache lost.
  *  FAULT_ARM      {"id": u, "deadline_ms": u, "spec": str[512]}
  *                 answered OK or ERROR; only test builds (KPGPUD_FAULTS)
  *                 accept it.
@@ -81,6 +95,10 @@
 #define IPC_LIST_MAX		100	/* NS_LIST limit and items */
 #define IPC_COUNTS_MAX		64	/* STATUS_RESULT.counts entries */
 #define IPC_SPEC_MAX		512	/* FAULT_ARM.spec */
+#define IPC_USAGE_ROWS_MAX	100	/* USAGE_RESULT.rows */
+#define IPC_INSTANCE_MAX	320	/* "Kind/name" */
+#define IPC_PROFILE_MAX		31
+#define IPC_DETAIL_MAX		4096
 
 enum ipc_type {
 	IPC_NONE = 0,
@@ -101,6 +119,8 @@ enum ipc_type {
 	IPC_STATUS,
 	IPC_STATUS_RESULT,
 	IPC_FAULT_ARM,
+	IPC_USAGE,
+	IPC_USAGE_RESULT,
 	IPC_TYPE_COUNT
 };
 
@@ -195,6 +215,45 @@ struct ipc_status_result {	/* STATUS_RESULT */
 	size_t		 ncounts;	/* <= IPC_COUNTS_MAX */
 };
 
+/* USAGE.view */
+enum ipc_usage_view {
+	IPC_USAGE_TENANT = 0,
+	IPC_USAGE_CLAIM,
+	IPC_USAGE_POD,
+	IPC_USAGE_DEVICE,
+	IPC_USAGE_STATUS,
+	IPC_USAGE_VIEWS
+};
+
+struct ipc_usage {		/* USAGE */
+	uint32_t	 view;
+	uint64_t	 since_us;
+	uint64_t	 until_us;
+	uint32_t	 offset;
+};
+
+struct ipc_usage_row {
+	char		 ns[IPC_NS_MAX + 1];
+	char		 instance[IPC_INSTANCE_MAX + 1];
+	char		 key[IPC_NAME_MAX + 1];
+	char		 device_class[IPC_NAME_MAX + 1];
+	char		 profile[IPC_PROFILE_MAX + 1];
+	uint64_t	 device_ms;
+	uint64_t	 gpu_ms;
+	uint64_t	 intervals;
+	uint64_t	 bounded;
+	uint64_t	 open;
+	char		*detail;	/* NULL = "" */
+};
+
+struct ipc_usage_result {	/* USAGE_RESULT */
+	struct ipc_usage_row *rows;
+	size_t		 nrows;		/* <= IPC_USAGE_ROWS_MAX */
+	bool		 more;
+	uint64_t	 lost;
+	uint64_t	 now_us;
+};
+
 struct ipc_fault_arm {		/* FAULT_ARM */
 	char		 spec[IPC_SPEC_MAX + 1];
 };
@@ -221,6 +280,8 @@ struct ipc_msg {
 		struct ipc_change		 change;
 		struct ipc_status_result	 status_result;
 		struct ipc_fault_arm		 fault_arm;
+		struct ipc_usage		 usage;
+		struct ipc_usage_result		 usage_result;
 	} u;
 };
 

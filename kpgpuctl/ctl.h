@@ -10,5 +10,7 @@ int	ctl_cmd_patch(int argc, char **argv);	/* cmd_admit.c */
 int	ctl_cmd_review(int argc, char **argv);	/* cmd_admit.c */
 int	ctl_cmd_render(int argc, char **argv);	/* cmd_render.c */
 int	ctl_cmd_cache(int argc, char **argv);	/* cmd_cache.c */
+int	ctl_cmd_usage(int argc, char **argv);	/* cmd_usage.c */
+int	ctl_cmd_status(int argc, char **argv);	/* cmd_usage.c */
 
 #endif

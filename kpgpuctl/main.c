@@ -29,6 +29,14 @@ static const struct ctl_cmd ctl_cmds[] = {
 	    "cache [--socket PATH] [--timeout MS] list [--prefix P] | "
 	    "get NAMESPACE | status\n\t| watch [--since GEN] [--count N]\n"
 	    "\tquery kpgpud-sync's cache over sync.sock" },
+	{ "usage", ctl_cmd_usage,
+	    "usage [--socket PATH] [--since T] [--until T] "
+	    "[--by tenant|claim|pod|device]\n\t[--format table|csv|json]\n"
+	    "\tdevice-seconds and GPU-equivalent seconds per tenant "
+	    "(sync's usage ledger)" },
+	{ "status", ctl_cmd_status,
+	    "status [--socket PATH]\n\tone line per tenant: mode, profile, "
+	    "maxDevices, devices held, Pods pending on quota, last result" },
 };
 
 /* Print the top-level usage. */

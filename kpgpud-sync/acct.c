@@ -635,6 +635,21 @@ acct_lost(struct acct *a)
 	return n;
 }
 
+/* The Pods waiting for their claim. */
+size_t
+acct_pending_n(struct acct *a)
+{
+	return a->pending.n;
+}
+
+void
+acct_pending_at(struct acct *a, size_t i, const char **ret_ns,
+    const char **ret_name)
+{
+	*ret_ns = a->pending.pods[i].ns;
+	*ret_name = a->pending.pods[i].name;
+}
+
 /* A Prometheus label value, escaped. */
 static void
 acct_label(struct buf *b, const char *name, const char *v, bool last)

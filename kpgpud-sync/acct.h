@@ -48,5 +48,15 @@ int	 acct_metrics(struct acct *a, struct buf *out);
 struct usage_store *acct_store(struct acct *a);
 /* Closed intervals reported lost (a rebuilt cache). */
 uint64_t acct_lost(struct acct *a);
+/* The Pods waiting for their claim: how many, and the i-th one. */
+size_t	 acct_pending_n(struct acct *a);
+void	 acct_pending_at(struct acct *a, size_t i, const char **ret_ns,
+	    const char **ret_name);
+
+/* acct_ipc.c: the USAGE handler of sync.sock (arg: the struct syncd). */
+struct ipc_req;
+struct ipc_msg;
+void	 acct_ipc_usage(struct ipc_req *req, const struct ipc_msg *msg,
+	    void *arg);
 
 #endif

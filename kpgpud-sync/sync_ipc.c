@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
+#include "kpgpud-sync/acct.h"
 #include "kpgpud-sync/syncd.h"
 
 #define LOOKUP_DEFAULT_MS	2000	/* read-through budget without deadline */
@@ -519,11 +520,14 @@ syncd_ipc_start(struct syncd *sd, const struct syncd_ipc_config *cfg)
 	    (1u << IPC_ROLE_CTL);
 	sc.allowed_types = IPC_BIT(IPC_PING) | IPC_BIT(IPC_NS_LOOKUP) |
 	    IPC_BIT(IPC_NS_LIST) | IPC_BIT(IPC_SUBSCRIBE) |
-	    IPC_BIT(IPC_STATUS) | (FAULTS_ENABLED ? IPC_BIT(IPC_FAULT_ARM) : 0);
+	    IPC_BIT(IPC_STATUS) | IPC_BIT(IPC_USAGE) |
+	    (FAULTS_ENABLED ? IPC_BIT(IPC_FAULT_ARM) : 0);
 	/* admit looks namespaces up and subscribes to them, nothing else */
 	sc.role_types[IPC_ROLE_ADMIT] = IPC_BIT(IPC_PING) |
 	    IPC_BIT(IPC_NS_LOOKUP) | IPC_BIT(IPC_SUBSCRIBE) |
 	    IPC_BIT(IPC_STATUS);
+	/* the usage ledger is the operator's (ctl), not quota's */
+	sc.role_types[IPC_ROLE_QUOTA] = sc.allowed_types & ~IPC_BIT(IPC_USAGE);
 	for (int ro = 0; ro < IPC_ROLE_COUNT; ro++) {
 		if (cfg->nrole_uids[ro] > IPC_UIDS_MAX)
 			return -E2BIG;
@@ -541,6 +545,7 @@ syncd_ipc_start(struct syncd *sd, const struct syncd_ipc_config *cfg)
 	ipc_server_handle(sd->srv, IPC_NS_LIST, h_list, sd);
 	ipc_server_handle(sd->srv, IPC_SUBSCRIBE, h_subscribe, sd);
 	ipc_server_handle(sd->srv, IPC_STATUS, h_status, sd);
+	ipc_server_handle(sd->srv, IPC_USAGE, acct_ipc_usage, sd);
 	return 0;
 }
 

@@ -1,0 +1,251 @@
+/*
+ * The USAGE request on sync.sock (ctl role only): sums of the usage ledger
+ * over a window by tenant, claim, pod or device, and the per-tenant status
+ * view of kpgpuctl status. One page of at most IPC_USAGE_ROWS_MAX rows
+ * from the request's offset.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "cache/usage.h"
+#include "common/resolved.h"
+#include "kpgpud-sync/acct.h"
+#include "kpgpud-sync/syncd.h"
+
+/* A page being filled. */
+struct page {
+	struct ipc_usage_result	*res;
+	uint32_t		 skip;	/* rows before the offset left */
+	struct syncd		*sd;
+	const char		*ns;	/* status: the tenant's namespace */
+	json_t			*held;	/* status: its devices */
+	const char		*device_class;
+	const char		*profile;
+};
+
+/* Copy s into a fixed field, cut to its size. */
+static void
+put(char *dst, size_t len, const char *s)
+{
+	snprintf(dst, len, "%s", s != NULL ? s : "");
+}
+
+/* One aggregated row into the page (or skipped before the offset). */
+static int
+page_add(const struct usage_sum *u, void *arg)
+{
+	struct page *p = arg;
+	struct ipc_usage_row *r;
+
+	if (p->skip > 0) {
+		p->skip--;
+		return 0;
+	}
+	if (p->res->nrows == IPC_USAGE_ROWS_MAX) {
+		p->res->more = true;
+		return -ECANCELED;
+	}
+	r = &p->res->rows[p->res->nrows++];
+	memset(r, 0, sizeof(*r));
+	put(r->ns, sizeof(r->ns), u->ns);
+	put(r->instance, sizeof(r->instance), u->instance);
+	put(r->key, sizeof(r->key), u->key);
+	put(r->device_class, sizeof(r->device_class), u->device_class);
+	put(r->profile, sizeof(r->profile), u->profile);
+	r->device_ms = u->device_us / 1000;
+	r->gpu_ms = (uint64_t)(u->gpu_us / 1000.0 + 0.5);
+	r->intervals = u->intervals;
+	r->bounded = u->bounded;
+	r->open = u->open;
+	return 0;
+}
+
+/* Status: collect the devices a namespace holds now. */
+static int
+held_of(const struct usage_sum *u, void *arg)
+{
+	struct page *p = arg;
+	char *s, *tok, *save = NULL;
+
+	if (strcmp(u->ns, p->ns) != 0 || (s = strdup(u->key)) == NULL)
+		return 0;
+	for (tok = strtok_r(s, " ", &save); tok != NULL;
+	    tok = strtok_r(NULL, " ", &save))
+		json_array_append_new(p->held, json_string(tok));
+	free(s);
+	return 0;
+}
+
+/* Status: what the tenant's ResourceQuota says when a key is used up. */
+static int
+quota_msg(const struct cache_owned *o, void *arg)
+{
+	json_t *d = json_loads(o->data, 0, NULL), *st, *hard, *used, *v, *u;
+	json_t *out = arg;
+	const char *k;
+	long long h, n;
+	char msg[512];
+
+	st = json_object_get(d, "status");
+	hard = json_object_get(st, "hard");
+	used = json_object_get(st, "used");
+	json_object_foreach(hard, k, v) {
+		u = json_object_get(used, k);
+		if (json_is_string(v) && json_is_string(u) &&
+		    sscanf(json_string_value(v), "%lld", &h) == 1 &&
+		    sscanf(json_string_value(u), "%lld", &n) == 1 && n >= h) {
+			snprintf(msg, sizeof(msg), "quota %s used up: %s used "
+			    "%lld of %lld", o->name, k, n, h);
+			json_object_set_new(out, "quota", json_string(msg));
+		}
+	}
+	json_decref(d);
+	return 0;
+}
+
+/* Status: the detail object of one tenant. */
+static char *
+status_detail(struct page *p, const struct cache_instance *in,
+    const char *ns, size_t *ret_pending, size_t *ret_held)
+{
+	struct cache_ns *row = NULL;
+	json_t *d = json_object(), *iso, *pend = json_array();
+	struct resolved res;
+	char err[128], *out;
+	const char *last;
+	size_t i, n = 0;
+
+	iso = json_loads(in->isolation, 0, NULL);
+	json_object_set(d, "mode", json_object_get(iso, "sharing"));
+	json_object_set(d, "profile", json_object_get(iso, "migProfile"));
+	json_object_set(d, "maxDevices", json_object_get(iso, "maxDevices"));
+	json_decref(iso);
+	p->ns = ns;
+	p->held = json_array();
+	(void)usage_held(acct_store(p->sd->acct), held_of, p);
+	*ret_held = json_array_size(p->held);
+	json_object_set_new(d, "held", p->held);
+	for (i = 0; i < acct_pending_n(p->sd->acct); i++) {
+		const char *pns, *pname;
+
+		acct_pending_at(p->sd->acct, i, &pns, &pname);
+		if (strcmp(pns, ns) == 0 && n++ < 32)
+			json_array_append_new(pend, json_string(pname));
+	}
+	*ret_pending = n;
+	json_object_set_new(d, "pending", pend);
+	if (n > 0)
+		(void)cache_owned_foreach(p->sd->cache, ns, CACHE_KIND_QUOTA,
+		    0, quota_msg, d);
+	if (cache_ns_get(p->sd->cache, ns, &row) == 0 && row->isolated &&
+	    row->resolved != NULL && resolved_parse(row->resolved,
+	    strlen(row->resolved), &res, err, sizeof(err)) == 0)
+		last = "isolated: namespace labelled and resolved";
+	else if (in->deleted != NULL)
+		last = "being removed";
+	else
+		last = "not isolated yet: see the Warning Events on the instance";
+	cache_ns_free(row);
+	json_object_set_new(d, "last", json_string(last));
+	out = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(d);
+	if (out != NULL && strlen(out) > IPC_DETAIL_MAX) {
+		free(out);
+		out = strdup("{\"error\":\"detail too long\"}");
+	}
+	return out;
+}
+
+/* Status: one row per instance that asks for isolation. */
+static int
+status_row(const struct cache_instance *in, void *arg)
+{
+	struct page *p = arg;
+	struct ipc_usage_row *r;
+	const char *ns = *in->ns != '\0' ? in->ns : in->name;
+	size_t pending = 0, held = 0;
+	json_t *iso;
+
+	if (in->isolation == NULL)
+		return 0;
+	if (p->skip > 0) {
+		p->skip--;
+		return 0;
+	}
+	if (p->res->nrows == IPC_USAGE_ROWS_MAX) {
+		p->res->more = true;
+		return -ECANCELED;
+	}
+	r = &p->res->rows[p->res->nrows++];
+	memset(r, 0, sizeof(*r));
+	put(r->ns, sizeof(r->ns), ns);
+	snprintf(r->instance, sizeof(r->instance), "%s/%s", in->kind,
+	    in->name);
+	iso = json_loads(in->isolation, 0, NULL);
+	put(r->profile, sizeof(r->profile), json_string_value(
+	    json_object_get(iso, "migProfile")));
+	json_decref(iso);
+	r->detail = status_detail(p, in, ns, &pending, &held);
+	r->open = held;
+	r->intervals = pending;
+	return r->detail != NULL ? 0 : -ENOMEM;
+}
+
+/* Wall-clock microseconds. */
+static uint64_t
+wall_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* USAGE: one page of a view. */
+void
+acct_ipc_usage(struct ipc_req *req, const struct ipc_msg *msg, void *arg)
+{
+	struct syncd *sd = arg;
+	const struct ipc_usage *q = &msg->u.usage;
+	struct ipc_usage_row *rows;
+	struct ipc_msg m;
+	struct page p;
+	size_t i;
+	int r;
+
+	if (sd->acct == NULL) {
+		(void)ipc_req_error(req, ENOTSUP, "no usage ledger");
+		return;
+	}
+	if ((rows = calloc(IPC_USAGE_ROWS_MAX, sizeof(*rows))) == NULL) {
+		(void)ipc_req_error(req, ENOMEM, "out of memory");
+		return;
+	}
+	memset(&m, 0, sizeof(m));
+	m.type = IPC_USAGE_RESULT;
+	m.u.usage_result.rows = rows;
+	m.u.usage_result.now_us = wall_us();
+	m.u.usage_result.lost = acct_lost(sd->acct);
+	memset(&p, 0, sizeof(p));
+	p.res = &m.u.usage_result;
+	p.skip = q->offset;
+	p.sd = sd;
+	if (q->view == IPC_USAGE_STATUS)
+		r = cache_instance_foreach(sd->cache, NULL, 0, status_row, &p);
+	else
+		r = usage_query(acct_store(sd->acct), (enum usage_by)q->view,
+		    q->since_us, q->until_us, m.u.usage_result.now_us, page_add,
+		    &p);
+	if (r < 0 && r != -ECANCELED)
+		(void)ipc_req_error(req, -r, "usage ledger read failed");
+	else
+		(void)ipc_req_reply(req, &m);
+	for (i = 0; i < m.u.usage_result.nrows; i++)
+		free(rows[i].detail);
+	free(rows);
+}
