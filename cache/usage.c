@@ -27,11 +27,9 @@ enum usage_stmt {
 	"SELECT i.ns AS ns, i.instance AS instance, " key " AS k," \
 	" i.device_class AS device_class, i.profile AS profile," \
 	" sum(" OVL ") AS d, sum(i.share * " OVL ") AS g," \
-	" count(DISTINCT i.claim_uid || '@' || i.start_us) AS n," \
-	" count(DISTINCT CASE WHEN i.end_how = 2 OR i.start_how = 2 THEN" \
-	" i.claim_uid || '@' || i.start_us END) AS b," \
-	" count(DISTINCT CASE WHEN i.end_us IS NULL THEN" \
-	" i.claim_uid || '@' || i.start_us END) AS o" \
+	" sum(i.dev = 0) AS n," \
+	" sum(i.dev = 0 AND (i.end_how = 2 OR i.start_how = 2)) AS b," \
+	" sum(i.dev = 0 AND i.end_us IS NULL) AS o" \
 	" FROM usage_intervals i"
 #define QWHERE " WHERE i.start_us < ?2 AND coalesce(i.end_us, ?3) > ?1"
 #define QHOURS " UNION ALL SELECT ns, instance, '', device_class, profile," \
@@ -98,11 +96,9 @@ static const char *const usage_sql[U__COUNT] = {
 	    " c.pod_start_us))) AS d, sum(i.share * max(0, min(coalesce(i.end_us,"
 	    " ?3), ?2, CASE WHEN c.pod_finish_us > 0 THEN c.pod_finish_us"
 	    " ELSE coalesce(i.end_us, ?3) END) - max(i.start_us, ?1,"
-	    " c.pod_start_us))) AS g, count(DISTINCT i.claim_uid || '@' ||"
-	    " i.start_us) AS n, count(DISTINCT CASE WHEN i.end_how = 2 OR"
-	    " i.start_how = 2 THEN i.claim_uid || '@' || i.start_us END) AS b,"
-	    " count(DISTINCT CASE WHEN i.end_us IS NULL THEN i.claim_uid ||"
-	    " '@' || i.start_us END) AS o FROM usage_intervals i"
+	    " c.pod_start_us))) AS g, sum(i.dev = 0) AS n,"
+	    " sum(i.dev = 0 AND (i.end_how = 2 OR i.start_how = 2)) AS b,"
+	    " sum(i.dev = 0 AND i.end_us IS NULL) AS o FROM usage_intervals i"
 	    " JOIN usage_consumers c ON c.claim_uid = i.claim_uid"
 	    " AND c.start_us = i.start_us" QWHERE QEND QORDER,
 	[U_HELD] = "SELECT ns, instance, group_concat(pool || '/' || device,"

@@ -693,27 +693,42 @@ acct_sample(const struct usage_sum *u, void *arg)
 	return 0;
 }
 
-/* Whether a kpgpud ResourceQuota of the namespace has a key used up. */
-static int
-acct_quota_full(const struct cache_owned *o, void *arg)
+/*
+ * Whether a ResourceQuota row (cache data) has a key with a positive limit
+ * used up; msg (may be NULL) then says which, from the quota's status.
+ */
+bool
+acct_quota_used_up(const struct cache_owned *o, char *msg, size_t len)
 {
-	json_t *d = json_loads(o->data, 0, NULL), *st, *hard, *used, *v;
+	json_t *d = json_loads(o->data, 0, NULL), *st, *hard, *used, *v, *u;
 	const char *k;
-	bool *full = arg;
+	long long h, n;
+	bool full = false;
 
 	st = json_object_get(d, "status");
 	hard = json_object_get(st, "hard");
 	used = json_object_get(st, "used");
 	json_object_foreach(hard, k, v) {
-		json_t *u = json_object_get(used, k);
-		long long h, n;
-
+		u = json_object_get(used, k);
 		if (json_is_string(v) && json_is_string(u) &&
-		    sscanf(json_string_value(v), "%lld", &h) == 1 &&
-		    sscanf(json_string_value(u), "%lld", &n) == 1 && n >= h)
-			*full = true;
+		    sscanf(json_string_value(v), "%lld", &h) == 1 && h > 0 &&
+		    sscanf(json_string_value(u), "%lld", &n) == 1 && n >= h) {
+			full = true;
+			if (msg != NULL)
+				snprintf(msg, len, "quota %s used up: %s used "
+				    "%lld of %lld", o->name, k, n, h);
+		}
 	}
 	json_decref(d);
+	return full;
+}
+
+/* foreach: whether any kpgpud quota of the namespace is used up. */
+static int
+acct_quota_full(const struct cache_owned *o, void *arg)
+{
+	if (acct_quota_used_up(o, NULL, 0))
+		*(bool *)arg = true;
 	return 0;
 }
 

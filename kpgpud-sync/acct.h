@@ -9,6 +9,7 @@
 #define KPGPUD_SYNC_ACCT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
 
@@ -52,6 +53,14 @@ uint64_t acct_lost(struct acct *a);
 size_t	 acct_pending_n(struct acct *a);
 void	 acct_pending_at(struct acct *a, size_t i, const char **ret_ns,
 	    const char **ret_name);
+
+/*
+ * Whether a cached ResourceQuota has a key with a positive limit used up;
+ * msg (may be NULL) says which.
+ */
+struct cache_owned;
+bool	 acct_quota_used_up(const struct cache_owned *o, char *msg,
+	    size_t len);
 
 /* acct_ipc.c: the USAGE handler of sync.sock (arg: the struct syncd). */
 struct ipc_req;

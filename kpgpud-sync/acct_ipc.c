@@ -85,26 +85,10 @@ held_of(const struct usage_sum *u, void *arg)
 static int
 quota_msg(const struct cache_owned *o, void *arg)
 {
-	json_t *d = json_loads(o->data, 0, NULL), *st, *hard, *used, *v, *u;
-	json_t *out = arg;
-	const char *k;
-	long long h, n;
 	char msg[512];
 
-	st = json_object_get(d, "status");
-	hard = json_object_get(st, "hard");
-	used = json_object_get(st, "used");
-	json_object_foreach(hard, k, v) {
-		u = json_object_get(used, k);
-		if (json_is_string(v) && json_is_string(u) &&
-		    sscanf(json_string_value(v), "%lld", &h) == 1 &&
-		    sscanf(json_string_value(u), "%lld", &n) == 1 && n >= h) {
-			snprintf(msg, sizeof(msg), "quota %s used up: %s used "
-			    "%lld of %lld", o->name, k, n, h);
-			json_object_set_new(out, "quota", json_string(msg));
-		}
-	}
-	json_decref(d);
+	if (acct_quota_used_up(o, msg, sizeof(msg)))
+		json_object_set_new(arg, "quota", json_string(msg));
 	return 0;
 }
 
