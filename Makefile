@@ -76,9 +76,10 @@ pkgs_kpgpuctl     := jansson
 uses_kpgpud-admit := kpgpud-admit ipc common
 uses_kpgpud-sync  := kpgpud-sync cache kube ipc common
 uses_kpgpud-quota := kpgpud-quota cache kube ipc common
-# kpgpuctl reuses the pure parts of admit (review, patch) and quota (plan);
-# from those archives the linker takes only the objects it calls.
-uses_kpgpuctl     := kpgpuctl kpgpud-admit kpgpud-quota ipc common
+# kpgpuctl reuses the pure parts of admit (review, patch), quota (plan) and
+# sync (ledger: times); from those archives the linker takes only the
+# objects it calls.
+uses_kpgpuctl     := kpgpuctl kpgpud-admit kpgpud-quota kpgpud-sync ipc common
 mod_lib   = $(OUT)/lib/libkpgpud-$(1).a
 mod_objs  = $(patsubst %.c,$(OUT)/obj/%.o,$(srcs_$(1)))
 # the libraries of a list of modules, for the link line

@@ -1,6 +1,6 @@
 /*
  * The SQLite cache: see cache.h (readers) and cache_write.h (the writer).
- * The only file that includes sqlite3.h.
+ * With usage.c (the usage ledger), the only files that include sqlite3.h.
  */
 #include <errno.h>
 #include <fcntl.h>

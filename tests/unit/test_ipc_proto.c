@@ -22,6 +22,12 @@ static struct ipc_count sample_counts[2] = {
 	{ "Namespace", 12 }, { "Agent", 3 },
 };
 
+static struct ipc_usage_row sample_rows[2] = {
+	{ .ns = "team-a", .instance = "Agent/a", .key = "c1",
+	  .device_ms = 3047, .gpu_ms = 435 },
+	{ .ns = "team-b", .detail = "{\"mode\":\"mig\"}" },
+};
+
 /* A filled-in sample of each message type. */
 static void
 sample(enum ipc_type t, struct ipc_msg *m)
@@ -86,6 +92,15 @@ sample(enum ipc_type t, struct ipc_msg *m)
 		break;
 	case IPC_FAULT_ARM:
 		strcpy(m->u.fault_arm.spec, "sync.apply=error");
+		break;
+	case IPC_USAGE:
+		m->u.usage.view = IPC_USAGE_CLAIM;
+		m->u.usage.until_us = 1ull << 50;
+		break;
+	case IPC_USAGE_RESULT:
+		m->u.usage_result.rows = sample_rows;
+		m->u.usage_result.nrows = 2;
+		m->u.usage_result.lost = 1;
 		break;
 	default:
 		break;
