@@ -37,16 +37,6 @@ struct usage_cli {
 
 static const char *const views[] = { "tenant", "claim", "pod", "device" };
 
-/* Wall-clock microseconds. */
-static uint64_t
-now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* A time argument: RFC 3339, @unix seconds, or a duration ago. */
 static int
 parse_when(const char *s, uint64_t *ret)
@@ -62,8 +52,8 @@ parse_when(const char *s, uint64_t *ret)
 		return 0;
 	}
 	if (parse_duration_ms(s, &ms) == 0 && ms >= 0 &&
-	    (uint64_t)ms * 1000u <= now_us()) {
-		*ret = now_us() - (uint64_t)ms * 1000u;
+	    (uint64_t)ms * 1000u <= ledger_now_us()) {
+		*ret = ledger_now_us() - (uint64_t)ms * 1000u;
 		return 0;
 	}
 	return -EINVAL;

@@ -39,16 +39,6 @@ struct acct {
 
 static void	 acct_tally_write(struct acct *a, uint64_t closed);
 
-/* Wall-clock microseconds. */
-static uint64_t
-now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* Every ResourceClaim (the ledger keeps those of isolated namespaces). */
 void
 acct_res_claims(struct sync_res *ret)
@@ -222,7 +212,7 @@ acct_observe(struct acct *a, struct ledger_claim *c, bool live)
 	o.allocated = c->allocated;
 	o.sig = sig;
 	o.live = live;
-	o.now_us = now_us();
+	o.now_us = ledger_now_us();
 	o.alive_us = a->prev_alive;
 	if (o.have_open && (r = usage_consumer_times(a->st, c->uid,
 	    o.open_start_us, &o.pods_start_us, &o.pods_finish_us)) < 0)
@@ -457,8 +447,8 @@ acct_prune(struct acct *a, struct reflector *rf, const struct strset *seen)
 	} else if (!a->live) {
 		a->live = true;
 		log_info("usage ledger reconciled with the API after start "
-		    "gap_seconds=%.3f", a->prev_alive ? (double)(now_us() -
-		    a->prev_alive) / 1e6 : 0.0);
+		    "gap_seconds=%.3f", a->prev_alive ? (double)(
+		    ledger_now_us() - a->prev_alive) / 1e6 : 0.0);
 	}
 	return 0;
 }
@@ -477,15 +467,15 @@ acct_tick_cb(evutil_socket_t fd, short what, void *arg)
 		acct_tally_write(a, rows);	/* committed closes only */
 	rows = 0;
 	if ((r = syncd_begin(a->sd)) < 0 ||
-	    (r = usage_alive_set(a->st, now_us())) < 0) {
+	    (r = usage_alive_set(a->st, ledger_now_us())) < 0) {
 		(void)acct_failed(a, "heartbeat", r);
 		return;
 	}
 	if (a->retention_ms > 0 && ms - a->last_rollup_ms >=
 	    ACCT_ROLLUP_EVERY_MS) {
 		a->last_rollup_ms = ms;
-		r = usage_rollup(a->st, now_us() - (uint64_t)a->retention_ms *
-		    1000u, &rows);
+		r = usage_rollup(a->st, ledger_now_us() -
+		    (uint64_t)a->retention_ms * 1000u, &rows);
 		if (r < 0)
 			(void)acct_failed(a, "rollup", r);
 		else if (rows > 0)
@@ -557,7 +547,7 @@ acct_check_lost(struct acct *a)
 	    "cache=%llu", (unsigned long long)(tally - have),
 	    (unsigned long long)tally, (unsigned long long)have);
 	if ((r = syncd_begin(a->sd)) < 0 ||
-	    (r = usage_lost_add(a->st, now_us(), tally - have, note)) < 0 ||
+	    (r = usage_lost_add(a->st, ledger_now_us(), tally - have, note)) < 0 ||
 	    (r = usage_closed_set(a->st, tally)) < 0)
 		return r;
 	return 0;
@@ -771,7 +761,7 @@ acct_metrics(struct acct *a, struct buf *out)
 		  "Devices allocated to a tenant's claims now." },
 	};
 	struct acct_render m = { .b = out, .a = a };
-	uint64_t now = now_us(), lost = 0, ev = 0;
+	uint64_t now = ledger_now_us(), lost = 0, ev = 0;
 	int r = 0, i;
 
 	for (i = 0; i < 3 && r == 0; i++) {

@@ -15,6 +15,7 @@
 #include "cache/usage.h"
 #include "common/resolved.h"
 #include "kpgpud-sync/acct.h"
+#include "kpgpud-sync/ledger.h"
 #include "kpgpud-sync/syncd.h"
 
 /* A page being filled. */
@@ -180,16 +181,6 @@ status_row(const struct cache_instance *in, void *arg)
 	return r->detail != NULL ? 0 : -ENOMEM;
 }
 
-/* Wall-clock microseconds. */
-static uint64_t
-wall_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* USAGE: one page of a view. */
 void
 acct_ipc_usage(struct ipc_req *req, const struct ipc_msg *msg, void *arg)
@@ -213,7 +204,7 @@ acct_ipc_usage(struct ipc_req *req, const struct ipc_msg *msg, void *arg)
 	memset(&m, 0, sizeof(m));
 	m.type = IPC_USAGE_RESULT;
 	m.u.usage_result.rows = rows;
-	m.u.usage_result.now_us = wall_us();
+	m.u.usage_result.now_us = ledger_now_us();
 	m.u.usage_result.lost = acct_lost(sd->acct);
 	memset(&p, 0, sizeof(p));
 	p.res = &m.u.usage_result;

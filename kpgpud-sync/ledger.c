@@ -490,3 +490,13 @@ ledger_how_name(enum ledger_how h)
 	}
 	return "?";
 }
+
+/* The wall clock in microseconds. */
+uint64_t
+ledger_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
+}

@@ -174,5 +174,7 @@ uint64_t ledger_overlap_us(uint64_t start_us, uint64_t end_us,
 	    uint64_t now_us, uint64_t since_us, uint64_t until_us);
 
 const char *ledger_how_name(enum ledger_how h);
+/* The wall clock in microseconds (the ledger's time base). */
+uint64_t ledger_now_us(void);
 
 #endif
