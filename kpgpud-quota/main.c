@@ -302,7 +302,7 @@ static int
 quota_core_config(struct quota_main *qm, struct quotad_config *c)
 {
 	const struct quota_conf *f = &qm->conf;
-	char host[96] = "kpgpud", err[256];
+	char host[96] = "kpgpud", gerr[256];
 
 	memset(c, 0, sizeof(*c));
 	c->plan.quota_name = f->quota_name;
@@ -316,9 +316,9 @@ quota_core_config(struct quota_main *qm, struct quotad_config *c)
 		return -EINVAL;
 	}
 	c->gpu_drivers = f->gpu_drivers;
-	if (plan_gates_parse(f->driver_gates, &c->plan.driver_gates, err,
-	    sizeof(err)) < 0) {
-		log_err("--driver-gates \"%s\": %s", f->driver_gates, err);
+	if (plan_gates_parse(f->driver_gates, &c->plan.driver_gates, gerr,
+	    sizeof(gerr)) < 0) {
+		log_err("--driver-gates \"%s\": %s", f->driver_gates, gerr);
 		return -EINVAL;
 	}
 	if (strcmp(f->policy_params, "none") != 0) {
