@@ -23,6 +23,7 @@
 #include "common/sdnotify.h"
 #include "common/util.h"
 #include "kpgpud-sync/acct.h"
+#include "kpgpud-sync/discovery.h"
 #include "kpgpud-sync/syncd.h"
 
 struct sync_conf {
@@ -33,6 +34,8 @@ struct sync_conf {
 	char			*context;
 	char			*token_file;
 	char			*instances;
+	char			*instance_groups;
+	int64_t			 discovery_interval_ms;
 	struct config_uids	 peer_uids;
 	struct config_uids	 admit_uids, quota_uids, ctl_uids;
 	int64_t			 watch_timeout_ms;
@@ -70,9 +73,18 @@ static const struct config_opt sync_opts[] = {
 	CONFIG_PATH(SC, token_file, "token-file", 0, NULL, "API",
 	    "Read-only bearer token file (re-read when it changes).",
 	    CONFIG_NORELOAD),
-	CONFIG_STRING(SC, instances, "instances", 0,
-	    "kubeplus.io/v1alpha1/agents", "Watch",
-	    "Instance custom resources: group/version/resource[,...].",
+	CONFIG_STRING(SC, instance_groups, "instance-groups", 0,
+	    "platformapi.kubeplus", "Watch",
+	    "API groups whose every resource is an instance kind, found by "
+	    "discovery (KubePlus: platformapi.kubeplus); \"\" for none.",
+	    CONFIG_NORELOAD),
+	CONFIG_DURATION(SC, discovery_interval_ms, "discovery-interval", 0,
+	    "30s", 100, 3600000, "Watch",
+	    "How often the instance groups are discovered again (kinds "
+	    "added later are watched without a restart).", CONFIG_NORELOAD),
+	CONFIG_STRING(SC, instances, "instances", 0, "", "Watch",
+	    "More instance custom resources: group/version/resource[,...]; "
+	    "one the API does not serve is an error (log, metric, /readyz).",
 	    CONFIG_NORELOAD),
 	CONFIG_DURATION(SC, watch_timeout_ms, "watch-timeout", 0, "5m",
 	    1000, 3600000, "Watch",
@@ -211,6 +223,38 @@ sync_metrics_cb(struct evhttp_request *req, void *arg)
 	buf_free(&b);
 }
 
+/*
+ * /readyz on the metrics listener: 200 once the first sync is complete,
+ * else 503; the body lists the checks, and a configured collection the
+ * API does not serve as a warning line (it does not make sync unready).
+ */
+static void
+sync_readyz_cb(struct evhttp_request *req, void *arg)
+{
+	struct sync_main *sm = arg;
+	const char *keys[SYNCD_MAX_RES];
+	struct evbuffer *out = evbuffer_new();
+	size_t n, i;
+
+	if (out == NULL) {
+		evhttp_send_error(req, 500, "out of memory");
+		return;
+	}
+	evbuffer_add_printf(out, "[%c]synced %s\n", sm->sd.synced ? '+' : '-',
+	    sm->sd.synced ? "ok" : "the first full sync is not complete");
+	n = syncd_unserved(&sm->sd, keys, SYNCD_MAX_RES);
+	for (i = 0; i < n && i < SYNCD_MAX_RES; i++)
+		evbuffer_add_printf(out, "[!]resource %s: not served by the "
+		    "API server (configured; watched as empty)\n", keys[i]);
+	evbuffer_add_printf(out, "readyz check %s\n", sm->sd.synced ?
+	    "passed" : "failed");
+	evhttp_add_header(evhttp_request_get_output_headers(req),
+	    "Content-Type", "text/plain; charset=utf-8");
+	evhttp_send_reply(req, sm->sd.synced ? 200 : 503, sm->sd.synced ?
+	    "OK" : "Service Unavailable", out);
+	evbuffer_free(out);
+}
+
 /* Start the metrics listener from "PORT" or "HOST:PORT". */
 static int
 sync_metrics_listen(struct sync_main *sm, const char *spec)
@@ -234,6 +278,7 @@ sync_metrics_listen(struct sync_main *sm, const char *spec)
 	evhttp_set_max_headers_size(sm->http, 8192);
 	evhttp_set_max_body_size(sm->http, 0);
 	evhttp_set_cb(sm->http, "/metrics", sync_metrics_cb, sm);
+	evhttp_set_cb(sm->http, "/readyz", sync_readyz_cb, sm);
 	if (evhttp_bind_socket(sm->http, host, (uint16_t)port) < 0)
 		return -EADDRINUSE;
 	return 0;
@@ -420,6 +465,14 @@ sync_setup(struct sync_main *sm)
 	    sm->conf.cache, &sm->sd.acct)) < 0) {
 		log_err("usage ledger failed path=%s error=%s",
 		    log_q(sm->conf.cache), strerror(-r));
+		return r;
+	}
+	if ((r = syncd_disc_start(&sm->sd, sm->conf.instance_groups != NULL ?
+	    sm->conf.instance_groups : "",
+	    (uint64_t)sm->conf.discovery_interval_ms)) < 0) {
+		log_err("bad --instance-groups \"%s\": want API group names "
+		    "(DNS subdomains), at most %d", sm->conf.instance_groups,
+		    DISC_MAX_GROUPS);
 		return r;
 	}
 	if ((r = sync_socket(sm, &fd)) < 0)

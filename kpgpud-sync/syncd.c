@@ -11,6 +11,7 @@
 #include "common/metrics.h"
 #include "common/util.h"
 #include "kpgpud-sync/acct.h"
+#include "kpgpud-sync/discovery.h"
 #include "kpgpud-sync/syncd.h"
 
 #define SYNCD_HOUSEKEEP_MS	30000
@@ -328,6 +329,8 @@ syncd_prune(void *arg, struct reflector *rf, const struct strset *seen)
 	return r;
 }
 
+static void syncd_check_synced(struct syncd *sd);
+
 /* Reflector op: one more collection is in place. */
 static void
 syncd_synced(void *arg, struct reflector *rf)
@@ -336,7 +339,15 @@ syncd_synced(void *arg, struct reflector *rf)
 
 	log_info("collection synced resource=%s rv=%s",
 	    log_q(reflector_res(rf)->key), log_q(reflector_rv(rf)));
-	if (++sd->nsynced < sd->nrf || sd->synced)
+	sd->nsynced++;
+	syncd_check_synced(sd);
+}
+
+/* Synced once every reflector is and discovery had its first pass. */
+static void
+syncd_check_synced(struct syncd *sd)
+{
+	if (sd->nsynced < sd->nrf || sd->synced || !syncd_disc_done(sd))
 		return;
 	sd->synced = true;
 	metric_set(sd->m.synced, NULL, NULL, 1);
@@ -375,6 +386,61 @@ syncd_reason_name(enum kube_watch_reason r)
 	return "unknown";
 }
 
+/* The index of rf in sd->rf (sd->nrf when absent). */
+static size_t
+syncd_rf_index(const struct syncd *sd, const struct reflector *rf)
+{
+	size_t i;
+
+	for (i = 0; i < sd->nrf && sd->rf[i] != rf; i++)
+		;
+	return i;
+}
+
+static bool
+syncd_rf_discovered(const struct syncd *sd, const struct reflector *rf)
+{
+	size_t i = syncd_rf_index(sd, rf);
+
+	return i < sd->nrf && sd->rf_discovered[i];
+}
+
+/*
+ * Whether a configured collection is served: its list answered 404 or
+ * not. A discovered one that goes away is no error (its kind was removed).
+ */
+static void
+syncd_served(struct syncd *sd, struct reflector *rf, bool served)
+{
+	size_t i = syncd_rf_index(sd, rf);
+
+	if (i == sd->nrf || sd->rf_discovered[i])
+		return;
+	sd->rf_unserved[i] = !served;
+	metric_set(sd->m.unserved, reflector_res(rf)->key, NULL,
+	    served ? 0 : 1);
+}
+
+size_t
+syncd_unserved(const struct syncd *sd, const char **keys, size_t max)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < sd->nrf; i++)
+		if (sd->rf_unserved[i]) {
+			if (n < max)
+				keys[n] = reflector_res(sd->rf[i])->key;
+			n++;
+		}
+	return n;
+}
+
+void
+syncd_disc_api_error(struct syncd *sd, long status)
+{
+	syncd_api_error(sd, status);
+}
+
 /* Reflector op: log once and count. */
 static void
 syncd_note(void *arg, struct reflector *rf, const struct reflector_note *n)
@@ -391,9 +457,15 @@ syncd_note(void *arg, struct reflector *rf, const struct reflector_note *n)
 	}
 	switch (n->event) {
 	case REFL_EV_LIST_DONE:
-		if (n->status == 404)
-			log_warn("collection not found, empty until it appears "
+		syncd_served(sd, rf, n->status != 404);
+		if (n->status == 404 && syncd_rf_discovered(sd, rf))
+			log_info("discovered resource no longer served, empty "
 			    "resource=%s retry_ms=%llu", key,
+			    (unsigned long long)n->delay_ms);
+		else if (n->status == 404)
+			log_warn("configured resource not served by the API "
+			    "server, watched as empty until it is resource=%s "
+			    "retry_ms=%llu", key,
 			    (unsigned long long)n->delay_ms);
 		else
 			log_info("list done resource=%s items=%zu rv=%s", key,
@@ -596,6 +668,13 @@ syncd_metrics_init(struct syncd_metrics *m, struct metrics *reg)
 	    "1 once the first full list of every collection is in the cache "
 	    "(kpgpuctl cache status: synced=true).", NULL, NULL, 0,
 	    &m->synced);
+	r = r ? r : metrics_gauge(reg, "kpgpud_sync_unserved_resources",
+	    "1 while a configured collection is not served by the API "
+	    "server (its list answers 404: watched as empty).", "resource",
+	    NULL, SYNCD_MAX_RES, &m->unserved);
+	r = r ? r : metrics_gauge(reg, "kpgpud_sync_discovered_resources",
+	    "Instance resources found by discovery and watched.", NULL, NULL,
+	    0, &m->discovered);
 	return r;
 }
 
@@ -612,6 +691,7 @@ syncd_init(struct syncd *sd, struct event_base *base, struct cache *cache,
 	if (nres == 0 || nres > SYNCD_MAX_RES)
 		return -EINVAL;
 	memset(sd, 0, sizeof(*sd));
+	sd->rcfg = *rcfg;
 	sd->base = base;
 	sd->cache = cache;
 	sd->kc = kc;
@@ -669,6 +749,9 @@ syncd_orphan(const struct cache_instance *in, void *arg)
 
 	if (syncd_watches(o->sd, in->gvr))
 		return 0;
+	/* a kind discovery has not found yet: kept until it has looked */
+	if (!syncd_disc_done(o->sd) && syncd_disc_owns(o->sd, in->gvr))
+		return 0;
 	if (o->n == o->alloc) {
 		n = o->alloc ? o->alloc * 2 : 16;
 		if ((o->res = reallocarray(o->res, n, sizeof(*o->res))) ==
@@ -719,28 +802,21 @@ syncd_drop_orphans(struct syncd *sd)
 	return r;
 }
 
+static int syncd_start_one(struct syncd *sd, size_t i);
+
 /* Start every reflector, resuming where the cache says. */
 int
 syncd_start(struct syncd *sd)
 {
-	char rv[CACHE_RV_MAX + 1];
-	const char *key;
 	size_t i;
 	int r;
 
 	if ((r = syncd_drop_orphans(sd)) < 0)
 		return r;
-	for (i = 0; i < sd->nrf; i++) {
-		key = reflector_res(sd->rf[i])->key;
-		r = cache_watch_get(sd->cache, key, rv, sizeof(rv));
-		if (r == 0)
-			log_info("resuming watch resource=%s rv=%s", log_q(key),
-			    log_q(rv));
-		else
-			log_info("listing resource=%s", log_q(key));
-		if ((r = reflector_start(sd->rf[i], r == 0 ? rv : NULL)) < 0)
+	sd->started = true;
+	for (i = 0; i < sd->nrf; i++)
+		if ((r = syncd_start_one(sd, i)) < 0)
 			return r;
-	}
 	return 0;
 }
 
@@ -750,6 +826,7 @@ syncd_fini(struct syncd *sd)
 {
 	size_t i;
 
+	syncd_disc_stop(sd);
 	for (i = 0; i < sd->nrf; i++)
 		reflector_free(sd->rf[i]);
 	sd->nrf = 0;
@@ -785,4 +862,70 @@ syncd_update_gauges(struct syncd *sd)
 	metric_set(sd->m.objects, CACHE_KIND_CLAIM, NULL, (double)n.claims);
 	metric_set(sd->m.objects, CACHE_KIND_QUOTA, NULL, (double)n.quotas);
 	metric_set(sd->m.subscribers, NULL, NULL, (double)sd->nsubs);
+}
+
+/* Start one reflector: resume from the cache's resourceVersion or list. */
+static int
+syncd_start_one(struct syncd *sd, size_t i)
+{
+	char rv[CACHE_RV_MAX + 1];
+	const char *key = reflector_res(sd->rf[i])->key;
+	int r;
+
+	r = cache_watch_get(sd->cache, key, rv, sizeof(rv));
+	if (r == 0)
+		log_info("resuming watch resource=%s rv=%s", log_q(key),
+		    log_q(rv));
+	else
+		log_info("listing resource=%s", log_q(key));
+	return reflector_start(sd->rf[i], r == 0 ? rv : NULL);
+}
+
+/* Watch one more instance collection. */
+int
+syncd_add_instance(struct syncd *sd, const char *gvr, bool discovered)
+{
+	struct reflector_config rc;
+	struct sync_res res;
+	size_t n, i = sd->nrf;
+	int r;
+
+	if (syncd_watches(sd, gvr))
+		return 1;
+	if ((r = sync_res_instance(gvr, &res)) < 0)
+		return r;
+	if (sd->nrf == SYNCD_MAX_RES) {
+		log_warn("not watching resource=%s: more than %d collections",
+		    log_q(gvr), SYNCD_MAX_RES);
+		return -E2BIG;
+	}
+	rc = sd->rcfg;
+	if ((r = reflector_new(sd->base, sd->kc, &res, &rc, &syncd_ops, sd,
+	    &sd->rf[i])) < 0)
+		return r;
+	sd->rf_discovered[i] = discovered;
+	sd->rf_unserved[i] = false;
+	sd->nrf++;
+	if (discovered) {
+		for (n = 0, i = 0; i < sd->nrf; i++)
+			n += sd->rf_discovered[i];
+		metric_set(sd->m.discovered, NULL, NULL, (double)n);
+		log_notice("watching discovered resource=%s", log_q(gvr));
+	}
+	if (sd->started && (r = syncd_start_one(sd, sd->nrf - 1)) < 0)
+		log_warn("watch not started resource=%s error=%s", log_q(gvr),
+		    strerror(-r));
+	return 0;
+}
+
+/* Discovery's first pass is complete: drop what it did not find. */
+void
+syncd_disc_complete(struct syncd *sd)
+{
+	int r;
+
+	if (sd->started && (r = syncd_drop_orphans(sd)) < 0)
+		log_warn("dropping undiscovered instances failed error=%s",
+		    strerror(-r));
+	syncd_check_synced(sd);
 }

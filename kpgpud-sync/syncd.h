@@ -62,7 +62,13 @@ struct syncd_metrics {
 	struct metric	*lookups;	/* counter by result */
 	struct metric	*generation;	/* gauge */
 	struct metric	*synced;	/* gauge: 1 once first-synced */
+	struct metric	*unserved;	/* gauge by resource: 1 while a
+					   configured one is not served */
+	struct metric	*discovered;	/* gauge: discovered instance
+					   resources watched */
 };
+
+struct syncd_disc;
 
 struct syncd {
 	struct event_base	*base;
@@ -70,6 +76,12 @@ struct syncd {
 	struct kube_client	*kc;
 	struct reflector	*rf[SYNCD_MAX_RES];
 	size_t			 nrf;
+	/* per reflector: found by discovery; its list answered 404 */
+	bool			 rf_discovered[SYNCD_MAX_RES];
+	bool			 rf_unserved[SYNCD_MAX_RES];
+	struct syncd_disc	*disc;		/* discovery.c; NULL: none */
+	bool			 started;	/* syncd_start ran */
+	struct reflector_config	 rcfg;		/* for added reflectors */
 	size_t			 nsynced;
 	bool			 synced;	/* every reflector synced */
 	void			(*on_synced)(struct syncd *sd);
@@ -117,6 +129,22 @@ int	 syncd_begin(struct syncd *sd);
 void	 syncd_fini(struct syncd *sd);
 /* Refresh the per-kind object gauges from the cache. */
 void	 syncd_update_gauges(struct syncd *sd);
+/*
+ * Watch one more instance collection (gvr), resuming from the cache's
+ * resourceVersion once started. 0 when added, 1 when already watched,
+ * -EINVAL, -E2BIG (SYNCD_MAX_RES), -ENOMEM.
+ */
+int	 syncd_add_instance(struct syncd *sd, const char *gvr,
+	    bool discovered);
+/* discovery.c: the first pass is complete; an API error to count. */
+void	 syncd_disc_complete(struct syncd *sd);
+void	 syncd_disc_api_error(struct syncd *sd, long status);
+/*
+ * The configured collections the API does not serve (their list answered
+ * 404), at most max keys into keys (borrowed). Returns how many there are.
+ */
+size_t	 syncd_unserved(const struct syncd *sd, const char **keys,
+	    size_t max);
 
 /* ---- sync_ipc.c ---- */
 
