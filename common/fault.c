@@ -237,11 +237,7 @@ static void
 fault_once_init(void)
 {
 	const char *env = getenv("KPGPUD_FAULT");
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	fault_rng = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)getpid() ^
-	    (uint64_t)ts.tv_sec ^ 0x9e3779b97f4a7c15ull;
+	fault_rng = prng_seed();
 	if (env != NULL && *env != '\0')
 		fault_env_result = fault_arm_spec(env);
 }
@@ -277,10 +273,7 @@ fault_clear(void)
 static double
 fault_random(void)
 {
-	fault_rng ^= fault_rng << 13;
-	fault_rng ^= fault_rng >> 7;
-	fault_rng ^= fault_rng << 17;
-	return (double)(fault_rng >> 11) / 9007199254740992.0;
+	return (double)(prng_next(&fault_rng) >> 11) / 9007199254740992.0;
 }
 
 /* Decide whether point i fires on this hit; fault_mu held. */

@@ -5,7 +5,6 @@
  * inside a libcurl callback: curl only fills buffers, and the results are
  * handed out after curl_multi_socket_action() returns.
  */
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <errno.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include <event2/event.h>
 
 #include "common/kube_impl.h"
+#include "common/util.h"
 
 #ifndef KPGPUD_VERSION
 #define KPGPUD_VERSION "0"
@@ -33,10 +33,7 @@ static void	 client_pump(struct kube_client *c);
 static double
 now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+	return (double)monotonic_usec() / 1e3;
 }
 
 /* Milliseconds since *t. */
@@ -57,16 +54,6 @@ ms_tv(double ms)
 	tv.tv_sec = (time_t)(ms / 1000);
 	tv.tv_usec = (suseconds_t)((ms - tv.tv_sec * 1000.0) * 1000);
 	return tv;
-}
-
-/* xorshift64 for backoff jitter; quality does not matter here. */
-static uint64_t
-rng_next(struct kube_client *c)
-{
-	c->rng ^= c->rng << 13;
-	c->rng ^= c->rng >> 7;
-	c->rng ^= c->rng << 17;
-	return c->rng;
 }
 
 /* Map a curl result to a negative errno. */
@@ -593,13 +580,10 @@ kx_backoff_ms(struct kube_req *x)
 
 	if (x->retry_after_ms >= 0)
 		d = (double)x->retry_after_ms;
-	else {
-		d = c->o.backoff_base_ms * (double)(1u << (n > 20 ? 20 : n));
-		if (d > c->o.backoff_max_ms)
-			d = c->o.backoff_max_ms;
-		/* "equal jitter": half fixed, half random */
-		d = d / 2 + (double)(rng_next(c) % 1000) / 1000.0 * d / 2;
-	}
+	else
+		d = backoff_delay_ms((unsigned)c->o.backoff_base_ms,
+		    (unsigned)c->o.backoff_max_ms, n < 0 ? 0 : (unsigned)n,
+		    &c->rng);
 	return d > c->o.backoff_max_ms ? c->o.backoff_max_ms : d;
 }
 
@@ -865,9 +849,7 @@ kube_client_new(struct event_base *base, struct kube_config *cfg,
 	clock_gettime(CLOCK_MONOTONIC, &c->refill_at);
 	TAILQ_INIT(&c->all);
 	TAILQ_INIT(&c->rlq);
-	if (getrandom(&c->rng, sizeof(c->rng), 0) != sizeof(c->rng) ||
-	    c->rng == 0)
-		c->rng = 0x9e3779b97f4a7c15ULL ^ (uint64_t)time(NULL);
+	c->rng = prng_seed();
 	if (c->o.user_agent != NULL)
 		c->user_agent = strdup(c->o.user_agent);
 	else

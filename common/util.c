@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -627,6 +628,43 @@ time_rfc3339_ms(uint64_t epoch_ms, char *out, size_t outlen)
 	snprintf(out, outlen, "%.19s.%03uZ", sec,
 	    (unsigned int)(epoch_ms % 1000u));
 	return 0;
+}
+
+/* A non-zero PRNG seed: from the kernel, else from time and pid. */
+uint64_t
+prng_seed(void)
+{
+	uint64_t s = 0;
+
+	if (getrandom(&s, sizeof(s), GRND_NONBLOCK) != (ssize_t)sizeof(s) ||
+	    s == 0)
+		s = (monotonic_usec() ^ ((uint64_t)getpid() << 40) ^
+		    (uint64_t)time(NULL)) * 0x9e3779b97f4a7c15ull;
+	return s != 0 ? s : 0x9e3779b97f4a7c15ull;
+}
+
+/* xorshift64: advance *state (never 0 once seeded) and return it. */
+uint64_t
+prng_next(uint64_t *state)
+{
+	uint64_t x = *state;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *state = x;
+}
+
+/* Doubling, capped retry delay with equal jitter; see util.h. */
+unsigned
+backoff_delay_ms(unsigned base_ms, unsigned max_ms, unsigned attempt,
+    uint64_t *rng)
+{
+	uint64_t d = (uint64_t)base_ms << (attempt > 20 ? 20 : attempt);
+
+	if (d > max_ms)
+		d = max_ms;
+	return (unsigned)(d / 2 + prng_next(rng) % (d / 2 + 1));
 }
 
 /* Write a formatted reason into err when there is one; see util.h. */

@@ -133,6 +133,20 @@ uint64_t monotonic_usec(void);
 /* Wall clock in milliseconds since the epoch. */
 uint64_t realtime_ms(void);
 
+/*
+ * A small PRNG (xorshift64) for jitter and fault probabilities, never for
+ * secrets. prng_seed gives a non-zero seed (getrandom, else time and pid);
+ * prng_next advances *state and returns it.
+ */
+uint64_t prng_seed(void);
+uint64_t prng_next(uint64_t *state);
+/*
+ * Retry delay for attempt (0 = the first retry): base_ms doubled per attempt,
+ * capped at max_ms, with "equal jitter": half of it fixed, half random.
+ */
+unsigned backoff_delay_ms(unsigned base_ms, unsigned max_ms, unsigned attempt,
+	    uint64_t *rng);
+
 /* "2026-11-29T09:47:05Z": RFC 3339 / ISO 8601 UTC, seconds precision. */
 #define TIME_RFC3339_LEN	sizeof("2026-11-29T09:47:05Z")
 int	 time_rfc3339(time_t t, char *out, size_t outlen);

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -21,6 +20,7 @@
 #include <event2/event.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "ipc/ipc.h"
 
 #define CLI_DEF_OUTBUF		(4u * 1024 * 1024)
@@ -52,7 +52,7 @@ struct ipc_client {
 	enum cli_state		 state;
 	struct bufferevent	*bev;
 	struct event		*timer;		/* reconnect or HELLO timeout */
-	unsigned		 backoff_ms;
+	unsigned		 attempts;	/* reconnects since the last HELLO_OK */
 	uint32_t		 next_id;
 	uint64_t		 rng;
 	TAILQ_HEAD(, pend)	 pending;
@@ -77,16 +77,6 @@ leave(struct ipc_client *c)
 {
 	if (--c->busy == 0 && c->doomed)
 		client_destroy(c);
-}
-
-/* A small xorshift PRNG for backoff jitter. */
-static unsigned
-jitter(struct ipc_client *c, unsigned span)
-{
-	c->rng ^= c->rng << 13;
-	c->rng ^= c->rng >> 7;
-	c->rng ^= c->rng << 17;
-	return span == 0 ? 0 : (unsigned)(c->rng % span);
 }
 
 /* Arm the client's timer for ms milliseconds. */
@@ -141,9 +131,10 @@ client_disconnect(struct ipc_client *c, int err)
 		c->cfg.on_disconnected(c, err, c->cfg.arg);
 	if (c->doomed)
 		return;
-	delay = c->backoff_ms / 2 + jitter(c, c->backoff_ms / 2 + 1);
-	c->backoff_ms = c->backoff_ms * 2 > c->cfg.backoff_max_ms ?
-	    c->cfg.backoff_max_ms : c->backoff_ms * 2;
+	delay = backoff_delay_ms(c->cfg.backoff_min_ms, c->cfg.backoff_max_ms,
+	    c->attempts, &c->rng);
+	if (c->attempts < 32)
+		c->attempts++;
 	timer_in(c->timer, delay);
 }
 
@@ -153,7 +144,7 @@ client_hello_reply(struct ipc_client *c, const struct ipc_msg *m)
 {
 	if (m->type == IPC_HELLO_OK && m->u.hello.version == IPC_PROTO_VERSION) {
 		c->state = CLI_READY;
-		c->backoff_ms = c->cfg.backoff_min_ms;
+		c->attempts = 0;
 		evtimer_del(c->timer);
 		log_debug("ipc connected socket=%s server_role=%s",
 		    log_q(c->path), ipc_role_name(m->u.hello.role));
@@ -348,7 +339,6 @@ ipc_client_new(struct event_base *base, const struct ipc_client_config *cfg,
     struct ipc_client **ret)
 {
 	struct ipc_client *c;
-	uint64_t seed = 0;
 
 	if (cfg->path == NULL || ipc_role_name(cfg->role) == NULL)
 		return -EINVAL;
@@ -371,12 +361,10 @@ ipc_client_new(struct event_base *base, const struct ipc_client_config *cfg,
 		c->cfg.hello_timeout_ms = CLI_DEF_HELLO_MS;
 	if (c->cfg.nserver_uids > IPC_UIDS_MAX)
 		c->cfg.nserver_uids = IPC_UIDS_MAX;
-	c->backoff_ms = c->cfg.backoff_min_ms;
+	c->attempts = 0;
 	c->next_id = 1;
 	TAILQ_INIT(&c->pending);
-	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
-		seed = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ ipc_now_ms();
-	c->rng = seed | 1;
+	c->rng = prng_seed();
 	c->path = strdup(cfg->path);
 	c->timer = evtimer_new(base, client_timer_cb, c);
 	if (c->path == NULL || c->timer == NULL) {

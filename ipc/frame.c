@@ -58,12 +58,3 @@ ipc_frame_write(struct evbuffer *out, const struct ipc_msg *msg,
 	return rc;
 }
 
-/* CLOCK_MONOTONIC now, in milliseconds. */
-uint64_t
-ipc_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}

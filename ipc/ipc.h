@@ -264,7 +264,4 @@ int	 ipc_sync_fd(const struct ipc_sync *s);
 int	 ipc_call(const char *path, enum ipc_role role, struct ipc_msg *req,
 	    unsigned timeout_ms, struct ipc_msg *ret);
 
-/* Current CLOCK_MONOTONIC time in milliseconds. */
-uint64_t ipc_now_ms(void);
-
 #endif

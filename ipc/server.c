@@ -289,7 +289,7 @@ ipc_req_remaining_ms(const struct ipc_req *req)
 
 	if (req->deadline == 0)
 		return UINT32_MAX;
-	now = ipc_now_ms();
+	now = monotonic_ms();
 	return now >= req->deadline ? 0 : (uint32_t)(req->deadline - now);
 }
 
@@ -512,7 +512,7 @@ conn_request(struct ipc_conn *c, const struct ipc_msg *m)
 	r->type = m->type;
 	r->id = m->id;
 	if (m->deadline_ms != 0)
-		r->deadline = ipc_now_ms() + m->deadline_ms;
+		r->deadline = monotonic_ms() + m->deadline_ms;
 	LIST_INSERT_HEAD(&c->reqs, r, link);
 	c->npending++;
 	h = &srv->handlers[m->type];

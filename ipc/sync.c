@@ -12,6 +12,7 @@
 
 #include <event2/buffer.h>
 
+#include "common/util.h"
 #include "ipc/ipc.h"
 
 #define SYNC_READ_CHUNK	65536
@@ -26,7 +27,7 @@ struct ipc_sync {
 static int
 left_ms(uint64_t end)
 {
-	uint64_t now = ipc_now_ms();
+	uint64_t now = monotonic_ms();
 
 	return now >= end ? 0 : (int)(end - now);
 }
@@ -130,7 +131,7 @@ ipc_sync_connect(const char *path, enum ipc_role role,
     const uid_t *server_uids, size_t nuids, unsigned timeout_ms,
     struct ipc_sync **ret)
 {
-	uint64_t end = ipc_now_ms() + timeout_ms;
+	uint64_t end = monotonic_ms() + timeout_ms;
 	struct ipc_sync *s;
 	struct ipc_cred cr;
 	struct ipc_msg m;
@@ -188,14 +189,14 @@ ipc_sync_close(struct ipc_sync *s)
 int
 ipc_sync_send(struct ipc_sync *s, const struct ipc_msg *msg)
 {
-	return sync_send_until(s, msg, ipc_now_ms() + 5000);
+	return sync_send_until(s, msg, monotonic_ms() + 5000);
 }
 
 /* Wait for the next frame of any type. */
 int
 ipc_sync_recv(struct ipc_sync *s, unsigned timeout_ms, struct ipc_msg *ret)
 {
-	return sync_recv_until(s, ipc_now_ms() + timeout_ms, ret);
+	return sync_recv_until(s, monotonic_ms() + timeout_ms, ret);
 }
 
 /* Send a request and wait for the reply with its id; pushes are skipped. */
@@ -203,7 +204,7 @@ int
 ipc_sync_call(struct ipc_sync *s, struct ipc_msg *req, unsigned timeout_ms,
     struct ipc_msg *ret)
 {
-	uint64_t end = ipc_now_ms() + timeout_ms;
+	uint64_t end = monotonic_ms() + timeout_ms;
 	struct ipc_msg m;
 	int rc;
 
@@ -243,7 +244,7 @@ int
 ipc_call(const char *path, enum ipc_role role, struct ipc_msg *req,
     unsigned timeout_ms, struct ipc_msg *ret)
 {
-	uint64_t end = ipc_now_ms() + timeout_ms;
+	uint64_t end = monotonic_ms() + timeout_ms;
 	struct ipc_sync *s;
 	int rc, left;
 

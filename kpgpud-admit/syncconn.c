@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/util.h"
 #include "ipc/ipc.h"
 #include "kpgpud-admit/syncconn.h"
 
@@ -327,7 +328,7 @@ void
 syncconn_tick(struct syncconn *s)
 {
 	struct ipc_msg m;
-	uint64_t now = ipc_now_ms();
+	uint64_t now = monotonic_ms();
 
 	publish(s);
 	if (!ipc_client_connected(s->client))

@@ -19,6 +19,7 @@
 
 #include "common/fault.h"
 
+#include "common/util.h"
 #include "ipc/ipc.h"
 #include "tests/unit/test.h"
 
@@ -56,9 +57,9 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 static bool
 run_until(const int *flag, int want)
 {
-	uint64_t end = ipc_now_ms() + 5000;
+	uint64_t end = monotonic_ms() + 5000;
 
-	while (*flag < want && ipc_now_ms() < end)
+	while (*flag < want && monotonic_ms() < end)
 		event_base_loop(w.base, EVLOOP_ONCE);
 	return *flag >= want;
 }
@@ -485,10 +486,10 @@ static int
 raw_read_frame(int fd, struct ipc_msg *ret)
 {
 	struct evbuffer *in = evbuffer_new();
-	uint64_t end = ipc_now_ms() + 5000;
+	uint64_t end = monotonic_ms() + 5000;
 	int rc = 0;
 
-	while (rc == 0 && ipc_now_ms() < end) {
+	while (rc == 0 && monotonic_ms() < end) {
 		event_base_loop(w.base, EVLOOP_NONBLOCK);
 		if (evbuffer_read(in, fd, 4096) == 0)
 			break;

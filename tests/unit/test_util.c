@@ -310,6 +310,42 @@ TEST(seterr_formats_cuts_and_returns_einval)
 	CHECK_STR(buf, "0123456");
 }
 
+TEST(prng_xorshift64_sequence)
+{
+	uint64_t st = 1;
+
+	CHECK(prng_seed() != 0);
+	CHECK(prng_next(&st) == 1082269761ull);
+	CHECK(st == 1082269761ull);
+	CHECK(prng_next(&st) == 1152992998833853505ull);
+}
+
+TEST(backoff_doubles_caps_and_jitters_half)
+{
+	uint64_t rng = prng_seed();
+	bool low = false, high = false;
+
+	for (unsigned a = 0; a < 40; a++) {
+		uint64_t d = (uint64_t)100 << (a > 20 ? 20 : a);
+
+		if (d > 5000)
+			d = 5000;
+		for (int i = 0; i < 200; i++) {
+			unsigned v = backoff_delay_ms(100, 5000, a, &rng);
+
+			CHECK(v >= d / 2 && v <= d);
+			if (a == 0 && v < 75)
+				low = true;
+			if (a == 0 && v > 75)
+				high = true;
+		}
+	}
+	CHECK(low && high);	/* the random half is used */
+	CHECK_INT(backoff_delay_ms(0, 0, 3, &rng), 0);
+	CHECK(backoff_delay_ms(4000000000u, 4000000000u, 30, &rng) <=
+	    4000000000u);
+}
+
 TEST(dns1123_label)
 {
 	char long63[64], long64[65];
