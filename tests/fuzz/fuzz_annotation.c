@@ -34,7 +34,8 @@ one_resolved(const char *s, size_t n)
 	}
 	if ((r.claim_template[0] == '\0') == (r.claim[0] == '\0'))
 		abort();
-	if (r.ninit_names < 0 || r.ninit_names > RESOLVED_MAX_NAMES)
+	if (r.ninit_names < 0 || r.ninit_names > RESOLVED_MAX_NAMES ||
+	    r.nsidecar_names < 0 || r.nsidecar_names > RESOLVED_MAX_NAMES)
 		abort();
 	if ((txt = resolved_format(&r)) == NULL)
 		abort();
@@ -59,7 +60,8 @@ one_annotation(const char *s, size_t n)
 	}
 	if (a.max_devices < 1 || a.max_devices > ANNOTATION_MAX_DEVICES ||
 	    a.devices_per_pod < 1 || a.devices_per_pod > a.max_devices ||
-	    a.ninit_names < 0 || a.ninit_names > RESOLVED_MAX_NAMES)
+	    a.ninit_names < 0 || a.ninit_names > RESOLVED_MAX_NAMES ||
+	    a.nsidecar_names < 0 || a.nsidecar_names > RESOLVED_MAX_NAMES)
 		abort();
 	if (annotation_sharing_name(a.sharing) == NULL)
 		abort();
