@@ -117,7 +117,7 @@ main(int argc, char **argv)
 	t_claim = now_s() - t0;
 	t0 = now_s();
 	if (cache_begin(c) < 0 || usage_rollup(s, base + (uint64_t)n *
-	    2000000u, &rows) < 0 || cache_commit(c) < 0)
+	    2000000u, 0, &rows) < 0 || cache_commit(c) < 0)
 		return 1;
 	t_roll = now_s() - t0;
 	(void)usage_counts(s, &rows, &hourly);

@@ -17,6 +17,7 @@ enum usage_stmt {
 	U_Q_TENANT, U_Q_CLAIM, U_Q_POD, U_Q_DEVICE, U_HELD,
 	U_OLD, U_HOUR_ADD, U_DEL_OLD, U_DEL_OLD_C, U_CNT, U_CNT_H,
 	U_LOST_ADD, U_LOST_SUM, U_CLOSED_INC, U_CLOSED_GET, U_CLOSED_SET,
+	U_DEL_HOURS,
 	U__COUNT
 };
 
@@ -118,6 +119,7 @@ static const char *const usage_sql[U__COUNT] = {
 	    " (SELECT 1 FROM usage_intervals i WHERE i.claim_uid ="
 	    " usage_consumers.claim_uid AND i.start_us ="
 	    " usage_consumers.start_us)",
+	[U_DEL_HOURS] = "DELETE FROM usage_hourly WHERE hour_us < ?1",
 	[U_CNT] = "SELECT count(*) FROM usage_intervals",
 	[U_CNT_H] = "SELECT count(*) FROM usage_hourly",
 	[U_LOST_ADD] = "INSERT INTO usage_lost(at_us, intervals, note)"
@@ -556,14 +558,18 @@ rollup_one(struct usage_store *s, sqlite3_stmt *row)
 	return 0;
 }
 
-/* Retention: roll old closed intervals up into hours. */
+/* Retention: roll old closed intervals up into hours, drop old hours. */
 int
-usage_rollup(struct usage_store *s, uint64_t cutoff_us, uint64_t *ret_rows)
+usage_rollup(struct usage_store *s, uint64_t cutoff_us, uint64_t hours_us,
+    uint64_t *ret_rows)
 {
 	sqlite3_stmt *st = s->st[U_OLD];
 	int rc, r = 0;
 
 	*ret_rows = 0;
+	bi(s->st[U_DEL_HOURS], 1, hours_us);
+	if ((r = run(s->st[U_DEL_HOURS])) < 0)
+		return r;
 	bi(st, 1, cutoff_us);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if ((r = rollup_one(s, st)) < 0)

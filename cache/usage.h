@@ -139,10 +139,11 @@ int	 usage_held(struct usage_store *s, usage_sum_cb cb, void *arg);
 
 /*
  * Retention: roll the intervals that closed before cutoff_us up into hours
- * and delete them with their consumers. *ret_rows counts rows removed.
+ * and delete them with their consumers; delete the rolled-up hours before
+ * hours_us (0: keep them all). *ret_rows counts interval rows removed.
  */
 int	 usage_rollup(struct usage_store *s, uint64_t cutoff_us,
-	    uint64_t *ret_rows);
+	    uint64_t hours_us, uint64_t *ret_rows);
 /* Row counts: intervals (device rows), hourly rows. */
 int	 usage_counts(struct usage_store *s, uint64_t *ret_rows,
 	    uint64_t *ret_hourly);

@@ -31,6 +31,7 @@ struct acct {
 	bool			 live;		/* a full claims list is in */
 	bool			 missed;	/* a claim's namespace unknown */
 	int64_t			 retention_ms;
+	int64_t			 hours_ms;	/* rolled-up hours kept */
 	uint64_t		 last_rollup_ms;
 	struct acct_pending	 pending;
 	char			*tally;		/* closed-interval tally file */
@@ -475,7 +476,9 @@ acct_tick_cb(evutil_socket_t fd, short what, void *arg)
 	    ACCT_ROLLUP_EVERY_MS) {
 		a->last_rollup_ms = ms;
 		r = usage_rollup(a->st, ledger_now_us() -
-		    (uint64_t)a->retention_ms * 1000u, &rows);
+		    (uint64_t)a->retention_ms * 1000u, a->hours_ms > 0 ?
+		    ledger_now_us() - (uint64_t)a->hours_ms * 1000u : 0,
+		    &rows);
 		if (r < 0)
 			(void)acct_failed(a, "rollup", r);
 		else if (rows > 0)
@@ -555,8 +558,8 @@ acct_check_lost(struct acct *a)
 
 /* Set up accounting. */
 int
-acct_new(struct syncd *sd, int64_t retention_ms, const char *cache_path,
-    struct acct **ret)
+acct_new(struct syncd *sd, int64_t retention_ms, int64_t hours_ms,
+    const char *cache_path, struct acct **ret)
 {
 	static const struct timeval tick = { ACCT_TICK_MS / 1000,
 	    (ACCT_TICK_MS % 1000) * 1000 };
@@ -567,6 +570,7 @@ acct_new(struct syncd *sd, int64_t retention_ms, const char *cache_path,
 		return -ENOMEM;
 	a->sd = sd;
 	a->retention_ms = retention_ms;
+	a->hours_ms = hours_ms;
 	a->last_rollup_ms = monotonic_ms();
 	if (cache_path != NULL && asprintf(&a->tally, "%s.usage-tally",
 	    cache_path) < 0) {

@@ -30,10 +30,11 @@ void	 acct_res_pods(struct sync_res *ret);
 /*
  * Set up accounting on sd's cache (after syncd_init): read the last
  * heartbeat, note what a rebuilt or replaced cache lost (the tally of
- * closed intervals kept in cache_path.usage-tally), start the heartbeat. retention_ms: raw
- * intervals older than this are rolled up per hour.
+ * closed intervals kept in cache_path.usage-tally), start the heartbeat.
+ * retention_ms: raw intervals older than this are rolled up per hour;
+ * hours_ms: rolled-up hours older than this are deleted (0: kept).
  */
-int	 acct_new(struct syncd *sd, int64_t retention_ms,
+int	 acct_new(struct syncd *sd, int64_t retention_ms, int64_t hours_ms,
 	    const char *cache_path, struct acct **ret);
 void	 acct_free(struct acct *a);
 

@@ -50,6 +50,7 @@ struct sync_conf {
 	int64_t			 max_watch_line;
 	char			*metrics_listen;
 	int64_t			 usage_retention_ms;
+	int64_t			 usage_hours_ms;
 	char			*pidfile;
 	bool			 allow_root;
 	bool			 debug;
@@ -136,6 +137,10 @@ static const struct config_opt sync_opts[] = {
 	    60000, INT64_C(87600) * 3600000, "Accounting",
 	    "Keep raw usage intervals this long after they close, then roll "
 	    "them up per tenant and hour.", CONFIG_NORELOAD),
+	CONFIG_DURATION(SC, usage_hours_ms, "usage-hourly-retention", 0,
+	    "9504h", 3600000, INT64_C(876000) * 3600000, "Accounting",
+	    "Keep the rolled-up hours this long (396 days), then delete them.",
+	    CONFIG_NORELOAD),
 	CONFIG_BOOL(SC, allow_root, "allow-root", 0, "false", "General",
 	    "Run even as uid 0.", CONFIG_NORELOAD),
 	CONFIG_BOOL(SC, debug, "debug", 'd', "false", "General",
@@ -462,7 +467,7 @@ sync_setup(struct sync_main *sm)
 	}
 	sm->sd.on_synced = sync_on_synced;
 	if ((r = acct_new(&sm->sd, sm->conf.usage_retention_ms,
-	    sm->conf.cache, &sm->sd.acct)) < 0) {
+	    sm->conf.usage_hours_ms, sm->conf.cache, &sm->sd.acct)) < 0) {
 		log_err("usage ledger failed path=%s error=%s",
 		    log_q(sm->conf.cache), strerror(-r));
 		return r;

@@ -492,7 +492,7 @@ TEST(usage_store_rollup)
 	memset(&before, 0, sizeof(before));
 	CHECK_INT(usage_query(s, USAGE_BY_TENANT, 0, 10 * H, 4 * H, collect,
 	    &before), 0);
-	CHECK_INT(usage_rollup(s, 3 * H, &rows), 0);
+	CHECK_INT(usage_rollup(s, 3 * H, 0, &rows), 0);
 	CHECK_INT(rows, 2);
 	CHECK_INT(usage_counts(s, &n, &h), 0);
 	CHECK_INT(n, 1);
@@ -508,6 +508,10 @@ TEST(usage_store_rollup)
 		CHECK(before.gpu[i] - after.gpu[i] < 1 &&
 		    after.gpu[i] - before.gpu[i] < 1);
 	}
+	/* hours past their own retention go */
+	CHECK_INT(usage_rollup(s, 3 * H, 2 * H, &rows), 0);
+	CHECK_INT(usage_counts(s, &n, &h), 0);
+	CHECK_INT(h, 1);
 	CHECK_INT(usage_lost_add(s, 5, 3, "test"), 0);
 	CHECK_INT(usage_lost_total(s, &lost, &ev), 0);
 	CHECK_INT(lost, 3);
