@@ -223,6 +223,19 @@ usage_run(const struct usage_cli *o, struct ipc_sync *s)
 	return 0;
 }
 
+/* A double-quoted value with its quotes and backslashes escaped. */
+static void
+put_quoted(const char *key, const char *v)
+{
+	printf(" %s=\"", key);
+	for (; v != NULL && *v; v++) {
+		if (*v == '"' || *v == '\\')
+			putchar('\\');
+		putchar(*v == '\n' ? ' ' : *v);
+	}
+	putchar('"');
+}
+
 /* status: one line per tenant. */
 static int
 status_run(const struct usage_cli *o, struct ipc_sync *s)
@@ -254,18 +267,19 @@ status_run(const struct usage_cli *o, struct ipc_sync *s)
 			pend = buf_steal(&b, NULL);
 			printf("namespace=%s instance=%s mode=%s profile=%s "
 			    "maxDevices=%lld held=%llu devices=%s "
-			    "pending=%llu pods=%s quota=\"%s\" last=\"%s\"\n",
-			    w->ns, w->instance, json_string_value(
-			    json_object_get(d, "mode")) ?: "-",
-			    *w->profile ? w->profile : "-",
+			    "pending=%llu pods=%s", w->ns, w->instance,
+			    json_string_value(json_object_get(d, "mode")) ?:
+			    "-", *w->profile ? w->profile : "-",
 			    (long long)json_integer_value(json_object_get(d,
 			    "maxDevices")), (unsigned long long)w->open,
 			    held && *held ? held : "-",
 			    (unsigned long long)w->intervals,
-			    pend && *pend ? pend : "-", json_string_value(
-			    json_object_get(d, "quota")) ?: "",
-			    json_string_value(json_object_get(d, "last")) ?:
-			    "");
+			    pend && *pend ? pend : "-");
+			put_quoted("quota", json_string_value(
+			    json_object_get(d, "quota")));
+			put_quoted("last", json_string_value(
+			    json_object_get(d, "last")));
+			putchar('\n');
 			free(held);
 			free(pend);
 			json_decref(d);

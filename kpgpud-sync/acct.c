@@ -65,6 +65,26 @@ acct_res_pods(struct sync_res *ret)
 	snprintf(ret->path, sizeof(ret->path), "/api/v1/pods");
 }
 
+/* The resourceclaim controller's FailedResourceClaimCreation Events. */
+void
+acct_res_events(struct sync_res *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->table = CACHE_T_OWNED;
+	ret->usage = true;
+	ret->kind = "usage:Event";
+	ret->field_selector = "reason=" ACCT_CLAIM_EVENT;
+	snprintf(ret->key, sizeof(ret->key), "usage/events");
+	snprintf(ret->path, sizeof(ret->path), "/api/v1/events");
+}
+
+/* Which of the three collections a reflector is. */
+static char
+acct_which(struct reflector *rf)
+{
+	return reflector_res(rf)->kind[6];	/* "usage:X" */
+}
+
 /* A write failed: the batch is lost and every collection relisted. */
 static int
 acct_failed(struct acct *a, const char *what, int r)
@@ -304,9 +324,13 @@ acct_put(struct acct *a, struct reflector *rf, json_t *obj)
 	const char *why = "";
 	int r;
 
-	if (reflector_res(rf)->kind[6] == 'P') {
+	if (acct_which(rf) == 'P') {
 		if ((r = acct_pod(a, obj)) < 0)
 			return acct_failed(a, "pod", r);
+		return 0;
+	}
+	if (acct_which(rf) == 'E') {
+		acct_pending_event(&a->pending, obj, false);
 		return 0;
 	}
 	a->claims_rf = rf;
@@ -329,8 +353,12 @@ acct_del(struct acct *a, struct reflector *rf, json_t *obj)
 	struct ledger_claim *c;
 	int r;
 
-	if (reflector_res(rf)->kind[6] == 'P') {
+	if (acct_which(rf) == 'P') {
 		acct_pending_forget(&a->pending, obj);
+		return 0;
+	}
+	if (acct_which(rf) == 'E') {
+		acct_pending_event(&a->pending, obj, true);
 		return 0;
 	}
 	if ((c = malloc(sizeof(*c))) == NULL)
@@ -420,8 +448,12 @@ acct_prune(struct acct *a, struct reflector *rf, const struct strset *seen)
 	size_t i;
 	int r;
 
-	if (reflector_res(rf)->kind[6] == 'P') {
+	if (acct_which(rf) == 'P') {
 		acct_pending_prune(&a->pending, seen);
+		return 0;
+	}
+	if (acct_which(rf) == 'E') {
+		acct_pending_event_prune(&a->pending, seen);
 		return 0;
 	}
 	a->claims_rf = rf;
@@ -629,19 +661,11 @@ acct_lost(struct acct *a)
 	return n;
 }
 
-/* The Pods waiting for their claim. */
-size_t
-acct_pending_n(struct acct *a)
+/* The Pods waiting for their claim, and the refusals. */
+const struct acct_pending *
+acct_pending(struct acct *a)
 {
-	return a->pending.n;
-}
-
-void
-acct_pending_at(struct acct *a, size_t i, const char **ret_ns,
-    const char **ret_name)
-{
-	*ret_ns = a->pending.pods[i].ns;
-	*ret_name = a->pending.pods[i].name;
+	return &a->pending;
 }
 
 /* A Prometheus label value, escaped. */
@@ -687,65 +711,21 @@ acct_sample(const struct usage_sum *u, void *arg)
 	return 0;
 }
 
-/*
- * Whether a ResourceQuota row (cache data) has a key with a positive limit
- * used up; msg (may be NULL) then says which, from the quota's status.
- */
-bool
-acct_quota_used_up(const struct cache_owned *o, char *msg, size_t len)
-{
-	json_t *d = json_loads(o->data, 0, NULL), *st, *hard, *used, *v, *u;
-	const char *k;
-	long long h, n;
-	bool full = false;
-
-	st = json_object_get(d, "status");
-	hard = json_object_get(st, "hard");
-	used = json_object_get(st, "used");
-	json_object_foreach(hard, k, v) {
-		u = json_object_get(used, k);
-		if (json_is_string(v) && json_is_string(u) &&
-		    sscanf(json_string_value(v), "%lld", &h) == 1 && h > 0 &&
-		    sscanf(json_string_value(u), "%lld", &n) == 1 && n >= h) {
-			full = true;
-			if (msg != NULL)
-				snprintf(msg, len, "quota %s used up: %s used "
-				    "%lld of %lld", o->name, k, n, h);
-		}
-	}
-	json_decref(d);
-	return full;
-}
-
-/* foreach: whether any kpgpud quota of the namespace is used up. */
-static int
-acct_quota_full(const struct cache_owned *o, void *arg)
-{
-	if (acct_quota_used_up(o, NULL, 0))
-		*(bool *)arg = true;
-	return 0;
-}
-
 /* Pending-on-quota per isolated namespace. */
 static int
 acct_pending_ns(const struct cache_ns *ns, void *arg)
 {
 	struct acct_render *m = arg;
 	char instance[RESOLVED_NAME_MAX + 64] = "";
-	size_t n;
-	bool full = false;
 
 	if (!ns->isolated)
 		return 0;
 	(void)acct_instance(m->a, ns->name, instance, sizeof(instance));
-	n = acct_pending_count(&m->a->pending, ns->name);
-	if (n > 0)
-		(void)cache_owned_foreach(m->a->sd->cache, ns->name,
-		    CACHE_KIND_QUOTA, 0, acct_quota_full, &full);
 	buf_puts(m->b, ACCT_PENDING_METRIC "{");
 	acct_label(m->b, "namespace", ns->name, false);
 	acct_label(m->b, "instance", instance, true);
-	buf_printf(m->b, "} %zu\n", full ? n : 0);
+	buf_printf(m->b, "} %zu\n", acct_pending_count(&m->a->pending,
+	    ns->name));
 	return 0;
 }
 

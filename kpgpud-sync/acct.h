@@ -23,9 +23,13 @@ struct usage_store;
 #define ACCT_TICK_MS		1000	/* heartbeat: the bound of a gap */
 #define ACCT_ROLLUP_EVERY_MS	60000
 
-/* The two collections (every ResourceClaim and every Pod). */
+/*
+ * The three collections: every ResourceClaim, every Pod, and the Events
+ * FailedResourceClaimCreation (fieldSelector reason).
+ */
 void	 acct_res_claims(struct sync_res *ret);
 void	 acct_res_pods(struct sync_res *ret);
+void	 acct_res_events(struct sync_res *ret);
 
 /*
  * Set up accounting on sd's cache (after syncd_init): read the last
@@ -50,18 +54,9 @@ int	 acct_metrics(struct acct *a, struct buf *out);
 struct usage_store *acct_store(struct acct *a);
 /* Closed intervals reported lost (a rebuilt cache). */
 uint64_t acct_lost(struct acct *a);
-/* The Pods waiting for their claim: how many, and the i-th one. */
-size_t	 acct_pending_n(struct acct *a);
-void	 acct_pending_at(struct acct *a, size_t i, const char **ret_ns,
-	    const char **ret_name);
-
-/*
- * Whether a cached ResourceQuota has a key with a positive limit used up;
- * msg (may be NULL) says which.
- */
-struct cache_owned;
-bool	 acct_quota_used_up(const struct cache_owned *o, char *msg,
-	    size_t len);
+/* The Pods waiting for their claim and the claim refusals. */
+struct acct_pending;
+const struct acct_pending *acct_pending(struct acct *a);
 
 /* acct_ipc.c: the USAGE handler of sync.sock (arg: the struct syncd). */
 struct ipc_req;

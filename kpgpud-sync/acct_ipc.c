@@ -15,6 +15,7 @@
 #include "cache/usage.h"
 #include "common/resolved.h"
 #include "kpgpud-sync/acct.h"
+#include "kpgpud-sync/acct_pending.h"
 #include "kpgpud-sync/ledger.h"
 #include "kpgpud-sync/syncd.h"
 
@@ -82,17 +83,6 @@ held_of(const struct usage_sum *u, void *arg)
 	return 0;
 }
 
-/* Status: what the tenant's ResourceQuota says when a key is used up. */
-static int
-quota_msg(const struct cache_owned *o, void *arg)
-{
-	char msg[512];
-
-	if (acct_quota_used_up(o, msg, sizeof(msg)))
-		json_object_set_new(arg, "quota", json_string(msg));
-	return 0;
-}
-
 /* Status: the detail object of one tenant. */
 static char *
 status_detail(struct page *p, const struct cache_instance *in,
@@ -100,9 +90,11 @@ status_detail(struct page *p, const struct cache_instance *in,
 {
 	struct cache_ns *row = NULL;
 	json_t *d = json_object(), *iso, *pend = json_array();
+	const struct acct_pending *pd;
+	const struct acct_pending_pod *e;
 	struct resolved res;
 	char err[128], *out;
-	const char *last;
+	const char *last, *msg;
 	size_t i, n = 0;
 
 	iso = json_loads(in->isolation, 0, NULL);
@@ -115,18 +107,19 @@ status_detail(struct page *p, const struct cache_instance *in,
 	(void)usage_held(acct_store(p->sd->acct), held_of, p);
 	*ret_held = json_array_size(p->held);
 	json_object_set_new(d, "held", p->held);
-	for (i = 0; i < acct_pending_n(p->sd->acct); i++) {
-		const char *pns, *pname;
-
-		acct_pending_at(p->sd->acct, i, &pns, &pname);
-		if (strcmp(pns, ns) == 0 && n++ < 32)
-			json_array_append_new(pend, json_string(pname));
+	pd = acct_pending(p->sd->acct);
+	for (i = 0; i < pd->waiting.n; i++) {
+		e = acct_pending_at(pd, i);
+		if (strcmp(e->ns, ns) != 0 ||
+		    (msg = acct_pending_quota_msg(pd, ns, e->name)) == NULL)
+			continue;
+		if (n++ < 32)
+			json_array_append_new(pend, json_string(e->name));
+		if (json_object_get(d, "quota") == NULL)
+			json_object_set_new(d, "quota", json_string(msg));
 	}
 	*ret_pending = n;
 	json_object_set_new(d, "pending", pend);
-	if (n > 0)
-		(void)cache_owned_foreach(p->sd->cache, ns, CACHE_KIND_QUOTA,
-		    0, quota_msg, d);
 	if (cache_ns_get(p->sd->cache, ns, &row) == 0 && row->isolated &&
 	    row->resolved != NULL && resolved_parse(row->resolved,
 	    strlen(row->resolved), &res, err, sizeof(err)) == 0)

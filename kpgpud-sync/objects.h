@@ -22,6 +22,7 @@ struct sync_res {
 						   gvr of instances */
 	char		 path[SYNC_PATH_MAX];	/* "/api/v1/namespaces" */
 	const char	*selector;	/* labelSelector or NULL */
+	const char	*field_selector; /* fieldSelector or NULL */
 	const char	*kind;		/* owned kind, or NULL */
 	bool		 usage;		/* for the usage ledger (usage.c),
 					   not a cache table */

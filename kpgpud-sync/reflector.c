@@ -378,9 +378,9 @@ rf_list(struct reflector *rf)
 		r = -ENOMEM;
 		goto fail;
 	}
-	if (rf->res.selector != NULL &&
+	if ((rf->res.selector != NULL || rf->res.field_selector != NULL) &&
 	    (r = kube_path(&q, "", "labelSelector", rf->res.selector,
-	    (char *)NULL)) < 0)
+	    "fieldSelector", rf->res.field_selector, (char *)NULL)) < 0)
 		goto fail;
 	r = kube_list_start(rf->kc, rf->res.path, q != NULL ? q + 1 : NULL,
 	    rf->cfg.list_limit, NULL, rf_list_page, rf_list_end, rf,
@@ -457,7 +457,7 @@ rf_watch(struct reflector *rf)
 	r = kube_path(&p, rf->res.path, "watch", "true",
 	    "allowWatchBookmarks", "true", "resourceVersion", rf->rv,
 	    "timeoutSeconds", tos, "labelSelector", rf->res.selector,
-	    (char *)NULL);
+	    "fieldSelector", rf->res.field_selector, (char *)NULL);
 	if (r == 0)
 		r = kube_watch_start(rf->kc, p, rf_watch_event, rf_watch_end,
 		    rf, &rf->watch);
