@@ -334,8 +334,8 @@ quota_core_config(struct quota_main *qm, struct quotad_config *c)
 		memcpy(c->params_ns, f->policy_params, nl);
 		c->params_ns[nl] = '\0';
 		snprintf(c->params_name, sizeof(c->params_name), "%s", sl + 1);
-		if (!plan_dns_label(c->params_ns) ||
-		    !plan_dns_subdomain(c->params_name)) {
+		if (!dns1123_label_valid(c->params_ns) ||
+		    !dns1123_subdomain_valid(c->params_name)) {
 			log_err("--policy-params \"%s\" is not NAMESPACE/NAME",
 			    f->policy_params);
 			return -EINVAL;

@@ -67,46 +67,6 @@ plan_name_fit(const char *name, size_t max, char *out, size_t outlen)
 	return 0;
 }
 
-/* One DNS-1123 label of at most max characters. */
-static bool
-dns_label_n(const char *s, size_t len, size_t max)
-{
-	if (len == 0 || len > max || s[0] == '-' || s[len - 1] == '-')
-		return false;
-	for (size_t i = 0; i < len; i++)
-		if (!(islower((unsigned char)s[i]) ||
-		    isdigit((unsigned char)s[i]) || s[i] == '-'))
-			return false;
-	return true;
-}
-
-/* Labels are at most 63 lower-case alphanumerics and inner dashes. */
-bool
-plan_dns_label(const char *s)
-{
-	return dns_label_n(s, strlen(s), PLAN_LABEL_MAX);
-}
-
-/* Subdomains are dot-separated labels, 253 characters in all. */
-bool
-plan_dns_subdomain(const char *s)
-{
-	const char *dot;
-	size_t len = strlen(s);
-
-	if (len == 0 || len > PLAN_NAME_MAX)
-		return false;
-	for (;;) {
-		dot = strchr(s, '.');
-		if (!dns_label_n(s, dot ? (size_t)(dot - s) : strlen(s),
-		    PLAN_NAME_MAX))
-			return false;
-		if (dot == NULL)
-			return true;
-		s = dot + 1;
-	}
-}
-
 /* Lower-case s and turn anything outside [a-z0-9-] into a dash. */
 static void
 labelize(const char *s, char *out, size_t outlen)
@@ -214,7 +174,7 @@ plan_instance_from_json(json_t *obj, struct plan_instance *ret, char *err,
 		seterr(err, errlen, "instance kind is not an identifier");
 		goto fail;
 	}
-	if (!plan_dns_subdomain(pi->name)) {
+	if (!dns1123_subdomain_valid(pi->name)) {
 		seterr(err, errlen, "instance name is not a DNS subdomain");
 		goto fail;
 	}
@@ -292,7 +252,7 @@ quota_name(const char *tmpl, const char *kind_lc, const char *name,
 	}
 	buf[o] = '\0';
 	if (plan_name_fit(buf, PLAN_NAME_MAX, out, outlen) < 0 ||
-	    !plan_dns_subdomain(out))
+	    !dns1123_subdomain_valid(out))
 		return seterr(err, errlen, "quota name template \"%s\" gives "
 		    "an invalid name", tmpl);
 	return 0;
@@ -520,7 +480,7 @@ class_name(const struct plan_config *cfg, struct plan *p, char *err,
 	    PLAN_DEFAULT_GPU_CLASS;
 
 	if (!annotation_sharing_mig(p->annot.sharing)) {
-		if (strlen(gpu) > CLASS_NAME_MAX || !plan_dns_subdomain(gpu))
+		if (strlen(gpu) > CLASS_NAME_MAX || !dns1123_subdomain_valid(gpu))
 			return seterr(err, errlen, "GPU class \"%s\" is not a "
 			    "valid DeviceClass name", gpu);
 		snprintf(p->class_name, sizeof(p->class_name), "%s", gpu);
@@ -531,7 +491,7 @@ class_name(const struct plan_config *cfg, struct plan *p, char *err,
 		if (*s == '+')
 			*s = '-';
 	if (plan_name_fit(buf, CLASS_NAME_MAX, p->class_name,
-	    sizeof(p->class_name)) < 0 || !plan_dns_subdomain(p->class_name))
+	    sizeof(p->class_name)) < 0 || !dns1123_subdomain_valid(p->class_name))
 		return seterr(err, errlen, "class prefix \"%s\" gives an "
 		    "invalid DeviceClass name", prefix);
 	return 0;
@@ -572,7 +532,7 @@ strict_keys(const struct plan_config *cfg, struct plan *p, char *err,
 	memcpy(buf, list, strlen(list) + 1);
 	for (tok = strtok_r(buf, ", ", &save); tok != NULL;
 	    tok = strtok_r(NULL, ", ", &save)) {
-		if (strlen(tok) > CLASS_NAME_MAX || !plan_dns_subdomain(tok))
+		if (strlen(tok) > CLASS_NAME_MAX || !dns1123_subdomain_valid(tok))
 			return seterr(err, errlen, "strict class \"%s\" is not "
 			    "a valid DeviceClass name", tok);
 		if (++n > PLAN_MAX_STRICT)
@@ -630,7 +590,7 @@ quota_keys(const struct plan_config *cfg, struct plan *p, char *err,
 			closed_event(p, why);
 			break;
 		}
-		if (strlen(c) > CLASS_NAME_MAX || !plan_dns_subdomain(c)) {
+		if (strlen(c) > CLASS_NAME_MAX || !dns1123_subdomain_valid(c)) {
 			snprintf(why, sizeof(why), "GPU DeviceClass \"%.80s\" "
 			    "has a name too long to be a quota key", c);
 			closed_event(p, why);
@@ -701,7 +661,7 @@ plan_names(const struct plan_instance *in, const struct plan_config *cfg,
 	char buf[PLAN_KIND_MAX + PLAN_NAME_MAX + 8];
 	const char *ns = cfg->ns_from_namespace ? in->namespace : in->name;
 
-	if (!plan_dns_label(ns))
+	if (!dns1123_label_valid(ns))
 		return seterr(err, errlen, "tenant namespace \"%s\" of %s/%s "
 		    "is not a valid namespace name", ns, in->kind, in->name);
 	scopy(p->namespace, sizeof(p->namespace), ns);

@@ -244,10 +244,6 @@ json_t	*plan_quota_hard(const struct plan *p);
  */
 int	 plan_name_fit(const char *name, size_t max, char *out,
 	    size_t outlen);
-/* True when s is a DNS-1123 label. */
-bool	 plan_dns_label(const char *s);
-/* True when s is a DNS-1123 subdomain. */
-bool	 plan_dns_subdomain(const char *s);
 /* Which of two instances wins a namespace: < 0 when a is older than b. */
 int	 plan_instance_cmp(const struct plan_instance *a,
 	    const struct plan_instance *b);

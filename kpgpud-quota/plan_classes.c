@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "kpgpud-quota/plan.h"
 
 #define CEL_DEPTH_MAX	32
@@ -43,7 +44,7 @@ plan_drivers_valid(const char *drivers)
 	memcpy(buf, drivers, strlen(drivers) + 1);
 	for (tok = strtok_r(buf, ", ", &save); tok != NULL;
 	    tok = strtok_r(NULL, ", ", &save), n++)
-		if (!plan_dns_subdomain(tok))
+		if (!dns1123_subdomain_valid(tok))
 			return false;
 	return n > 0;
 }

@@ -117,7 +117,7 @@ quotad_enqueue_ns(struct quotad *q, const char *ns)
 {
 	char key[WQ_KEY_MAX + 1];
 
-	if (ns == NULL || !plan_dns_label(ns))
+	if (ns == NULL || !dns1123_label_valid(ns))
 		return;
 	snprintf(key, sizeof(key), QUOTAD_NS_PREFIX "%s", ns);
 	quotad_enqueue(q, key);

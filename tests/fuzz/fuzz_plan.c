@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "common/resolved.h"
+#include "common/util.h"
 #include "kpgpud-quota/plan.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -39,9 +40,9 @@ plan_one(const struct plan_instance *in, unsigned gates)
 			abort();
 		return;
 	}
-	if (!plan_dns_label(p->claim_name) ||
-	    !plan_dns_subdomain(p->class_name) ||
-	    !plan_dns_subdomain(p->quota_name))
+	if (!dns1123_label_valid(p->claim_name) ||
+	    !dns1123_subdomain_valid(p->class_name) ||
+	    !dns1123_subdomain_valid(p->quota_name))
 		abort();
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		abort();

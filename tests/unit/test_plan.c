@@ -387,7 +387,7 @@ TEST(name_fit_hashes_long_names)
 	CHECK(a[54] == '-');
 	CHECK(strcmp(a, b) != 0);	/* same prefix, different hash */
 	CHECK_STR(a, c);		/* deterministic */
-	CHECK(plan_dns_label(a));
+	CHECK(dns1123_label_valid(a));
 	/* a cut that ends in a dash or dot loses it */
 	memset(longa, 'x', 100);
 	longa[53] = '-';
@@ -410,7 +410,7 @@ TEST(long_instance_name)
 	name = jstr(p->claim, "metadata>name");
 	REQUIRE(name != NULL);
 	CHECK_INT(strlen(name), 63);
-	CHECK(plan_dns_label(name));
+	CHECK(dns1123_label_valid(name));
 	CHECK(strncmp(name, "wordpressservice-tenant-xxx", 27) == 0);
 	CHECK_STR(name, jstr(q->claim, "metadata>name"));
 	CHECK_STR(p->claim_name, name);
