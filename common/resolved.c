@@ -148,6 +148,39 @@ fail:
 	return -EINVAL;
 }
 
+/* Parse the plain (comma) form of a name list; see resolved.h. */
+int
+resolved_parse_names_text(const char *key, const char *text, bool all_ok,
+    enum resolved_init *ret_mode, char names[RESOLVED_MAX_NAMES][64],
+    int *ret_n, char *err, size_t errlen)
+{
+	const char *p = text, *c;
+	json_t *v;
+	int r;
+
+	if (strlen(text) > RESOLVED_MAX_NAMES * 64)
+		return seterr(err, errlen, "%s: longer than %d bytes", key,
+		    RESOLVED_MAX_NAMES * 64);
+	if (strcmp(text, "none") == 0 || strcmp(text, "all") == 0)
+		v = json_string(text);
+	else if ((v = json_array()) != NULL)
+		do {
+			c = strchr(p, ',');
+			if (json_array_append_new(v, json_stringn(p, c != NULL ?
+			    (size_t)(c - p) : strlen(p))) < 0) {
+				json_decref(v);
+				return -ENOMEM;
+			}
+			p = c + 1;
+		} while (c != NULL);
+	if (v == NULL)
+		return -ENOMEM;
+	r = resolved_parse_names(key, v, all_ok, ret_mode, names, ret_n, err,
+	    errlen);
+	json_decref(v);
+	return r;
+}
+
 /* The plain (comma) form of a name list; see resolved.h. */
 char *
 resolved_names_text(enum resolved_init mode, const char names[][64], int n)

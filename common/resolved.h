@@ -91,6 +91,11 @@ int	 resolved_parse_names(const char *key, const struct json_t *v,
 	    bool all_ok, enum resolved_init *ret_mode,
 	    char names[RESOLVED_MAX_NAMES][64], int *ret_n, char *err,
 	    size_t errlen);
+/* The same from the plain (comma) form: "none", "all" or "a,b". */
+int	 resolved_parse_names_text(const char *key, const char *text,
+	    bool all_ok, enum resolved_init *ret_mode,
+	    char names[RESOLVED_MAX_NAMES][64], int *ret_n, char *err,
+	    size_t errlen);
 /* The plain (comma) form of a name list: "none", "all" or "a,b". */
 char	*resolved_names_text(enum resolved_init mode,
 	    const char names[][64], int n);

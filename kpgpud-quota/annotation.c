@@ -378,6 +378,7 @@ f_sidecars(struct parse_ctx *c, json_t *v)
 		return -EINVAL;
 	if (mode == RESOLVED_INIT_NONE)
 		c->a.nsidecar_names = 0;
+	c->a.sidecars_set = true;
 	return 0;
 }
 

@@ -73,6 +73,7 @@ struct annotation {
 	char			 init_names[RESOLVED_MAX_NAMES][64];
 	int			 nsidecar_names;
 	char			 sidecar_names[RESOLVED_MAX_NAMES][64];
+	bool			 sidecars_set;	/* named, not the default */
 	enum resolved_legacy	 legacy;
 };
 

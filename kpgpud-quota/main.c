@@ -41,6 +41,7 @@ struct quota_conf {
 	char			*strict_classes;
 	char			*gpu_drivers;
 	char			*driver_gates;
+	char			*sidecar_containers;
 	char			*policy_params;
 	char			*policy_user;
 	char			*admission_policies;
@@ -125,6 +126,12 @@ static const struct config_opt quota_opts[] = {
 	    "time-slicing tenant set timeSlicing.interval, MPSSupport lets "
 	    "a tenant use sharing mps. Without them such an instance gets a "
 	    "Warning Event and nothing is composed for it.", CONFIG_NORELOAD),
+	CONFIG_STRING(QC, sidecar_containers, "sidecar-containers", 0, NULL,
+	    "Plan", "Containers that never get the GPU claim (injected "
+	    "proxies), for instances whose annotation names none: \"none\" or "
+	    "a comma list; unset: istio-proxy, linkerd-proxy, envoy, "
+	    "cloud-sql-proxy, vault-agent and the other names of "
+	    "kpgpud-quota(8).", CONFIG_NORELOAD),
 	CONFIG_STRING(QC, policy_params, "policy-params", 0, "none", "Plan",
 	    "NAMESPACE/NAME of the ConfigMap the admission policies read "
 	    "(deploy/: kpgpud/kpgpud-device-classes): key non-gpu-classes, "
@@ -321,6 +328,12 @@ quota_core_config(struct quota_main *qm, struct quotad_config *c)
 		log_err("--driver-gates \"%s\": %s", f->driver_gates, gerr);
 		return -EINVAL;
 	}
+	if (f->sidecar_containers != NULL &&
+	    !plan_sidecars_valid(f->sidecar_containers, gerr, sizeof(gerr))) {
+		log_err("--sidecar-containers: %s", gerr);
+		return -EINVAL;
+	}
+	c->plan.sidecars = f->sidecar_containers;
 	if (strcmp(f->policy_params, "none") != 0) {
 		const char *sl = strchr(f->policy_params, '/');
 		size_t nl = sl != NULL ? (size_t)(sl - f->policy_params) : 0;

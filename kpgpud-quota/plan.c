@@ -705,19 +705,42 @@ plan_kubeplus_quota(const struct plan_instance *in, char *out, size_t len)
 	return true;
 }
 
-/* Parse the instance's annotation into a.  */
-static int
-plan_annotation(const struct plan_instance *in, struct annotation *a,
-    char *err, size_t errlen)
+/* Whether s is a valid --sidecar-containers value; see plan.h. */
+bool
+plan_sidecars_valid(const char *s, char *err, size_t errlen)
 {
+	char names[RESOLVED_MAX_NAMES][64];
+	enum resolved_init mode;
+	int n;
+
+	return resolved_parse_names_text("sidecar-containers", s, false,
+	    &mode, names, &n, err, errlen) == 0;
+}
+
+/* Parse the instance's annotation into a; the operator's sidecars. */
+static int
+plan_annotation(const struct plan_instance *in, const struct plan_config *cfg,
+    struct annotation *a, char *err, size_t errlen)
+{
+	enum resolved_init mode;
+	int r;
+
 	if (!in->has_annotation)
 		return seterr(err, errlen, "%s/%s has no %s annotation",
 		    in->kind, in->name, ANNOTATION_KEY);
 	if (in->annotation_len > ANNOTATION_MAX_LEN)
 		return seterr(err, errlen, "annotation is %zu bytes, more than "
 		    "the limit of %d", in->annotation_len, ANNOTATION_MAX_LEN);
-	return annotation_parse(in->annotation, in->annotation_len, a, err,
-	    errlen);
+	if ((r = annotation_parse(in->annotation, in->annotation_len, a, err,
+	    errlen)) < 0 || a->sidecars_set || cfg->sidecars == NULL)
+		return r;
+	if ((r = resolved_parse_names_text("sidecar-containers", cfg->sidecars,
+	    false, &mode, a->sidecar_names, &a->nsidecar_names, err,
+	    errlen)) < 0)
+		return r;
+	if (mode == RESOLVED_INIT_NONE)
+		a->nsidecar_names = 0;
+	return 0;
 }
 
 /* Compose the whole plan for one instance. */
@@ -731,7 +754,7 @@ plan_build(const struct plan_instance *in, const struct plan_config *cfg,
 
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		return -ENOMEM;
-	if ((r = plan_annotation(in, &p->annot, err, errlen)) < 0 ||
+	if ((r = plan_annotation(in, cfg, &p->annot, err, errlen)) < 0 ||
 	    (r = plan_check_gates(&p->annot, cfg->driver_gates, err,
 	    errlen)) < 0 ||
 	    (r = plan_check_allocatable(&p->annot, err, errlen)) < 0 ||

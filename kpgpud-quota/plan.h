@@ -94,6 +94,9 @@
 #define PLAN_EGATE		(-ENOTSUP)
 #define PLAN_ENEVER		(-EDOM)
 
+/* Whether s is a valid --sidecar-containers value; the reason in err. */
+bool	 plan_sidecars_valid(const char *s, char *err, size_t errlen);
+
 /* The parts of an instance (a KubePlus custom resource) the plan reads. */
 struct plan_instance {
 	char		 api_version[PLAN_NAME_MAX + 1];
@@ -124,6 +127,12 @@ struct plan_config {
 	bool		 owner_refs;	/* owner references where scope allows */
 	bool		 ns_from_namespace; /* tenant ns = the instance's ns */
 	unsigned	 driver_gates;	/* PLAN_GATE_* declared on */
+	/*
+	 * The sidecar containers of an instance that names none: "none" or a
+	 * comma list (kpgpud-quota --sidecar-containers, checked at start
+	 * with plan_sidecars_valid); NULL: resolved_default_sidecars.
+	 */
+	const char	*sidecars;
 };
 
 struct plan_key {

@@ -163,6 +163,62 @@ TEST(exclusive_template)
 	plan_free(p);
 }
 
+/*
+ * The sidecar containers: the instance's list, else the operator's
+ * (--sidecar-containers), else the built-in one; into the resolved and
+ * the plain Namespace annotation alike.
+ */
+TEST(sidecar_containers_sources)
+{
+	struct plan_config cfg = { 0 };
+	struct resolved *r = calloc(1, sizeof(*r));
+	struct plan *p;
+	char err[256];
+	json_t *d;
+
+	REQUIRE(r != NULL);
+	cfg.sidecars = "my-mesh,istio-proxy";
+	REQUIRE((p = build("exclusive", &cfg)) != NULL);
+	REQUIRE(resolved_of(p, r) == 0);
+	CHECK_INT(r->nsidecar_names, 2);
+	CHECK(resolved_sidecar(r, "my-mesh"));
+	CHECK(!resolved_sidecar(r, "linkerd-proxy"));
+	d = plan_ns_annotations(p);
+	CHECK_STR(jstr(d, PLAN_NS_SIDECAR_ANNOT), "my-mesh,istio-proxy");
+	json_decref(d);
+	plan_free(p);
+	/* the instance's own list wins */
+	REQUIRE((p = build("exclusive-sidecars", &cfg)) != NULL);
+	REQUIRE(resolved_of(p, r) == 0);
+	CHECK_INT(r->nsidecar_names, 1);
+	CHECK_STR(r->sidecar_names[0], "my-proxy");
+	plan_free(p);
+	/* the operator says none: every container gets the claim */
+	cfg.sidecars = "none";
+	REQUIRE((p = build("exclusive", &cfg)) != NULL);
+	REQUIRE(resolved_of(p, r) == 0);
+	CHECK_INT(r->nsidecar_names, 0);
+	CHECK(strstr(p->resolved, "sidecar") == NULL);
+	d = plan_ns_annotations(p);
+	CHECK_STR(jstr(d, PLAN_NS_SIDECAR_ANNOT), "none");
+	json_decref(d);
+	plan_free(p);
+	/* unset: the built-in list */
+	cfg.sidecars = NULL;
+	REQUIRE((p = build("exclusive", &cfg)) != NULL);
+	REQUIRE(resolved_of(p, r) == 0);
+	CHECK(resolved_sidecar(r, "vault-agent-init"));
+	plan_free(p);
+	free(r);
+	CHECK(plan_sidecars_valid("none", err, sizeof(err)));
+	CHECK(plan_sidecars_valid("a,b-c", err, sizeof(err)));
+	CHECK(!plan_sidecars_valid("all", err, sizeof(err)));
+	CHECK(!plan_sidecars_valid("a,,b", err, sizeof(err)));
+	CHECK(!plan_sidecars_valid("Envoy", err, sizeof(err)));
+	CHECK(strstr(err, "not a valid container name") != NULL);
+	CHECK(!plan_sidecars_valid("a,a", err, sizeof(err)));
+}
+
 TEST(exclusive_optional_fields)
 {
 	struct plan_config cfg = { 0 };
