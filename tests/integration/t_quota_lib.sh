@@ -125,6 +125,12 @@ claim_pod() {
 	    >/dev/null
 }
 
+# ns_claim NS: the tenant's shared claim or template, as the Namespace names
+# it (kubeplus.io/gpu-claim, else kubeplus.io/gpu-claim-template).
+ns_claim() {
+	jq_api "/api/v1/namespaces/$1" 'o["metadata"].get("annotations",{}).get("kubeplus.io/gpu-claim") or o["metadata"].get("annotations",{}).get("kubeplus.io/gpu-claim-template")'
+}
+
 # pod_phase NS NAME PHASE: the Pod is in that phase.
 pod_phase() {
 	[ "$(jq_api "/api/v1/namespaces/$1/pods/$2" 'o and o["status"].get("phase")')" = "$3" ]
