@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CACHE_SCHEMA_VERSION	2
+#define CACHE_SCHEMA_VERSION	3
 #define CACHE_KEY_MAX		253	/* names, namespaces */
 #define CACHE_GVR_MAX		300	/* "group/version/resource" */
 #define CACHE_RV_MAX		64	/* resourceVersion */

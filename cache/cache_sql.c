@@ -36,6 +36,8 @@ const char *const cache_migrations[CACHE_SCHEMA_VERSION] = {
 	"CREATE INDEX tombstones_gen ON tombstones(gen);",
 	/* 1 -> 2: the usage ledger (cache/usage.c) */
 	USAGE_SCHEMA,
+	/* 2 -> 3: the ledger's intervals by claim name */
+	USAGE_SCHEMA_3,
 };
 
 #define NS_COLS "name, uid, rv, phase, isolated, resolved, labels," \

@@ -17,7 +17,7 @@ enum usage_stmt {
 	U_Q_TENANT, U_Q_CLAIM, U_Q_POD, U_Q_DEVICE, U_HELD,
 	U_OLD, U_HOUR_ADD, U_DEL_OLD, U_DEL_OLD_C, U_CNT, U_CNT_H,
 	U_LOST_ADD, U_LOST_SUM, U_CLOSED_INC, U_CLOSED_GET, U_CLOSED_SET,
-	U_DEL_HOURS,
+	U_DEL_HOURS, U_HAS_CLAIM,
 	U__COUNT
 };
 
@@ -120,6 +120,8 @@ static const char *const usage_sql[U__COUNT] = {
 	    " usage_consumers.claim_uid AND i.start_us ="
 	    " usage_consumers.start_us)",
 	[U_DEL_HOURS] = "DELETE FROM usage_hourly WHERE hour_us < ?1",
+	[U_HAS_CLAIM] = "SELECT count(*) FROM (SELECT 1 FROM usage_intervals"
+	    " WHERE ns = ?1 AND claim = ?2 LIMIT 1)",
 	[U_CNT] = "SELECT count(*) FROM usage_intervals",
 	[U_CNT_H] = "SELECT count(*) FROM usage_hourly",
 	[U_LOST_ADD] = "INSERT INTO usage_lost(at_us, intervals, note)"
@@ -630,4 +632,21 @@ usage_closed_set(struct usage_store *s, uint64_t n)
 {
 	bi(s->st[U_CLOSED_SET], 1, n);
 	return run(s->st[U_CLOSED_SET]);
+}
+
+/* Whether the ledger has any interval of a claim (by namespace and name). */
+int
+usage_claim_known(struct usage_store *s, const char *ns, const char *claim,
+    bool *ret)
+{
+	sqlite3_stmt *st = s->st[U_HAS_CLAIM];
+	uint64_t n = 0;
+	int r;
+
+	bt(st, 1, ns);
+	bt(st, 2, claim);
+	if ((r = two_times(st, &n, NULL)) < 0)
+		return r;
+	*ret = n > 0;
+	return 0;
 }

@@ -89,6 +89,10 @@ int	 usage_close(struct usage_store *s, const char *claim_uid,
 int	 usage_prev_end(struct usage_store *s, const char *driver,
 	    const char *pool, const char *device, uint64_t *ret);
 
+/* Whether the ledger has any interval of a claim (namespace, name). */
+int	 usage_claim_known(struct usage_store *s, const char *ns,
+	    const char *claim, bool *ret);
+
 /* Record a consumer of an interval (a duplicate is ignored). */
 int	 usage_consumer_add(struct usage_store *s, const char *claim_uid,
 	    uint64_t start_us, const char *pod_uid, const char *pod_name);

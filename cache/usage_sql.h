@@ -44,4 +44,7 @@
 	"CREATE TABLE usage_lost(at_us INTEGER PRIMARY KEY," \
 	" intervals INTEGER NOT NULL, note TEXT NOT NULL);"
 
+#define USAGE_SCHEMA_3 \
+	"CREATE INDEX usage_claim ON usage_intervals(ns, claim);"
+
 #endif

@@ -28,6 +28,7 @@ struct acct {
 	struct event		*relist;
 	struct reflector	*claims_rf;
 	uint64_t		 prev_alive;	/* heartbeat before this start */
+	uint64_t		 started_us;	/* this start */
 	bool			 live;		/* a full claims list is in */
 	bool			 missed;	/* a claim's namespace unknown */
 	int64_t			 retention_ms;
@@ -295,6 +296,114 @@ acct_refine(const struct usage_span *sp, void *arg)
 	return 0;
 }
 
+/* The devices a kpgpud ResourceClaimTemplate asks for, as rows. */
+static int
+acct_template_rows(struct acct *a, const char *ns, const char *tmpl,
+    struct usage_row *rows, char (*cls)[LEDGER_FIELD_MAX + 1],
+    char (*prof)[LEDGER_PROFILE_MAX + 1], size_t *ret_n)
+{
+	struct cache_owned *o = NULL, *c = NULL;
+	json_t *d, *reqs, *req;
+	const char *name;
+	size_t i, n = 0;
+	json_int_t k, cnt;
+	int r;
+
+	if ((r = cache_owned_get(a->sd->cache, CACHE_KIND_CLAIMTEMPLATE, ns,
+	    tmpl, &o)) < 0)
+		return r;
+	d = json_loads(o->data, 0, NULL);
+	reqs = json_object_get(json_object_get(json_object_get(
+	    json_object_get(d, "spec"), "spec"), "devices"), "requests");
+	json_array_foreach(reqs, i, req) {
+		name = json_string_value(json_object_get(json_object_get(req,
+		    "exactly"), "deviceClassName"));
+		cnt = json_integer_value(json_object_get(json_object_get(req,
+		    "exactly"), "count"));
+		for (k = 0; name != NULL && k < (cnt > 0 ? cnt : 1) &&
+		    n < LEDGER_DEVICES_MAX; k++, n++) {
+			snprintf(cls[n], sizeof(cls[0]), "%s", name);
+			prof[n][0] = '\0';
+			if (cache_owned_get(a->sd->cache,
+			    CACHE_KIND_DEVICECLASS, "", name, &c) == 0) {
+				ledger_profile_of(c->data, NULL, prof[n]);
+				cache_owned_free(c);
+			}
+			memset(&rows[n], 0, sizeof(rows[n]));
+			rows[n].device_class = cls[n];
+			rows[n].profile = prof[n];
+		}
+	}
+	json_decref(d);
+	cache_owned_free(o);
+	*ret_n = n;
+	return 0;
+}
+
+/*
+ * A finished Pod that ran entirely while sync was away: its generated
+ * claim's allocation was never seen (the claim is gone with its Pod), so
+ * it is reconstructed from the Pod's start and finish and the devices its
+ * template asks for (device names unknown).
+ */
+static int
+acct_pod_gap(struct acct *a, json_t *obj, const struct ledger_pod *p)
+{
+	struct ledger_pod_claim pc[8];
+	struct usage_row rows[LEDGER_DEVICES_MAX];
+	char cls[LEDGER_DEVICES_MAX][LEDGER_FIELD_MAX + 1];
+	char prof[LEDGER_DEVICES_MAX][LEDGER_PROFILE_MAX + 1];
+	char inst[RESOLVED_NAME_MAX + 64], uid[LEDGER_FIELD_MAX + 1];
+	char devname[LEDGER_DEVICES_MAX][16];
+	size_t n, i, j, nrows;
+	bool known;
+	int r;
+
+	if (!ledger_pod_in_gap(p, a->prev_alive, a->started_us) ||
+	    (n = ledger_pod_claims(obj, pc, 8)) == 0 ||
+	    acct_instance(a, p->ns, inst, sizeof(inst)) < 0)
+		return 0;
+	for (i = 0; i < n; i++) {
+		if ((r = usage_claim_known(a->st, p->ns, pc[i].claim,
+		    &known)) < 0)
+			return r;
+		if (known || acct_template_rows(a, p->ns, pc[i].template_name,
+		    rows, cls, prof, &nrows) < 0 || nrows == 0)
+			continue;
+		snprintf(uid, sizeof(uid), "pod:%s/%s", p->uid, pc[i].claim);
+		for (j = 0; j < nrows; j++) {
+			snprintf(devname[j], sizeof(devname[j]), "unknown-%zu",
+			    j);
+			rows[j].claim_uid = uid;
+			rows[j].start_us = p->start_us;
+			rows[j].dev = (unsigned)j;
+			rows[j].ns = p->ns;
+			rows[j].instance = inst;
+			rows[j].claim = pc[i].claim;
+			rows[j].driver = "";
+			rows[j].pool = "";
+			rows[j].device = devname[j];
+			if (ledger_profile_share(rows[j].profile,
+			    &rows[j].share) < 0)
+				rows[j].share = 1.0;
+			rows[j].sig = "";
+			rows[j].start_how = LEDGER_RECONSTRUCTED;
+			rows[j].lo_us = a->prev_alive;
+			if ((r = usage_row_add(a->st, &rows[j])) < 0)
+				return r;
+		}
+		if ((r = usage_consumer_add(a->st, uid, p->start_us, p->uid,
+		    p->name)) < 0 || (r = usage_close(a->st, uid, p->start_us,
+		    p->finish_us, LEDGER_RECONSTRUCTED, a->started_us)) < 0)
+			return r;
+		log_info("usage interval reconstructed from a Pod that ran "
+		    "while sync was down namespace=%s claim=%s devices=%zu "
+		    "seconds=%.3f", log_q(p->ns), log_q(pc[i].claim), nrows,
+		    (double)(p->finish_us - p->start_us) / 1e6);
+	}
+	return 0;
+}
+
 /* A Pod: keep its times with the intervals it consumed. */
 static int
 acct_pod(struct acct *a, json_t *obj)
@@ -311,9 +420,10 @@ acct_pod(struct acct *a, json_t *obj)
 	acct_pending_pod(&a->pending, obj, p.ns, p.name);
 	if (!uses)
 		return 0;
-	if ((r = usage_pod_set(a->st, p.uid, p.start_us, p.finish_us)) < 0)
+	if ((r = usage_pod_set(a->st, p.uid, p.start_us, p.finish_us)) < 0 ||
+	    (r = usage_pod_spans(a->st, p.uid, acct_refine, a)) < 0)
 		return r;
-	return usage_pod_spans(a->st, p.uid, acct_refine, a);
+	return acct_pod_gap(a, obj, &p);
 }
 
 /* Reflector op: an object of one of the two collections. */
@@ -603,6 +713,7 @@ acct_new(struct syncd *sd, int64_t retention_ms, int64_t hours_ms,
 	a->sd = sd;
 	a->retention_ms = retention_ms;
 	a->hours_ms = hours_ms;
+	a->started_us = ledger_now_us();
 	a->last_rollup_ms = monotonic_ms();
 	if (cache_path != NULL && asprintf(&a->tally, "%s.usage-tally",
 	    cache_path) < 0) {

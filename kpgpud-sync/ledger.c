@@ -316,6 +316,46 @@ ledger_pod_from_json(json_t *obj, struct ledger_pod *ret, bool *ret_uses,
 	return 0;
 }
 
+/* The generated claims of a Pod. */
+size_t
+ledger_pod_claims(json_t *pod, struct ledger_pod_claim *ret, size_t max)
+{
+	json_t *st = json_object_get(json_object_get(pod, "status"),
+	    "resourceClaimStatuses"), *rc, *e;
+	const char *name, *tmpl, *claim;
+	size_t i, j, n = 0;
+
+	json_array_foreach(json_object_get(json_object_get(pod, "spec"),
+	    "resourceClaims"), i, rc) {
+		name = fstr(rc, "name");
+		tmpl = fstr(rc, "resourceClaimTemplateName");
+		if (name == NULL || tmpl == NULL || *name == '\0' ||
+		    *tmpl == '\0' || n == max)
+			continue;
+		json_array_foreach(st, j, e) {
+			claim = fstr(e, "resourceClaimName");
+			if (fstr(e, "name") != NULL && strcmp(fstr(e, "name"),
+			    name) == 0 && claim != NULL && *claim != '\0') {
+				ret[n].template_name = tmpl;
+				ret[n].claim = claim;
+				n++;
+				break;
+			}
+		}
+	}
+	return n;
+}
+
+/* Whether a finished Pod ran entirely while sync was away. */
+bool
+ledger_pod_in_gap(const struct ledger_pod *p, uint64_t alive_us,
+    uint64_t now_us)
+{
+	return alive_us != 0 && p->start_us != 0 && p->finish_us != 0 &&
+	    p->start_us >= alive_us && p->finish_us >= p->start_us &&
+	    p->finish_us <= now_us;
+}
+
 /* qsort comparator of device triples. */
 static int
 dev_cmp(const void *a, const void *b)

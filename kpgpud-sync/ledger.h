@@ -112,6 +112,27 @@ int	 ledger_pod_from_json(json_t *obj, struct ledger_pod *ret,
  */
 int	 ledger_signature(const struct ledger_claim *c, char *buf, size_t len);
 
+/* A claim of a Pod made from a template (the claim generated for it). */
+struct ledger_pod_claim {
+	const char	*template_name;
+	const char	*claim;		/* from status.resourceClaimStatuses */
+};
+
+/*
+ * The generated claims of a Pod (template entries whose claim name the
+ * status records), at most max; returns how many.
+ */
+size_t	 ledger_pod_claims(json_t *pod, struct ledger_pod_claim *ret,
+	    size_t max);
+/*
+ * Whether a finished Pod ran entirely while sync was away: it started at
+ * or after alive_us (the last heartbeat before the gap; 0: no earlier run)
+ * and finished by now. Its generated claim's allocation was then never
+ * seen and is reconstructed from the Pod's times.
+ */
+bool	 ledger_pod_in_gap(const struct ledger_pod *p, uint64_t alive_us,
+	    uint64_t now_us);
+
 /* What is known when a claim is observed. */
 struct ledger_obs {
 	bool		 have_open;	/* an open interval is stored */

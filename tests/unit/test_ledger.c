@@ -172,6 +172,33 @@ TEST(ledger_pod_from_json)
 	json_decref(o);
 }
 
+TEST(ledger_pod_gap)
+{
+	json_t *o = json_loads("{\"spec\":{\"resourceClaims\":["
+	    "{\"name\":\"g\",\"resourceClaimTemplateName\":\"t\"},"
+	    "{\"name\":\"s\",\"resourceClaimName\":\"shared\"},"
+	    "{\"name\":\"h\",\"resourceClaimTemplateName\":\"t2\"}]},"
+	    "\"status\":{\"resourceClaimStatuses\":[{\"name\":\"g\","
+	    "\"resourceClaimName\":\"p-g-abcde\"}]}}", 0, NULL);
+	struct ledger_pod_claim pc[4];
+	struct ledger_pod p = { .start_us = 160 * S, .finish_us = 170 * S };
+
+	REQUIRE(o != NULL);
+	/* only template claims whose generated name is recorded */
+	CHECK_INT(ledger_pod_claims(o, pc, 4), 1);
+	CHECK_STR(pc[0].template_name, "t");
+	CHECK_STR(pc[0].claim, "p-g-abcde");
+	CHECK_INT(ledger_pod_claims(o, pc, 0), 0);
+	json_decref(o);
+	/* ran between the last heartbeat (150 s) and this start (200 s) */
+	CHECK(ledger_pod_in_gap(&p, 150 * S, 200 * S));
+	CHECK(!ledger_pod_in_gap(&p, 165 * S, 200 * S));	/* began before */
+	CHECK(!ledger_pod_in_gap(&p, 150 * S, 168 * S));	/* ended after */
+	CHECK(!ledger_pod_in_gap(&p, 0, 200 * S));	/* no earlier run */
+	p.finish_us = 0;
+	CHECK(!ledger_pod_in_gap(&p, 150 * S, 200 * S));	/* still runs */
+}
+
 /* A base observation: sig A stored open from 100 s, now 200 s. */
 static void
 obs(struct ledger_obs *o)
