@@ -354,7 +354,7 @@ acct_pod_gap(struct acct *a, json_t *obj, const struct ledger_pod *p)
 	char cls[LEDGER_DEVICES_MAX][LEDGER_FIELD_MAX + 1];
 	char prof[LEDGER_DEVICES_MAX][LEDGER_PROFILE_MAX + 1];
 	char inst[RESOLVED_NAME_MAX + 64], uid[LEDGER_FIELD_MAX + 1];
-	char devname[LEDGER_DEVICES_MAX][16];
+	char devname[LEDGER_DEVICES_MAX][32];
 	size_t n, i, j, nrows;
 	bool known;
 	int r;
