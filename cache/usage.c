@@ -17,7 +17,7 @@ enum usage_stmt {
 	U_Q_TENANT, U_Q_CLAIM, U_Q_POD, U_Q_DEVICE, U_HELD,
 	U_OLD, U_HOUR_ADD, U_DEL_OLD, U_DEL_OLD_C, U_CNT, U_CNT_H,
 	U_LOST_ADD, U_LOST_SUM, U_CLOSED_INC, U_CLOSED_GET, U_CLOSED_SET,
-	U_DEL_HOURS, U_HAS_CLAIM,
+	U_DEL_HOURS, U_HAS_CLAIM, U_POD_PUT, U_POD_GET, U_POD_DEL, U_POD_ALL,
 	U__COUNT
 };
 
@@ -58,8 +58,19 @@ static const char *const usage_sql[U__COUNT] = {
 	    " WHERE driver = ?1 AND pool = ?2 AND device = ?3",
 	[U_CONS_ADD] = "INSERT INTO usage_consumers(claim_uid, start_us,"
 	    " pod_uid, pod_name, pod_start_us, pod_finish_us)"
-	    " VALUES(?1, ?2, ?3, ?4, 0, 0)"
+	    " VALUES(?1, ?2, ?3, ?4, coalesce((SELECT start_us FROM usage_pods"
+	    " WHERE uid = ?3), 0), coalesce((SELECT finish_us FROM usage_pods"
+	    " WHERE uid = ?3), 0))"
 	    " ON CONFLICT(claim_uid, start_us, pod_uid) DO NOTHING",
+	[U_POD_PUT] = "INSERT INTO usage_pods(uid, ns, name, start_us,"
+	    " finish_us) VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(uid) DO UPDATE"
+	    " SET start_us = excluded.start_us, finish_us = excluded.finish_us"
+	    " WHERE start_us != excluded.start_us OR"
+	    " finish_us != excluded.finish_us",
+	[U_POD_GET] = "SELECT start_us, finish_us FROM usage_pods"
+	    " WHERE uid = ?1",
+	[U_POD_DEL] = "DELETE FROM usage_pods WHERE ns = ?1 AND name = ?2",
+	[U_POD_ALL] = "SELECT ns, name FROM usage_pods",
 	[U_CONS_TIMES] = "SELECT min(nullif(pod_start_us, 0)),"
 	    " CASE WHEN sum(pod_finish_us = 0) > 0 THEN 0"
 	    " ELSE max(pod_finish_us) END FROM usage_consumers"
@@ -649,4 +660,52 @@ usage_claim_known(struct usage_store *s, const char *ns, const char *claim,
 		return r;
 	*ret = n > 0;
 	return 0;
+}
+
+/* Remember a Pod's times. */
+int
+usage_pod_put(struct usage_store *s, const char *uid, const char *ns,
+    const char *name, uint64_t start_us, uint64_t finish_us)
+{
+	sqlite3_stmt *st = s->st[U_POD_PUT];
+
+	bt(st, 1, uid);
+	bt(st, 2, ns);
+	bt(st, 3, name);
+	bi(st, 4, start_us);
+	bi(st, 5, finish_us);
+	return run(st);
+}
+
+/* A Pod's times (0, 0 when unknown). */
+int
+usage_pod_get(struct usage_store *s, const char *uid, uint64_t *ret_start,
+    uint64_t *ret_finish)
+{
+	*ret_start = *ret_finish = 0;
+	bt(s->st[U_POD_GET], 1, uid);
+	return two_times(s->st[U_POD_GET], ret_start, ret_finish);
+}
+
+/* Forget a Pod. */
+int
+usage_pod_del(struct usage_store *s, const char *ns, const char *name)
+{
+	bt(s->st[U_POD_DEL], 1, ns);
+	bt(s->st[U_POD_DEL], 2, name);
+	return run(s->st[U_POD_DEL]);
+}
+
+/* Every remembered Pod's namespace and name. */
+int
+usage_pod_foreach(struct usage_store *s, usage_key_cb cb, void *arg)
+{
+	sqlite3_stmt *st = s->st[U_POD_ALL];
+	int rc, r = 0;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		if ((r = cb(ct(st, 0), ct(st, 1), arg)) != 0)
+			break;
+	rc = done(st, r != 0 ? SQLITE_DONE : rc);
+	return r != 0 ? r : rc;
 }

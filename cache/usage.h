@@ -89,11 +89,24 @@ int	 usage_close(struct usage_store *s, const char *claim_uid,
 int	 usage_prev_end(struct usage_store *s, const char *driver,
 	    const char *pool, const char *device, uint64_t *ret);
 
+/* The Pods that use claims: their start and finish (0 unknown). */
+typedef int (*usage_key_cb)(const char *ns, const char *name, void *arg);
+int	 usage_pod_put(struct usage_store *s, const char *uid, const char *ns,
+	    const char *name, uint64_t start_us, uint64_t finish_us);
+int	 usage_pod_get(struct usage_store *s, const char *uid,
+	    uint64_t *ret_start, uint64_t *ret_finish);
+int	 usage_pod_del(struct usage_store *s, const char *ns,
+	    const char *name);
+int	 usage_pod_foreach(struct usage_store *s, usage_key_cb cb, void *arg);
+
 /* Whether the ledger has any interval of a claim (namespace, name). */
 int	 usage_claim_known(struct usage_store *s, const char *ns,
 	    const char *claim, bool *ret);
 
-/* Record a consumer of an interval (a duplicate is ignored). */
+/*
+ * Record a consumer of an interval (a duplicate is ignored), with the
+ * Pod's times when usage_pods knows them.
+ */
 int	 usage_consumer_add(struct usage_store *s, const char *claim_uid,
 	    uint64_t start_us, const char *pod_uid, const char *pod_name);
 /*

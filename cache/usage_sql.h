@@ -11,7 +11,9 @@
  * usage_consumers: the Pods that reserved the claim during the interval,
  * with their start and finish once known. usage_hourly: closed intervals
  * past retention, rolled up per tenant, class, profile and hour.
- * usage_lost: what a rebuilt cache could not carry over.
+ * usage_lost: what a rebuilt cache could not carry over. usage_pods (3):
+ * the start and finish of every Pod that uses claims, whichever of a claim
+ * and its Pods is seen first.
  */
 #ifndef KPGPUD_CACHE_USAGE_SQL_H
 #define KPGPUD_CACHE_USAGE_SQL_H
@@ -45,6 +47,9 @@
 	" intervals INTEGER NOT NULL, note TEXT NOT NULL);"
 
 #define USAGE_SCHEMA_3 \
-	"CREATE INDEX usage_claim ON usage_intervals(ns, claim);"
+	"CREATE INDEX usage_claim ON usage_intervals(ns, claim);" \
+	"CREATE TABLE usage_pods(uid TEXT PRIMARY KEY, ns TEXT NOT NULL," \
+	" name TEXT NOT NULL, start_us INTEGER NOT NULL," \
+	" finish_us INTEGER NOT NULL) WITHOUT ROWID;"
 
 #endif

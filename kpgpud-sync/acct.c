@@ -181,6 +181,26 @@ acct_consumers(struct acct *a, const struct ledger_claim *c, uint64_t start)
 	return 0;
 }
 
+/* The earliest known start of the Pods a claim is reserved for (0: none). */
+static int
+acct_consumers_start(struct acct *a, const struct ledger_claim *c,
+    uint64_t *ret)
+{
+	uint64_t st, fin;
+	size_t i;
+	int r;
+
+	*ret = 0;
+	for (i = 0; i < c->nconsumers; i++) {
+		if ((r = usage_pod_get(a->st, c->consumers[i].uid, &st,
+		    &fin)) < 0)
+			return r;
+		if (st != 0 && (*ret == 0 || st < *ret))
+			*ret = st;
+	}
+	return 0;
+}
+
 /* The latest end of an earlier interval on any of the claim's devices. */
 static int
 acct_prev_end(struct acct *a, const struct ledger_claim *c, uint64_t *ret)
@@ -238,6 +258,9 @@ acct_observe(struct acct *a, struct ledger_claim *c, bool live)
 	o.alive_us = a->prev_alive;
 	if (o.have_open && (r = usage_consumer_times(a->st, c->uid,
 	    o.open_start_us, &o.pods_start_us, &o.pods_finish_us)) < 0)
+		return r;
+	if (!o.have_open && c->allocated && !live &&
+	    (r = acct_consumers_start(a, c, &o.pods_start_us)) < 0)
 		return r;
 	if (c->allocated && (r = acct_prev_end(a, c, &o.prev_end_us)) < 0)
 		return r;
@@ -420,7 +443,9 @@ acct_pod(struct acct *a, json_t *obj)
 	acct_pending_pod(&a->pending, obj, p.ns, p.name);
 	if (!uses)
 		return 0;
-	if ((r = usage_pod_set(a->st, p.uid, p.start_us, p.finish_us)) < 0 ||
+	if ((r = usage_pod_put(a->st, p.uid, p.ns, p.name, p.start_us,
+	    p.finish_us)) < 0 ||
+	    (r = usage_pod_set(a->st, p.uid, p.start_us, p.finish_us)) < 0 ||
 	    (r = usage_pod_spans(a->st, p.uid, acct_refine, a)) < 0)
 		return r;
 	return acct_pod_gap(a, obj, &p);
@@ -464,7 +489,12 @@ acct_del(struct acct *a, struct reflector *rf, json_t *obj)
 	int r;
 
 	if (acct_which(rf) == 'P') {
+		const char *ns, *name;
+
 		acct_pending_forget(&a->pending, obj);
+		if (sync_obj_key(obj, &ns, &name) == 0 &&
+		    (r = usage_pod_del(a->st, ns, name)) < 0)
+			return acct_failed(a, "pod", r);
 		return 0;
 	}
 	if (acct_which(rf) == 'E') {
@@ -524,6 +554,50 @@ acct_gone_add(const struct usage_open *o, void *arg)
 	return 0;
 }
 
+/* Collect a remembered Pod a list did not return. */
+static int
+acct_pod_gone(const char *ns, const char *name, void *arg)
+{
+	struct acct_gone *g = arg;
+	char key[LEDGER_FIELD_MAX * 2 + 2];
+	void *p;
+	size_t n;
+
+	if (strset_key(key, sizeof(key), ns, name) == 0 &&
+	    strset_has(g->seen, key))
+		return 0;
+	if (g->n == g->alloc) {
+		n = g->alloc ? g->alloc * 2 : 16;
+		if ((p = reallocarray(g->ns, n, sizeof(*g->ns))) == NULL)
+			return -ENOMEM;
+		g->ns = p;
+		if ((p = reallocarray(g->name, n, sizeof(*g->name))) == NULL)
+			return -ENOMEM;
+		g->name = p;
+		g->alloc = n;
+	}
+	snprintf(g->ns[g->n], sizeof(g->ns[0]), "%s", ns);
+	snprintf(g->name[g->n], sizeof(g->name[0]), "%s", name);
+	g->n++;
+	return 0;
+}
+
+/* After a list of Pods: forget the times of Pods that are gone. */
+static int
+acct_pods_prune(struct acct *a, const struct strset *seen)
+{
+	struct acct_gone g = { .seen = seen };
+	size_t i;
+	int r;
+
+	r = usage_pod_foreach(a->st, acct_pod_gone, &g);
+	for (i = 0; i < g.n && r == 0; i++)
+		r = usage_pod_del(a->st, g.ns[i], g.name[i]);
+	free(g.ns);
+	free(g.name);
+	return r;
+}
+
 /* The relist timer: namespaces were not in yet at the first claims list. */
 static void
 acct_relist_cb(evutil_socket_t fd, short what, void *arg)
@@ -560,6 +634,8 @@ acct_prune(struct acct *a, struct reflector *rf, const struct strset *seen)
 
 	if (acct_which(rf) == 'P') {
 		acct_pending_prune(&a->pending, seen);
+		if ((r = acct_pods_prune(a, seen)) < 0)
+			return acct_failed(a, "prune", r);
 		return 0;
 	}
 	if (acct_which(rf) == 'E') {
