@@ -546,3 +546,44 @@ TEST(usage_store_rollup)
 	CHECK_INT(cache_commit(c), 0);
 	uclean(c, s);
 }
+
+static int
+count_keys(const char *ns, const char *name, void *arg)
+{
+	(void)ns;
+	(void)name;
+	(*(int *)arg)++;
+	return 0;
+}
+
+TEST(usage_store_pods)
+{
+	struct cache *c = NULL;
+	struct usage_store *s = NULL;
+	uint64_t st = 0, fin = 0;
+	bool known = true;
+	int n = 0;
+
+	REQUIRE(ustore(&c, &s) == 0);
+	REQUIRE(cache_begin(c) == 0);
+	/* the Pod is seen before the claim that it reserves */
+	CHECK_INT(usage_pod_put(s, "pu1", "ta", "p1", 12 * S, 0), 0);
+	CHECK_INT(usage_pod_get(s, "pu1", &st, &fin), 0);
+	CHECK_INT(st, 12 * S);
+	CHECK_INT(add(s, "u1", "c1", "d1", "", 1.0, 10 * S), 0);
+	CHECK_INT(usage_consumer_add(s, "u1", 10 * S, "pu1", "p1"), 0);
+	CHECK_INT(usage_consumer_times(s, "u1", 10 * S, &st, &fin), 0);
+	CHECK_INT(st, 12 * S);	/* taken from usage_pods */
+	CHECK_INT(fin, 0);
+	CHECK_INT(usage_claim_known(s, "ta", "c1", &known), 0);
+	CHECK(known);
+	CHECK_INT(usage_claim_known(s, "ta", "c2", &known), 0);
+	CHECK(!known);
+	CHECK_INT(usage_pod_foreach(s, count_keys, &n), 0);
+	CHECK_INT(n, 1);
+	CHECK_INT(usage_pod_del(s, "ta", "p1"), 0);
+	CHECK_INT(usage_pod_get(s, "pu1", &st, &fin), 0);
+	CHECK_INT(st, 0);
+	CHECK_INT(cache_commit(c), 0);
+	uclean(c, s);
+}
