@@ -696,9 +696,10 @@ class Suite:
         self.settle(pfx)
 
     def sc_decoys(self, pfx):
-        """Objects labelled managed-by=kpgpud, of other classes, with
-        names next to kpgpud's; pods using them; kpgpud's own object must
-        still be found (a plain pod gets its device)."""
+        """Objects labelled managed-by=kpgpud, of another class, with
+        names next to kpgpud's (one claim, the rest templates); pods using
+        them; kpgpud's own object must still be found (a plain pod gets
+        its device)."""
         n_decoys = 6 if self.args.short else 30
         for ns, (_, own, mx) in TENANTS.items():
             _, owned = self.owned_name(ns)
@@ -706,18 +707,23 @@ class Suite:
             # claim can only be scheduled where both can be allocated
             other = "mig.nvidia.com" if own != "gpu.nvidia.com" else \
                 "gpu.nvidia.com"
+            # one decoy claim (the claim-count quota is maxDevices) used
+            # by a pod, settled before the rest; then decoy templates,
+            # some used by pods
             for i in range(n_decoys):
-                kind = "template" if i % 2 else "claim"
+                kind = "template" if i else "claim"
                 n = "%s-%s%d" % (owned, pfx, i)
                 mk = template if kind == "template" else claim
                 st, _ = self.create(ns, kind, mk(n, other, labels={
                     MANAGED_KEY: "kpgpud", "app.kubernetes.io/name":
                     "kpgpud"}))
-                if 200 <= st < 300 and i < 4:
+                if 200 <= st < 300 and i < 3:
                     ref = {"resourceClaimName": n} if kind == "claim" else \
                         {"resourceClaimTemplateName": n}
                     self.create(ns, "pod", pod(self.name(pfx),
                                                [("mine", ref)]))
+                    if not i:
+                        self.settle(pfx, quiet=False)
             self.create(ns, "pod", pod(self.name(pfx)))
         self.settle(pfx)
 
