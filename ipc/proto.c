@@ -403,7 +403,7 @@ dec_rows(const msgpack_object *o, struct ipc_usage_result *r,
 
 	if (o->type != MSGPACK_OBJECT_ARRAY ||
 	    o->via.array.size > IPC_USAGE_ROWS_MAX) {
-		*why = "rows is not an array of at most 100";
+		*why = "rows is not an array of at most 2000";
 		return -EBADMSG;
 	}
 	if (o->via.array.size == 0)

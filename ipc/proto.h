@@ -65,9 +65,11 @@
  *                  "device_class": str[253], "profile": str[31],
  *                  "device_ms": u64, "gpu_ms": u64, "intervals": u64,
  *                  "bounded": u64, "open": u64,
- *                  "detail": str[4096]}][100],
+ *                  "detail": str[4096]}][2000],
  *                  "more": bool, "lost": u64, "now_us": u64}
- *                 detail is "" except in the status view (a JSON object);
+ *                 a page ends at 2000 rows or about 768 KiB of them (more
+ *                 says whether rows follow); detail is "" except in the
+ *                 status view (a JSON object);
  *                 lost counts closed intervals a rebuilt cache lost.
  *  FAULT_ARM      {"id": u, "deadline_ms": u, "spec": str[512]}
  *                 answered OK or ERROR; only test builds (KPGPUD_FAULTS)
@@ -95,7 +97,8 @@
 #define IPC_LIST_MAX		100	/* NS_LIST limit and items */
 #define IPC_COUNTS_MAX		64	/* STATUS_RESULT.counts entries */
 #define IPC_SPEC_MAX		512	/* FAULT_ARM.spec */
-#define IPC_USAGE_ROWS_MAX	100	/* USAGE_RESULT.rows */
+#define IPC_USAGE_ROWS_MAX	2000	/* USAGE_RESULT.rows */
+#define IPC_USAGE_PAGE_BYTES	(768 * 1024)	/* a page's rows, about */
 #define IPC_INSTANCE_MAX	320	/* "Kind/name" */
 #define IPC_PROFILE_MAX		31
 #define IPC_DETAIL_MAX		4096

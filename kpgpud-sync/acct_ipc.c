@@ -22,6 +22,7 @@
 /* A page being filled. */
 struct page {
 	struct ipc_usage_result	*res;
+	size_t			 bytes;	/* encoded size of the rows, about */
 	uint32_t		 skip;	/* rows before the offset left */
 	struct syncd		*sd;
 	const char		*ns;	/* status: the tenant's namespace */
@@ -37,6 +38,26 @@ put(char *dst, size_t len, const char *s)
 	snprintf(dst, len, "%s", s != NULL ? s : "");
 }
 
+/* Whether the page is full (rows or bytes); then more rows follow. */
+static bool
+page_full(struct page *p)
+{
+	if (p->res->nrows < IPC_USAGE_ROWS_MAX &&
+	    p->bytes < IPC_USAGE_PAGE_BYTES)
+		return false;
+	p->res->more = true;
+	return true;
+}
+
+/* The encoded size of a row, about (its strings and the keys). */
+static size_t
+row_bytes(const struct ipc_usage_row *r)
+{
+	return strlen(r->ns) + strlen(r->instance) + strlen(r->key) +
+	    strlen(r->device_class) + strlen(r->profile) +
+	    (r->detail != NULL ? strlen(r->detail) : 0) + 160;
+}
+
 /* One aggregated row into the page (or skipped before the offset). */
 static int
 page_add(const struct usage_sum *u, void *arg)
@@ -48,10 +69,8 @@ page_add(const struct usage_sum *u, void *arg)
 		p->skip--;
 		return 0;
 	}
-	if (p->res->nrows == IPC_USAGE_ROWS_MAX) {
-		p->res->more = true;
+	if (page_full(p))
 		return -ECANCELED;
-	}
 	r = &p->res->rows[p->res->nrows++];
 	memset(r, 0, sizeof(*r));
 	put(r->ns, sizeof(r->ns), u->ns);
@@ -64,6 +83,7 @@ page_add(const struct usage_sum *u, void *arg)
 	r->intervals = u->intervals;
 	r->bounded = u->bounded;
 	r->open = u->open;
+	p->bytes += row_bytes(r);
 	return 0;
 }
 
@@ -155,10 +175,8 @@ status_row(const struct cache_instance *in, void *arg)
 		p->skip--;
 		return 0;
 	}
-	if (p->res->nrows == IPC_USAGE_ROWS_MAX) {
-		p->res->more = true;
+	if (page_full(p))
 		return -ECANCELED;
-	}
 	r = &p->res->rows[p->res->nrows++];
 	memset(r, 0, sizeof(*r));
 	put(r->ns, sizeof(r->ns), ns);
@@ -171,7 +189,10 @@ status_row(const struct cache_instance *in, void *arg)
 	r->detail = status_detail(p, in, ns, &pending, &held);
 	r->open = held;
 	r->intervals = pending;
-	return r->detail != NULL ? 0 : -ENOMEM;
+	if (r->detail == NULL)
+		return -ENOMEM;
+	p->bytes += row_bytes(r);
+	return 0;
 }
 
 /* USAGE: one page of a view. */

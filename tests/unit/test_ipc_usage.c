@@ -107,9 +107,9 @@ TEST(ipc_usage_result)
 
 TEST(ipc_usage_decoder_caps)
 {
-	/* [19, {"id":1, "rows": <array of 101 nils>, ...}] is refused
+	/* [19, {"id":1, "rows": <array of 2001 nils>, ...}] is refused
 	   before any row is read */
-	uint8_t b[512];
+	uint8_t b[4096];
 	size_t n = 0;
 	struct ipc_msg d;
 	const char *why = NULL;
@@ -119,12 +119,14 @@ TEST(ipc_usage_decoder_caps)
 	b[n++] = 0x85;
 	b[n++] = 0xa2; memcpy(b + n, "id", 2); n += 2; b[n++] = 1;
 	b[n++] = 0xa4; memcpy(b + n, "rows", 4); n += 4;
-	b[n++] = 0xdc; b[n++] = 0; b[n++] = IPC_USAGE_ROWS_MAX + 1;
+	b[n++] = 0xdc;
+	b[n++] = (IPC_USAGE_ROWS_MAX + 1) >> 8;
+	b[n++] = (IPC_USAGE_ROWS_MAX + 1) & 0xff;
 	for (int i = 0; i < IPC_USAGE_ROWS_MAX + 1; i++)
 		b[n++] = 0xc0;
 	b[n++] = 0xa4; memcpy(b + n, "more", 4); n += 4; b[n++] = 0xc2;
 	b[n++] = 0xa4; memcpy(b + n, "lost", 4); n += 4; b[n++] = 0;
 	b[n++] = 0xa6; memcpy(b + n, "now_us", 6); n += 6; b[n++] = 0;
 	CHECK_INT(ipc_msg_decode(b, n, &d, &why), -EBADMSG);
-	CHECK_STR(why, "rows is not an array of at most 100");
+	CHECK_STR(why, "rows is not an array of at most 2000");
 }
