@@ -13,7 +13,7 @@
  * Request modes (one well-formed request, then its answer is printed, exit
  * 0 on an answer that is not ERROR): lookup (NS_LOOKUP "default"), list
  * (NS_LIST), subscribe (SUBSCRIBE namespaces), subscribeall (every topic),
- * status (STATUS; prints how many counts came back).
+ * status (STATUS; prints how many counts came back), usage (USAGE).
  */
 #include <errno.h>
 #include <poll.h>
@@ -181,7 +181,8 @@ send_mode(const char *mode, enum ipc_role role)
 		put_req(IPC_STATUS);
 	else if (strcmp(mode, "lookup") == 0 || strcmp(mode, "list") == 0 ||
 	    strcmp(mode, "subscribe") == 0 ||
-	    strcmp(mode, "subscribeall") == 0 || strcmp(mode, "status") == 0) {
+	    strcmp(mode, "subscribeall") == 0 || strcmp(mode, "status") == 0 ||
+	    strcmp(mode, "usage") == 0) {
 		struct ipc_msg m;
 
 		memset(&m, 0, sizeof(m));
@@ -194,6 +195,9 @@ send_mode(const char *mode, enum ipc_role role)
 		} else if (mode[0] == 'l') {
 			m.type = IPC_NS_LIST;
 			m.u.ns_list.limit = 10;
+		} else if (mode[0] == 'u') {
+			m.type = IPC_USAGE;
+			m.u.usage.until_us = 1ull << 62;
 		} else if (mode[1] == 'u') {
 			m.type = IPC_SUBSCRIBE;
 			m.u.subscribe.topics = strcmp(mode, "subscribe") == 0 ?
