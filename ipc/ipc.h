@@ -231,9 +231,9 @@ int	 ipc_client_request(struct ipc_client *c, struct ipc_msg *req,
 /* Forget a pending request: its callback will not be called. */
 int	 ipc_client_cancel(struct ipc_client *c, uint32_t id);
 
-/* ---- blocking client for kpgpuctl and tests (sync.c) ---- */
+/* ---- blocking client for kpgpuctl and tests (call.c) ---- */
 
-struct ipc_sync;
+struct ipc_call;
 
 /*
  * Connect to path, say HELLO as role and wait for HELLO_OK, all within
@@ -241,25 +241,25 @@ struct ipc_sync;
  * -ECONNREFUSED/-ENOENT..., -ETIMEDOUT, -EPERM (server uid, or refused with
  * ERROR), -EBADMSG (bad answer).
  */
-int	 ipc_sync_connect(const char *path, enum ipc_role role,
+int	 ipc_call_open(const char *path, enum ipc_role role,
 	    const uid_t *server_uids, size_t nuids, unsigned timeout_ms,
-	    struct ipc_sync **ret);
-void	 ipc_sync_close(struct ipc_sync *s);
+	    struct ipc_call **ret);
+void	 ipc_call_close(struct ipc_call *s);
 /* Send req (id assigned, deadline set) and wait for its reply (ERROR too). */
-int	 ipc_sync_call(struct ipc_sync *s, struct ipc_msg *req,
+int	 ipc_call_request(struct ipc_call *s, struct ipc_msg *req,
 	    unsigned timeout_ms, struct ipc_msg *ret);
 /* Wait for the next frame of any kind (e.g. a CHANGE push). */
-int	 ipc_sync_recv(struct ipc_sync *s, unsigned timeout_ms,
+int	 ipc_call_recv(struct ipc_call *s, unsigned timeout_ms,
 	    struct ipc_msg *ret);
 /* Send a frame without waiting. */
-int	 ipc_sync_send(struct ipc_sync *s, const struct ipc_msg *msg);
+int	 ipc_call_send(struct ipc_call *s, const struct ipc_msg *msg);
 /* The connected fd (for poll). */
-int	 ipc_sync_fd(const struct ipc_sync *s);
+int	 ipc_call_fd(const struct ipc_call *s);
 
 /*
  * One request, one reply: connect, HELLO, call, close, all within
  * timeout_ms. 0 with *ret filled (an ERROR reply included; release with
- * ipc_msg_clear), or -errno as for ipc_sync_connect / -ETIMEDOUT.
+ * ipc_msg_clear), or -errno as for ipc_call_open / -ETIMEDOUT.
  */
 int	 ipc_call(const char *path, enum ipc_role role, struct ipc_msg *req,
 	    unsigned timeout_ms, struct ipc_msg *ret);

@@ -53,13 +53,13 @@ cache_fail(const char *what, int r, const struct ipc_msg *reply)
 
 /* One request, one reply of the expected type. */
 static int
-cache_call(const struct cache_cli *o, struct ipc_sync *s, struct ipc_msg *req,
+cache_call(const struct cache_cli *o, struct ipc_call *s, struct ipc_msg *req,
     enum ipc_type want, struct ipc_msg *ret)
 {
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
-	if ((r = ipc_sync_call(s, req, o->timeout_ms, ret)) < 0)
+	if ((r = ipc_call_request(s, req, o->timeout_ms, ret)) < 0)
 		return r;
 	if (ret->type == IPC_ERROR)
 		return -(int)ret->u.error.code;
@@ -72,7 +72,7 @@ cache_call(const struct cache_cli *o, struct ipc_sync *s, struct ipc_msg *req,
 
 /* cache list: every page of NS_LIST. */
 static int
-cache_list(const struct cache_cli *o, struct ipc_sync *s)
+cache_list(const struct cache_cli *o, struct ipc_call *s)
 {
 	struct ipc_msg req, rep;
 	char after[IPC_NS_MAX + 1] = "";
@@ -110,7 +110,7 @@ cache_list(const struct cache_cli *o, struct ipc_sync *s)
 
 /* cache get NAMESPACE. */
 static int
-cache_get(const struct cache_cli *o, struct ipc_sync *s, const char *ns)
+cache_get(const struct cache_cli *o, struct ipc_call *s, const char *ns)
 {
 	struct ipc_msg req, rep;
 	const struct ipc_ns_result *nr = &rep.u.ns_result;
@@ -142,7 +142,7 @@ cache_get(const struct cache_cli *o, struct ipc_sync *s, const char *ns)
 
 /* cache status. */
 static int
-cache_status(const struct cache_cli *o, struct ipc_sync *s)
+cache_status(const struct cache_cli *o, struct ipc_call *s)
 {
 	struct ipc_msg req, rep;
 	size_t i;
@@ -188,7 +188,7 @@ cache_print_push(const struct ipc_msg *m, bool live)
 
 /* cache watch: SUBSCRIBE to everything and print what arrives. */
 static int
-cache_watch(const struct cache_cli *o, struct ipc_sync *s)
+cache_watch(const struct cache_cli *o, struct ipc_call *s)
 {
 	struct ipc_msg req, m;
 	bool live = false;
@@ -210,7 +210,7 @@ cache_watch(const struct cache_cli *o, struct ipc_sync *s)
 	ipc_msg_clear(&m);
 	fflush(stdout);
 	while (!live || o->count < 0 || seen < o->count) {
-		if ((r = ipc_sync_recv(s, 24u * 3600 * 1000, &m)) < 0) {
+		if ((r = ipc_call_recv(s, 24u * 3600 * 1000, &m)) < 0) {
 			fprintf(stderr, "kpgpuctl cache watch: %s\n",
 			    strerror(-r));
 			return 1;
@@ -260,7 +260,7 @@ int
 ctl_cmd_cache(int argc, char **argv)
 {
 	struct cache_cli o = { NULL, CACHE_DEFAULT_TIMEOUT, NULL, 0, -1 };
-	struct ipc_sync *s;
+	struct ipc_call *s;
 	char *pos[2];
 	int n, r;
 
@@ -279,7 +279,7 @@ ctl_cmd_cache(int argc, char **argv)
 	if (o.socket == NULL &&
 	    (o.socket = getenv("KPGPUD_SYNC_SOCKET")) == NULL)
 		o.socket = CACHE_DEFAULT_SOCKET;
-	if ((r = ipc_sync_connect(o.socket, IPC_ROLE_CTL, NULL, 0,
+	if ((r = ipc_call_open(o.socket, IPC_ROLE_CTL, NULL, 0,
 	    o.timeout_ms, &s)) < 0) {
 		fprintf(stderr, "kpgpuctl cache: cannot reach %s: %s\n",
 		    o.socket, strerror(-r));
@@ -293,6 +293,6 @@ ctl_cmd_cache(int argc, char **argv)
 		r = cache_watch(&o, s);
 	else
 		r = cache_status(&o, s);
-	ipc_sync_close(s);
+	ipc_call_close(s);
 	return r;
 }

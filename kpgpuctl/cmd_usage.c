@@ -61,7 +61,7 @@ parse_when(const char *s, uint64_t *ret)
 
 /* One USAGE page. */
 static int
-usage_page(const struct usage_cli *o, struct ipc_sync *s, uint32_t view,
+usage_page(const struct usage_cli *o, struct ipc_call *s, uint32_t view,
     uint32_t offset, struct ipc_msg *rep)
 {
 	struct ipc_msg req;
@@ -75,7 +75,7 @@ usage_page(const struct usage_cli *o, struct ipc_sync *s, uint32_t view,
 	req.u.usage.until_us = o->until;
 	req.u.usage.offset = offset;
 	memset(rep, 0, sizeof(*rep));
-	if ((r = ipc_sync_call(s, &req, o->timeout_ms, rep)) < 0)
+	if ((r = ipc_call_request(s, &req, o->timeout_ms, rep)) < 0)
 		return r;
 	if (rep->type == IPC_ERROR) {
 		fprintf(stderr, "kpgpuctl: sync refused: %s\n",
@@ -180,7 +180,7 @@ usage_header(const struct usage_cli *o)
 
 /* usage: every page, printed as it comes. */
 static int
-usage_run(const struct usage_cli *o, struct ipc_sync *s)
+usage_run(const struct usage_cli *o, struct ipc_call *s)
 {
 	struct ipc_msg rep;
 	json_t *arr = json_array(), *doc;
@@ -238,7 +238,7 @@ put_quoted(const char *key, const char *v)
 
 /* status: one line per tenant. */
 static int
-status_run(const struct usage_cli *o, struct ipc_sync *s)
+status_run(const struct usage_cli *o, struct ipc_call *s)
 {
 	struct ipc_msg rep;
 	uint32_t offset = 0;
@@ -376,7 +376,7 @@ usage_main(int argc, char **argv, bool status)
 {
 	struct usage_cli o = { NULL, USAGE_DEFAULT_TIMEOUT, 0, 0, 0,
 	    FMT_TABLE };
-	struct ipc_sync *s;
+	struct ipc_call *s;
 	int r;
 
 	o.until = (uint64_t)INT64_MAX;
@@ -385,14 +385,14 @@ usage_main(int argc, char **argv, bool status)
 	if (o.socket == NULL &&
 	    (o.socket = getenv("KPGPUD_SYNC_SOCKET")) == NULL)
 		o.socket = USAGE_DEFAULT_SOCKET;
-	if ((r = ipc_sync_connect(o.socket, IPC_ROLE_CTL, NULL, 0,
+	if ((r = ipc_call_open(o.socket, IPC_ROLE_CTL, NULL, 0,
 	    o.timeout_ms, &s)) < 0) {
 		fprintf(stderr, "kpgpuctl %s: cannot reach %s: %s\n",
 		    status ? "status" : "usage", o.socket, strerror(-r));
 		return 1;
 	}
 	r = status ? status_run(&o, s) : usage_run(&o, s);
-	ipc_sync_close(s);
+	ipc_call_close(s);
 	return r;
 }
 

@@ -410,17 +410,17 @@ TEST(slow_subscriber_is_dropped)
 
 TEST(client_checks_server_uid)
 {
-	struct ipc_sync *s = NULL;
+	struct ipc_call *s = NULL;
 	uid_t other = geteuid() + 1;
 	uid_t me = geteuid();
 
 	setup(0);
 	REQUIRE(w.srv != NULL);
-	CHECK_INT(ipc_sync_connect(w.path, IPC_ROLE_CTL, &other, 1, 1000, &s),
+	CHECK_INT(ipc_call_open(w.path, IPC_ROLE_CTL, &other, 1, 1000, &s),
 	    -EPERM);
 	CHECK(s == NULL);
 	/* the blocking client with the right uid needs the loop to answer */
-	CHECK_INT(ipc_sync_connect(w.path, IPC_ROLE_CTL, &me, 1, 100, &s),
+	CHECK_INT(ipc_call_open(w.path, IPC_ROLE_CTL, &me, 1, 100, &s),
 	    -ETIMEDOUT);
 	teardown();
 }

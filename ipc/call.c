@@ -15,9 +15,9 @@
 #include "common/util.h"
 #include "ipc/ipc.h"
 
-#define SYNC_READ_CHUNK	65536
+#define CALL_READ_CHUNK	65536
 
-struct ipc_sync {
+struct ipc_call {
 	int		 fd;
 	struct evbuffer	*in;
 	uint32_t	 next_id;
@@ -34,7 +34,7 @@ left_ms(uint64_t end)
 
 /* Connect a blocking Unix socket, the wait bounded by timeout_ms. */
 static int
-sync_open(const char *path, unsigned timeout_ms, int *ret_fd)
+call_connect(const char *path, unsigned timeout_ms, int *ret_fd)
 {
 	struct sockaddr_un sun;
 	struct timeval tv = { .tv_sec = timeout_ms / 1000,
@@ -86,7 +86,7 @@ write_all(int fd, const uint8_t *buf, size_t len, uint64_t end)
 
 /* Send one frame, bounded by the deadline. */
 static int
-sync_send_until(struct ipc_sync *s, const struct ipc_msg *msg, uint64_t end)
+call_send_until(struct ipc_call *s, const struct ipc_msg *msg, uint64_t end)
 {
 	uint8_t *buf;
 	size_t len;
@@ -101,7 +101,7 @@ sync_send_until(struct ipc_sync *s, const struct ipc_msg *msg, uint64_t end)
 
 /* Read the next frame before the deadline. */
 static int
-sync_recv_until(struct ipc_sync *s, uint64_t end, struct ipc_msg *ret)
+call_recv_until(struct ipc_call *s, uint64_t end, struct ipc_msg *ret)
 {
 	struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
 	int rc, n;
@@ -117,7 +117,7 @@ sync_recv_until(struct ipc_sync *s, uint64_t end, struct ipc_msg *ret)
 			return -errno;
 		if (n <= 0)
 			continue;
-		n = evbuffer_read(s->in, s->fd, SYNC_READ_CHUNK);
+		n = evbuffer_read(s->in, s->fd, CALL_READ_CHUNK);
 		if (n == 0)
 			return -ECONNRESET;
 		if (n < 0 && errno != EAGAIN && errno != EINTR)
@@ -127,12 +127,12 @@ sync_recv_until(struct ipc_sync *s, uint64_t end, struct ipc_msg *ret)
 
 /* Connect, check the server's uid, and exchange HELLO. */
 int
-ipc_sync_connect(const char *path, enum ipc_role role,
+ipc_call_open(const char *path, enum ipc_role role,
     const uid_t *server_uids, size_t nuids, unsigned timeout_ms,
-    struct ipc_sync **ret)
+    struct ipc_call **ret)
 {
 	uint64_t end = monotonic_ms() + timeout_ms;
-	struct ipc_sync *s;
+	struct ipc_call *s;
 	struct ipc_cred cr;
 	struct ipc_msg m;
 	int rc;
@@ -145,7 +145,7 @@ ipc_sync_connect(const char *path, enum ipc_role role,
 		rc = -ENOMEM;
 		goto fail;
 	}
-	if ((rc = sync_open(path, timeout_ms, &s->fd)) < 0)
+	if ((rc = call_connect(path, timeout_ms, &s->fd)) < 0)
 		goto fail;
 	if ((rc = ipc_peer_cred(s->fd, &cr)) < 0)
 		goto fail;
@@ -157,8 +157,8 @@ ipc_sync_connect(const char *path, enum ipc_role role,
 	m.type = IPC_HELLO;
 	m.u.hello.version = IPC_PROTO_VERSION;
 	m.u.hello.role = role;
-	if ((rc = sync_send_until(s, &m, end)) < 0 ||
-	    (rc = sync_recv_until(s, end, &m)) < 0)
+	if ((rc = call_send_until(s, &m, end)) < 0 ||
+	    (rc = call_recv_until(s, end, &m)) < 0)
 		goto fail;
 	if (m.type != IPC_HELLO_OK)
 		rc = m.type == IPC_ERROR ? -(int)m.u.error.code : -EBADMSG;
@@ -168,13 +168,13 @@ ipc_sync_connect(const char *path, enum ipc_role role,
 	*ret = s;
 	return 0;
 fail:
-	ipc_sync_close(s);
+	ipc_call_close(s);
 	return rc;
 }
 
 /* Close the connection. NULL ok. */
 void
-ipc_sync_close(struct ipc_sync *s)
+ipc_call_close(struct ipc_call *s)
 {
 	if (s == NULL)
 		return;
@@ -187,21 +187,21 @@ ipc_sync_close(struct ipc_sync *s)
 
 /* Send one frame as is. */
 int
-ipc_sync_send(struct ipc_sync *s, const struct ipc_msg *msg)
+ipc_call_send(struct ipc_call *s, const struct ipc_msg *msg)
 {
-	return sync_send_until(s, msg, monotonic_ms() + 5000);
+	return call_send_until(s, msg, monotonic_ms() + 5000);
 }
 
 /* Wait for the next frame of any type. */
 int
-ipc_sync_recv(struct ipc_sync *s, unsigned timeout_ms, struct ipc_msg *ret)
+ipc_call_recv(struct ipc_call *s, unsigned timeout_ms, struct ipc_msg *ret)
 {
-	return sync_recv_until(s, monotonic_ms() + timeout_ms, ret);
+	return call_recv_until(s, monotonic_ms() + timeout_ms, ret);
 }
 
 /* Send a request and wait for the reply with its id; pushes are skipped. */
 int
-ipc_sync_call(struct ipc_sync *s, struct ipc_msg *req, unsigned timeout_ms,
+ipc_call_request(struct ipc_call *s, struct ipc_msg *req, unsigned timeout_ms,
     struct ipc_msg *ret)
 {
 	uint64_t end = monotonic_ms() + timeout_ms;
@@ -214,10 +214,10 @@ ipc_sync_call(struct ipc_sync *s, struct ipc_msg *req, unsigned timeout_ms,
 	if (s->next_id == 0)
 		s->next_id = 1;
 	req->deadline_ms = timeout_ms;
-	if ((rc = sync_send_until(s, req, end)) < 0)
+	if ((rc = call_send_until(s, req, end)) < 0)
 		return rc;
 	for (;;) {
-		if ((rc = sync_recv_until(s, end, &m)) < 0)
+		if ((rc = call_recv_until(s, end, &m)) < 0)
 			return rc;
 		if (ipc_type_is_reply(m.type) && m.id == req->id)
 			break;
@@ -234,7 +234,7 @@ ipc_sync_call(struct ipc_sync *s, struct ipc_msg *req, unsigned timeout_ms,
 
 /* The connected socket. */
 int
-ipc_sync_fd(const struct ipc_sync *s)
+ipc_call_fd(const struct ipc_call *s)
 {
 	return s->fd;
 }
@@ -245,13 +245,14 @@ ipc_call(const char *path, enum ipc_role role, struct ipc_msg *req,
     unsigned timeout_ms, struct ipc_msg *ret)
 {
 	uint64_t end = monotonic_ms() + timeout_ms;
-	struct ipc_sync *s;
+	struct ipc_call *s;
 	int rc, left;
 
-	if ((rc = ipc_sync_connect(path, role, NULL, 0, timeout_ms, &s)) < 0)
+	if ((rc = ipc_call_open(path, role, NULL, 0, timeout_ms, &s)) < 0)
 		return rc;
 	left = left_ms(end);
-	rc = left > 0 ? ipc_sync_call(s, req, (unsigned)left, ret) : -ETIMEDOUT;
-	ipc_sync_close(s);
+	rc = left > 0 ? ipc_call_request(s, req, (unsigned)left, ret) :
+	    -ETIMEDOUT;
+	ipc_call_close(s);
 	return rc;
 }
