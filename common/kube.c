@@ -343,7 +343,7 @@ build_headers(struct kube_req *x)
  * real host and port, as client-go's ServerName does.
  */
 static int
-server_names(struct kube_client *c)
+api_server_names(struct kube_client *c)
 {
 	const char *name = c->cfg->tls_server_name;
 	char *host = NULL, *port = NULL, *url = NULL, *ct = NULL;
@@ -855,7 +855,7 @@ kube_client_new(struct event_base *base, struct kube_config *cfg,
 	else
 		c->user_agent = strdup("kpgpud/" KPGPUD_VERSION);
 	c->o.user_agent = NULL;
-	if (c->user_agent == NULL || server_names(c) < 0 ||
+	if (c->user_agent == NULL || api_server_names(c) < 0 ||
 	    (c->multi = curl_multi_init()) == NULL ||
 	    (c->curl_timer = evtimer_new(base, curl_timer_cb, c)) == NULL ||
 	    (c->rl_timer = evtimer_new(base, rl_timer_cb, c)) == NULL ||

@@ -234,7 +234,7 @@ struct sync_result {
 
 /* Callback of kube_request_sync: keep what the caller asked for. */
 static void
-sync_cb(const struct kube_response *resp, void *arg)
+collect_cb(const struct kube_response *resp, void *arg)
 {
 	struct sync_result *s = arg;
 
@@ -262,7 +262,7 @@ kube_request_sync(struct kube_config *cfg, const struct kube_client_opts *opts,
 	    (c = kube_client_new(base, cfg, opts)) == NULL)
 		goto fail;
 	if ((r = kube_request(c, method, path_and_query, content_type, body,
-	    len, sync_cb, &s, NULL)) < 0) {
+	    len, collect_cb, &s, NULL)) < 0) {
 		snprintf(err, errlen, "bad request: %s", strerror(-r));
 		goto fail;
 	}

@@ -12,7 +12,7 @@
 
 /* End a watch: detach it, then tell the owner why. */
 static void
-watch_end(struct kube_req *x, enum kube_watch_reason why, long status,
+end_watch(struct kube_req *x, enum kube_watch_reason why, long status,
     int error, const char *message, const char *reason)
 {
 	struct kube_watch_end e = {
@@ -42,12 +42,12 @@ kube_watch_dispatch(struct kube_req *x)
 		if ((r = watchstream_next(x->ws, &ev)) == 0)
 			return;
 		if (r < 0) {
-			watch_end(x, KUBE_WATCH_PARSE_ERROR, 200, r,
+			end_watch(x, KUBE_WATCH_PARSE_ERROR, 200, r,
 			    watchstream_error(x->ws), NULL);
 			return;
 		}
 		if (ev.type == WATCH_ERROR) {
-			watch_end(x, ev.expired ? KUBE_WATCH_EXPIRED :
+			end_watch(x, ev.expired ? KUBE_WATCH_EXPIRED :
 			    KUBE_WATCH_ERROR_EVENT, ev.code, 0,
 			    *ev.message ? ev.message : "ERROR event",
 			    ev.reason);
@@ -75,15 +75,15 @@ kube_watch_finish(struct kube_req *x, long status)
 	if (x->stream || (status == 200 && e == 0)) {
 		if ((w = watchstream_end(x->ws)) < 0 ||
 		    (e != 0 && x->result == CURLE_WRITE_ERROR && !x->not_h2))
-			watch_end(x, KUBE_WATCH_PARSE_ERROR, status,
+			end_watch(x, KUBE_WATCH_PARSE_ERROR, status,
 			    w < 0 ? w : -EMSGSIZE, watchstream_error(x->ws),
 			    NULL);
 		else if (e != 0)
-			watch_end(x, KUBE_WATCH_TRANSPORT, status, e,
+			end_watch(x, KUBE_WATCH_TRANSPORT, status, e,
 			    *kube_errtext(x) ? kube_errtext(x) : strerror(-e),
 			    NULL);
 		else
-			watch_end(x, KUBE_WATCH_CLOSED, status, 0,
+			end_watch(x, KUBE_WATCH_CLOSED, status, 0,
 			    "closed by server", NULL);
 		return;
 	}
@@ -95,7 +95,7 @@ kube_watch_finish(struct kube_req *x, long status)
 	if (e == 0 && r.body_len > 0)
 		r.json = kube_body_json(r.body, r.body_len);
 	kube_status_text(&r, msg, sizeof(msg), kube_errtext(x));
-	watch_end(x, e != 0 && status == 0 ? KUBE_WATCH_TRANSPORT :
+	end_watch(x, e != 0 && status == 0 ? KUBE_WATCH_TRANSPORT :
 	    KUBE_WATCH_HTTP_ERROR, status, e, r.message, r.reason);
 	json_decref(r.json);
 }
@@ -114,7 +114,7 @@ kube_watch_stall_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	c->depth++;
 	snprintf(msg, sizeof(msg), "no data for %d ms", c->o.watch_stall_ms);
-	watch_end(x, KUBE_WATCH_STALLED, 0, -ETIMEDOUT, msg, NULL);
+	end_watch(x, KUBE_WATCH_STALLED, 0, -ETIMEDOUT, msg, NULL);
 	c->depth--;
 	kube_client_reap(c);
 }

@@ -741,7 +741,7 @@ bind_path(const char *path, int *ret_fd)
 
 /* Fill in the defaults of a server config. */
 static void
-config_defaults(struct ipc_server_config *cfg)
+srv_defaults(struct ipc_server_config *cfg)
 {
 	if (cfg->max_frame == 0 || cfg->max_frame > IPC_FRAME_MAX)
 		cfg->max_frame = IPC_FRAME_MAX;
@@ -772,7 +772,7 @@ ipc_server_new(struct event_base *base, const struct ipc_server_config *cfg,
 		return -ENOMEM;
 	srv->base = base;
 	srv->cfg = *cfg;
-	config_defaults(&srv->cfg);
+	srv_defaults(&srv->cfg);
 	LIST_INIT(&srv->conns);
 	if (cfg->path != NULL && (srv->path = strdup(cfg->path)) == NULL)
 		goto fail;

@@ -22,7 +22,7 @@
 #define CACHE_DEFAULT_SOCKET	"/run/kpgpud/sync.sock"
 #define CACHE_DEFAULT_TIMEOUT	5000
 
-struct cache_cli {
+struct cachecmd {
 	const char	*socket;
 	unsigned	 timeout_ms;
 	const char	*prefix;
@@ -32,7 +32,7 @@ struct cache_cli {
 
 /* Print usage to f. */
 static void
-cache_usage(FILE *f)
+cachecmd_usage(FILE *f)
 {
 	fprintf(f, "usage: kpgpuctl cache [--socket PATH] [--timeout MS] "
 	    "list [--prefix P] | get NAMESPACE | status |\n"
@@ -41,7 +41,7 @@ cache_usage(FILE *f)
 
 /* Report an IPC failure: ERROR replies carry their message. */
 static int
-cache_fail(const char *what, int r, const struct ipc_msg *reply)
+cachecmd_fail(const char *what, int r, const struct ipc_msg *reply)
 {
 	if (reply != NULL && reply->type == IPC_ERROR)
 		fprintf(stderr, "kpgpuctl cache %s: %s (%s)\n", what,
@@ -53,7 +53,7 @@ cache_fail(const char *what, int r, const struct ipc_msg *reply)
 
 /* One request, one reply of the expected type. */
 static int
-cache_call(const struct cache_cli *o, struct ipc_call *s, struct ipc_msg *req,
+cachecmd_call(const struct cachecmd *o, struct ipc_call *s, struct ipc_msg *req,
     enum ipc_type want, struct ipc_msg *ret)
 {
 	int r;
@@ -72,7 +72,7 @@ cache_call(const struct cache_cli *o, struct ipc_call *s, struct ipc_msg *req,
 
 /* cache list: every page of NS_LIST. */
 static int
-cache_list(const struct cache_cli *o, struct ipc_call *s)
+cachecmd_list(const struct cachecmd *o, struct ipc_call *s)
 {
 	struct ipc_msg req, rep;
 	char after[IPC_NS_MAX + 1] = "";
@@ -88,8 +88,9 @@ cache_list(const struct cache_cli *o, struct ipc_call *s)
 		    "%s", o->prefix != NULL ? o->prefix : "");
 		snprintf(req.u.ns_list.after, sizeof(req.u.ns_list.after), "%s",
 		    after);
-		if ((r = cache_call(o, s, &req, IPC_NS_LIST_RESULT, &rep)) < 0) {
-			cache_fail("list", r, &rep);
+		if ((r = cachecmd_call(o, s, &req, IPC_NS_LIST_RESULT,
+		    &rep)) < 0) {
+			cachecmd_fail("list", r, &rep);
 			ipc_msg_clear(&rep);
 			return 1;
 		}
@@ -110,7 +111,7 @@ cache_list(const struct cache_cli *o, struct ipc_call *s)
 
 /* cache get NAMESPACE. */
 static int
-cache_get(const struct cache_cli *o, struct ipc_call *s, const char *ns)
+cachecmd_get(const struct cachecmd *o, struct ipc_call *s, const char *ns)
 {
 	struct ipc_msg req, rep;
 	const struct ipc_ns_result *nr = &rep.u.ns_result;
@@ -124,8 +125,8 @@ cache_get(const struct cache_cli *o, struct ipc_call *s, const char *ns)
 	memset(&req, 0, sizeof(req));
 	req.type = IPC_NS_LOOKUP;
 	snprintf(req.u.ns_lookup.ns, sizeof(req.u.ns_lookup.ns), "%s", ns);
-	if ((r = cache_call(o, s, &req, IPC_NS_RESULT, &rep)) < 0) {
-		cache_fail("get", r, &rep);
+	if ((r = cachecmd_call(o, s, &req, IPC_NS_RESULT, &rep)) < 0) {
+		cachecmd_fail("get", r, &rep);
 		ipc_msg_clear(&rep);
 		return 1;
 	}
@@ -142,7 +143,7 @@ cache_get(const struct cache_cli *o, struct ipc_call *s, const char *ns)
 
 /* cache status. */
 static int
-cache_status(const struct cache_cli *o, struct ipc_call *s)
+cachecmd_status(const struct cachecmd *o, struct ipc_call *s)
 {
 	struct ipc_msg req, rep;
 	size_t i;
@@ -150,8 +151,8 @@ cache_status(const struct cache_cli *o, struct ipc_call *s)
 
 	memset(&req, 0, sizeof(req));
 	req.type = IPC_STATUS;
-	if ((r = cache_call(o, s, &req, IPC_STATUS_RESULT, &rep)) < 0) {
-		cache_fail("status", r, &rep);
+	if ((r = cachecmd_call(o, s, &req, IPC_STATUS_RESULT, &rep)) < 0) {
+		cachecmd_fail("status", r, &rep);
 		ipc_msg_clear(&rep);
 		return 1;
 	}
@@ -167,7 +168,7 @@ cache_status(const struct cache_cli *o, struct ipc_call *s)
 
 /* Print one pushed message of a subscription; 1 for a live CHANGE. */
 static int
-cache_print_push(const struct ipc_msg *m, bool live)
+cachecmd_print_push(const struct ipc_msg *m, bool live)
 {
 	const struct ipc_change *c = &m->u.change;
 
@@ -188,7 +189,7 @@ cache_print_push(const struct ipc_msg *m, bool live)
 
 /* cache watch: SUBSCRIBE to everything and print what arrives. */
 static int
-cache_watch(const struct cache_cli *o, struct ipc_call *s)
+cachecmd_watch(const struct cachecmd *o, struct ipc_call *s)
 {
 	struct ipc_msg req, m;
 	bool live = false;
@@ -199,8 +200,8 @@ cache_watch(const struct cache_cli *o, struct ipc_call *s)
 	req.type = IPC_SUBSCRIBE;
 	req.u.subscribe.topics = IPC_TOPIC_ALL;
 	req.u.subscribe.since_generation = o->since;
-	if ((r = cache_call(o, s, &req, IPC_SNAPSHOT_BEGIN, &m)) < 0) {
-		cache_fail("watch", r, &m);
+	if ((r = cachecmd_call(o, s, &req, IPC_SNAPSHOT_BEGIN, &m)) < 0) {
+		cachecmd_fail("watch", r, &m);
 		ipc_msg_clear(&m);
 		return 1;
 	}
@@ -215,7 +216,7 @@ cache_watch(const struct cache_cli *o, struct ipc_call *s)
 			    strerror(-r));
 			return 1;
 		}
-		seen += cache_print_push(&m, live);
+		seen += cachecmd_print_push(&m, live);
 		if (m.type == IPC_SNAPSHOT_END)
 			live = true;
 		ipc_msg_clear(&m);
@@ -226,7 +227,7 @@ cache_watch(const struct cache_cli *o, struct ipc_call *s)
 
 /* Parse options anywhere; positional words go to pos. -1 on misuse. */
 static int
-cache_opts(int argc, char **argv, struct cache_cli *o, char **pos)
+cachecmd_opts(int argc, char **argv, struct cachecmd *o, char **pos)
 {
 	int i, n = 0, t;
 
@@ -259,21 +260,21 @@ cache_opts(int argc, char **argv, struct cache_cli *o, char **pos)
 int
 ctl_cmd_cache(int argc, char **argv)
 {
-	struct cache_cli o = { NULL, CACHE_DEFAULT_TIMEOUT, NULL, 0, -1 };
+	struct cachecmd o = { NULL, CACHE_DEFAULT_TIMEOUT, NULL, 0, -1 };
 	struct ipc_call *s;
 	char *pos[2];
 	int n, r;
 
 	if (argc >= 2 && strcmp(argv[1], "--help") == 0) {
-		cache_usage(stdout);
+		cachecmd_usage(stdout);
 		return 0;
 	}
-	n = cache_opts(argc, argv, &o, pos);
+	n = cachecmd_opts(argc, argv, &o, pos);
 	if (n < 1 || !((strcmp(pos[0], "list") == 0 && n == 1) ||
 	    (strcmp(pos[0], "get") == 0 && n == 2) ||
 	    (strcmp(pos[0], "status") == 0 && n == 1) ||
 	    (strcmp(pos[0], "watch") == 0 && n == 1))) {
-		cache_usage(stderr);
+		cachecmd_usage(stderr);
 		return 2;
 	}
 	if (o.socket == NULL &&
@@ -286,13 +287,13 @@ ctl_cmd_cache(int argc, char **argv)
 		return 1;
 	}
 	if (strcmp(pos[0], "list") == 0)
-		r = cache_list(&o, s);
+		r = cachecmd_list(&o, s);
 	else if (strcmp(pos[0], "get") == 0)
-		r = cache_get(&o, s, pos[1]);
+		r = cachecmd_get(&o, s, pos[1]);
 	else if (strcmp(pos[0], "watch") == 0)
-		r = cache_watch(&o, s);
+		r = cachecmd_watch(&o, s);
 	else
-		r = cache_status(&o, s);
+		r = cachecmd_status(&o, s);
 	ipc_call_close(s);
 	return r;
 }

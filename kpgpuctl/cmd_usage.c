@@ -27,7 +27,7 @@
 
 enum fmt { FMT_TABLE, FMT_CSV, FMT_JSON };
 
-struct usage_cli {
+struct usagecmd {
 	const char	*socket;
 	unsigned	 timeout_ms;
 	uint64_t	 since, until;
@@ -61,7 +61,7 @@ parse_when(const char *s, uint64_t *ret)
 
 /* One USAGE page. */
 static int
-usage_page(const struct usage_cli *o, struct ipc_call *s, uint32_t view,
+usagecmd_page(const struct usagecmd *o, struct ipc_call *s, uint32_t view,
     uint32_t offset, struct ipc_msg *rep)
 {
 	struct ipc_msg req;
@@ -110,7 +110,7 @@ csv_field(const char *s, bool last)
 
 /* Print one row in the chosen format (json: appended to arr). */
 static void
-usage_row(const struct usage_cli *o, const struct ipc_usage_row *r,
+usagecmd_row(const struct usagecmd *o, const struct ipc_usage_row *r,
     json_t *arr)
 {
 	char ds[32], gs[32], n[3][24];
@@ -158,7 +158,7 @@ usage_row(const struct usage_cli *o, const struct ipc_usage_row *r,
 
 /* The header line (csv, table). */
 static void
-usage_header(const struct usage_cli *o)
+usagecmd_header(const struct usagecmd *o)
 {
 	const char *key = o->view == IPC_USAGE_TENANT ? NULL : views[o->view];
 
@@ -180,7 +180,7 @@ usage_header(const struct usage_cli *o)
 
 /* usage: every page, printed as it comes. */
 static int
-usage_run(const struct usage_cli *o, struct ipc_call *s)
+usagecmd_run(const struct usagecmd *o, struct ipc_call *s)
 {
 	struct ipc_msg rep;
 	json_t *arr = json_array(), *doc;
@@ -189,12 +189,12 @@ usage_run(const struct usage_cli *o, struct ipc_call *s)
 	bool more = true;
 	int pages = 0, r = 0;
 
-	usage_header(o);
+	usagecmd_header(o);
 	while (more && pages++ < USAGE_MAX_PAGES) {
-		if ((r = usage_page(o, s, o->view, offset, &rep)) < 0)
+		if ((r = usagecmd_page(o, s, o->view, offset, &rep)) < 0)
 			break;
 		for (size_t i = 0; i < rep.u.usage_result.nrows; i++)
-			usage_row(o, &rep.u.usage_result.rows[i], arr);
+			usagecmd_row(o, &rep.u.usage_result.rows[i], arr);
 		offset += (uint32_t)rep.u.usage_result.nrows;
 		more = rep.u.usage_result.more && rep.u.usage_result.nrows > 0;
 		lost = rep.u.usage_result.lost;
@@ -238,7 +238,7 @@ put_quoted(const char *key, const char *v)
 
 /* status: one line per tenant. */
 static int
-status_run(const struct usage_cli *o, struct ipc_call *s)
+status_run(const struct usagecmd *o, struct ipc_call *s)
 {
 	struct ipc_msg rep;
 	uint32_t offset = 0;
@@ -246,7 +246,8 @@ status_run(const struct usage_cli *o, struct ipc_call *s)
 	int pages = 0, r = 0;
 
 	while (more && pages++ < USAGE_MAX_PAGES) {
-		if ((r = usage_page(o, s, IPC_USAGE_STATUS, offset, &rep)) < 0)
+		if ((r = usagecmd_page(o, s, IPC_USAGE_STATUS, offset,
+		    &rep)) < 0)
 			break;
 		for (size_t i = 0; i < rep.u.usage_result.nrows; i++) {
 			const struct ipc_usage_row *w =
@@ -297,7 +298,7 @@ status_run(const struct usage_cli *o, struct ipc_call *s)
 
 /* Parse the options; 0, or 2 after printing why. */
 static int
-usage_opts(int argc, char **argv, bool status, struct usage_cli *o)
+usagecmd_opts(int argc, char **argv, bool status, struct usagecmd *o)
 {
 	static const struct option lo[] = {
 		{ "socket", required_argument, NULL, 's' },
@@ -372,15 +373,15 @@ bad:
 
 /* Connect and run usage or status. */
 static int
-usage_main(int argc, char **argv, bool status)
+usagecmd_main(int argc, char **argv, bool status)
 {
-	struct usage_cli o = { NULL, USAGE_DEFAULT_TIMEOUT, 0, 0, 0,
+	struct usagecmd o = { NULL, USAGE_DEFAULT_TIMEOUT, 0, 0, 0,
 	    FMT_TABLE };
 	struct ipc_call *s;
 	int r;
 
 	o.until = (uint64_t)INT64_MAX;
-	if ((r = usage_opts(argc, argv, status, &o)) != 0)
+	if ((r = usagecmd_opts(argc, argv, status, &o)) != 0)
 		return r;
 	if (o.socket == NULL &&
 	    (o.socket = getenv("KPGPUD_SYNC_SOCKET")) == NULL)
@@ -391,7 +392,7 @@ usage_main(int argc, char **argv, bool status)
 		    status ? "status" : "usage", o.socket, strerror(-r));
 		return 1;
 	}
-	r = status ? status_run(&o, s) : usage_run(&o, s);
+	r = status ? status_run(&o, s) : usagecmd_run(&o, s);
 	ipc_call_close(s);
 	return r;
 }
@@ -400,12 +401,12 @@ usage_main(int argc, char **argv, bool status)
 int
 ctl_cmd_usage(int argc, char **argv)
 {
-	return usage_main(argc, argv, false);
+	return usagecmd_main(argc, argv, false);
 }
 
 /* kpgpuctl status ... */
 int
 ctl_cmd_status(int argc, char **argv)
 {
-	return usage_main(argc, argv, true);
+	return usagecmd_main(argc, argv, true);
 }

@@ -235,7 +235,7 @@ static int split_listen(const char *spec, char *host, size_t hostlen,
 
 /* Log the address a socket is bound to (the real port when 0 was asked). */
 static void
-log_address(const char *what, int fd)
+say_address(const char *what, int fd)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
@@ -249,7 +249,7 @@ log_address(const char *what, int fd)
 
 /* GET /metrics on the plain-HTTP metrics listener. */
 static void
-metrics_cb(struct evhttp_request *req, void *arg)
+serve_metrics_cb(struct evhttp_request *req, void *arg)
 {
 	struct admit *a = arg;
 	struct buf b = BUF_INIT(0);
@@ -268,7 +268,7 @@ metrics_cb(struct evhttp_request *req, void *arg)
 
 /* Serve /metrics over plain HTTP on --metrics-listen, on the main loop. */
 static void
-metrics_listen(struct admit *a)
+start_metrics(struct admit *a)
 {
 	struct evhttp_bound_socket *bound;
 	char host[256];
@@ -281,11 +281,11 @@ metrics_listen(struct admit *a)
 	evhttp_set_allowed_methods(a->mhttp, EVHTTP_REQ_GET);
 	evhttp_set_max_headers_size(a->mhttp, 8192);
 	evhttp_set_max_body_size(a->mhttp, 0);
-	evhttp_set_cb(a->mhttp, "/metrics", metrics_cb, a);
+	evhttp_set_cb(a->mhttp, "/metrics", serve_metrics_cb, a);
 	if ((bound = evhttp_bind_socket_with_handle(a->mhttp, host[0] ? host :
 	    "127.0.0.1", (ev_uint16_t)atoi(port))) == NULL)
 		fatal("--metrics-listen %s: cannot bind", spec);
-	log_address("metrics", evhttp_bound_socket_get_fd(bound));
+	say_address("metrics", evhttp_bound_socket_get_fd(bound));
 }
 
 /* Watchdog gate: every worker loop must still be turning. */
@@ -461,7 +461,7 @@ listener(struct admit *a)
 
 /* Log where we serve (the real port when :0 was asked for). */
 static void
-log_listening(struct admit *a, int nthreads)
+say_listening(struct admit *a, int nthreads)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
@@ -543,8 +543,8 @@ setup(struct admit *a)
 	tv.tv_usec = (a->conf.reload_interval_ms % 1000) * 1000;
 	event_add(a->tick, &tv);
 	if (a->conf.metrics_listen != NULL)
-		metrics_listen(a);
-	log_listening(a, nthreads);
+		start_metrics(a);
+	say_listening(a, nthreads);
 }
 
 /* Tear down in dependency order: workers, sync link, the rest. */

@@ -818,7 +818,7 @@ conn_slot_init(void)
 
 /* Whether a rate-limited log line may go out now (once a minute). */
 static bool
-log_due(uint64_t *last_ms)
+rate_due(uint64_t *last_ms)
 {
 	uint64_t now = monotonic_ms();
 
@@ -830,9 +830,9 @@ log_due(uint64_t *last_ms)
 
 /* Say, at most once a minute per worker, that connections are refused. */
 static void
-log_rate_warn(struct worker *w)
+warn_refused(struct worker *w)
 {
-	if (!log_due(&w->refused_logged_ms))
+	if (!rate_due(&w->refused_logged_ms))
 		return;
 	log_warn("connection refused: %u open, --max-connections reached "
 	    "(counted in kpgpud_admit_connections_refused_total)",
@@ -893,7 +893,7 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (c->armed) {
 		metric_inc(s->cfg.deadline_closed, NULL, NULL);
-		if (log_due(&w->deadline_logged_ms))
+		if (rate_due(&w->deadline_logged_ms))
 			log_warn("connection closed: no complete first request "
 			    "within --first-request-timeout (counted in "
 			    "kpgpud_admit_connections_deadline_total)");
@@ -904,7 +904,7 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 	    peer_addr(bufferevent_getfd(c->bev), &a, text, sizeof(text)) &&
 	    (c->addr = addr_take(s, &a)) == NULL) {
 		metric_inc(s->cfg.refused_addr, NULL, NULL);
-		if (log_due(&w->addr_logged_ms))
+		if (rate_due(&w->addr_logged_ms))
 			log_warn("connection refused: address=%s has "
 			    "--max-connections-per-address=%u open (counted "
 			    "in kpgpud_admit_connections_refused_per_address"
@@ -962,7 +962,7 @@ bevcb(struct event_base *base, void *arg)
 	metric_inc(s->cfg.connections, idx, NULL);
 	if (atomic_load(&s->nconns) >= s->cfg.max_connections) {
 		metric_inc(s->cfg.refused, NULL, NULL);
-		log_rate_warn(w);
+		warn_refused(w);
 		return refuse_bev(base);
 	}
 	if ((c = calloc(1, sizeof(*c))) != NULL &&

@@ -606,7 +606,7 @@ quota_keys(const struct plan_config *cfg, struct plan *p, char *err,
 
 /* The Namespace annotation admit reads. */
 static int
-resolved_value(struct plan *p)
+build_resolved(struct plan *p)
 {
 	struct resolved *r;
 
@@ -769,7 +769,7 @@ plan_build(const struct plan_instance *in, const struct plan_config *cfg,
 		goto fail;
 	if ((p->claim = claim_object(in, cfg, p, inst_label)) == NULL)
 		goto fail;
-	if ((r = resolved_value(p)) < 0)
+	if ((r = build_resolved(p)) < 0)
 		goto fail;
 	plan_events(p);
 	*ret = p;

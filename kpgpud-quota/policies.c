@@ -52,7 +52,7 @@ why_add(char *why, size_t len, const char *fmt, ...)
 
 /* Whether an observed member want lacks is the server's and harmless. */
 static bool
-server_added(const char *name, json_t *v)
+added_by_server(const char *name, json_t *v)
 {
 	if (reconcile_json_empty(v))
 		return true;
@@ -91,7 +91,7 @@ same_value(json_t *want, json_t *have, const char *at, int depth,
 		}
 		json_object_foreach(have, k, v)
 			if (json_object_get(want, k) == NULL &&
-			    !server_added(k, v)) {
+			    !added_by_server(k, v)) {
 				why_add(why, whylen, "%s.%s added", at, k);
 				same = false;
 			}

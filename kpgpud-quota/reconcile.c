@@ -490,7 +490,7 @@ keys_parse(const char *s, struct keylist *kl)
 
 /* Whether the plan wants key. */
 static bool
-plan_has_key(const struct plan *p, const char *key)
+wanted_key(const struct plan *p, const char *key)
 {
 	for (int i = 0; i < p->nkeys; i++)
 		if (strcmp(p->keys[i].name, key) == 0)
@@ -545,7 +545,7 @@ quota_update(const struct plan *p, json_t *q, const struct keylist *ours,
 			    json_string(v));
 	}
 	for (int i = 0; i < ours->n; i++)
-		if (!plan_has_key(p, ours->k[i]) &&
+		if (!wanted_key(p, ours->k[i]) &&
 		    json_object_get(hard, ours->k[i]) != NULL)
 			json_object_set_new(hp, ours->k[i], json_null());
 	keys_join(p, want, KEYS_LEN);

@@ -21,7 +21,7 @@
 
 /* The current cache generation (0 if unreadable). */
 static uint64_t
-ipc_gen(struct syncd *sd)
+cur_generation(struct syncd *sd)
 {
 	uint64_t g = 0;
 
@@ -31,7 +31,7 @@ ipc_gen(struct syncd *sd)
 
 /* The resolved annotation if it fits the protocol, else NULL. */
 static char *
-ipc_resolved(const char *s)
+fit_resolved(const char *s)
 {
 	return s != NULL && strlen(s) <= IPC_RESOLVED_MAX ? (char *)s : NULL;
 }
@@ -47,8 +47,8 @@ lookup_answer(struct syncd *sd, struct ipc_req *req, bool found,
 	m.type = IPC_NS_RESULT;
 	m.u.ns_result.found = found;
 	m.u.ns_result.isolated = isolated;
-	m.u.ns_result.resolved = ipc_resolved(resolved);
-	m.u.ns_result.generation = ipc_gen(sd);
+	m.u.ns_result.resolved = fit_resolved(resolved);
+	m.u.ns_result.generation = cur_generation(sd);
 	m.u.ns_result.from_api = from_api;
 	metric_inc(sd->m.lookups, !found ? "absent" : from_api ? "api" :
 	    "cache", NULL);
@@ -239,7 +239,7 @@ list_row(const struct cache_ns *ns, void *arg)
 	it->isolated = ns->isolated;
 	it->resolved = NULL;
 	p->res->nitems++;
-	if (ipc_resolved(ns->resolved) != NULL &&
+	if (fit_resolved(ns->resolved) != NULL &&
 	    (it->resolved = strdup(ns->resolved)) == NULL)
 		return -ENOMEM;
 	return 0;
@@ -295,7 +295,7 @@ push_change(struct ipc_conn *conn, uint64_t gen, uint32_t topic,
 	snprintf(m.u.change.name, sizeof(m.u.change.name), "%s", name);
 	m.u.change.deleted = deleted;
 	m.u.change.isolated = isolated;
-	m.u.change.resolved = ipc_resolved(resolved);
+	m.u.change.resolved = fit_resolved(resolved);
 	return ipc_conn_send(conn, &m);
 }
 
@@ -459,7 +459,7 @@ h_status(struct ipc_req *req, const struct ipc_msg *msg, void *arg)
 	memset(&m, 0, sizeof(m));
 	m.type = IPC_STATUS_RESULT;
 	m.u.status_result.synced = sd->synced;
-	m.u.status_result.generation = ipc_gen(sd);
+	m.u.status_result.generation = cur_generation(sd);
 	m.u.status_result.counts = counts;
 	/* admit learns whether sync is synced, nothing about the objects */
 	if (ipc_req_conn(req) != NULL &&
@@ -487,7 +487,7 @@ h_status(struct ipc_req *req, const struct ipc_msg *msg, void *arg)
 
 /* A peer left: forget its subscription. */
 static void
-ipc_on_close(struct ipc_conn *conn, void *arg)
+peer_closed(struct ipc_conn *conn, void *arg)
 {
 	struct syncd *sd = arg;
 	struct syncd_sub *sub = ipc_conn_data(conn);
@@ -537,7 +537,7 @@ syncd_ipc_start(struct syncd *sd, const struct syncd_ipc_config *cfg)
 		sc.nrole_uids[ro] = cfg->nrole_uids[ro];
 	}
 	sc.max_outbuf = cfg->max_outbuf;
-	sc.on_close = ipc_on_close;
+	sc.on_close = peer_closed;
 	sc.arg = sd;
 	if ((r = ipc_server_new(sd->base, &sc, &sd->srv)) < 0)
 		return r;
