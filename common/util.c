@@ -630,6 +630,24 @@ time_rfc3339_ms(uint64_t epoch_ms, char *out, size_t outlen)
 	return 0;
 }
 
+/* 32-bit FNV-1a of s, continuing from h. */
+uint32_t
+fnv1a32(uint32_t h, const char *s)
+{
+	for (; *s != '\0'; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+/* 64-bit FNV-1a of s, continuing from h. */
+uint64_t
+fnv1a64(uint64_t h, const char *s)
+{
+	for (; *s != '\0'; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
 /* A non-zero PRNG seed: from the kernel, else from time and pid. */
 uint64_t
 prng_seed(void)

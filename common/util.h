@@ -134,6 +134,17 @@ uint64_t monotonic_usec(void);
 uint64_t realtime_ms(void);
 
 /*
+ * FNV-1a over the bytes of s (not its NUL), continuing from h: start with
+ * FNV1A32_INIT / FNV1A64_INIT. A stable, non-cryptographic hash for bucket
+ * indexes and name suffixes (the 32-bit one is part of object names kpgpud
+ * writes: never change it).
+ */
+#define FNV1A32_INIT	2166136261u
+#define FNV1A64_INIT	14695981039346656037ull
+uint32_t fnv1a32(uint32_t h, const char *s);
+uint64_t fnv1a64(uint64_t h, const char *s);
+
+/*
  * A small PRNG (xorshift64) for jitter and fault probabilities, never for
  * secrets. prng_seed gives a non-zero seed (getrandom, else time and pid);
  * prng_next advances *state and returns it.

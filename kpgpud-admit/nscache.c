@@ -31,11 +31,7 @@ struct nscache {
 static size_t
 bucket(const char *s)
 {
-	uint32_t h = 2166136261u;
-
-	for (; *s != '\0'; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h % NSCACHE_BUCKETS;
+	return fnv1a32(FNV1A32_INIT, s) % NSCACHE_BUCKETS;
 }
 
 /* Free one entry. */

@@ -32,19 +32,6 @@ scopy(char *dst, size_t dstlen, const char *src)
 	dst[n] = '\0';
 }
 
-/* FNV-1a, 32 bits: a stable hash for name suffixes. */
-static uint32_t
-fnv1a(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s != '\0'; s++) {
-		h ^= (unsigned char)*s;
-		h *= 16777619u;
-	}
-	return h;
-}
-
 /* Keep names short: cut long ones and add a hash of the whole name. */
 int
 plan_name_fit(const char *name, size_t max, char *out, size_t outlen)
@@ -63,7 +50,7 @@ plan_name_fit(const char *name, size_t max, char *out, size_t outlen)
 	while (keep > 0 && (name[keep - 1] == '-' || name[keep - 1] == '.'))
 		keep--;
 	memcpy(out, name, keep);
-	snprintf(out + keep, outlen - keep, "-%08x", fnv1a(name));
+	snprintf(out + keep, outlen - keep, "-%08x", fnv1a32(FNV1A32_INIT, name));
 	return 0;
 }
 

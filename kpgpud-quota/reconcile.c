@@ -874,13 +874,10 @@ reconcile_gc_classes(const char *const *names, int n, const char *const *used,
 static uint32_t
 fnv_strs(const char *const *s, int n)
 {
-	uint32_t h = 2166136261u;
+	uint32_t h = FNV1A32_INIT;
 
-	for (int i = 0; i < n; i++) {
-		for (const char *c = s[i]; *c != '\0'; c++)
-			h = (h ^ (unsigned char)*c) * 16777619u;
-		h = (h ^ 0xff) * 16777619u;
-	}
+	for (int i = 0; i < n; i++)
+		h = fnv1a32(fnv1a32(h, s[i]), "\xff");	/* 0xff ends each */
 	return h;
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "kpgpud-quota/workqueue.h"
 
 #define WQ_BUCKETS	4096
@@ -38,11 +39,7 @@ struct wq {
 static unsigned
 hash(const char *s)
 {
-	uint32_t h = 2166136261u;
-
-	for (; *s != '\0'; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h % WQ_BUCKETS;
+	return fnv1a32(FNV1A32_INIT, s) % WQ_BUCKETS;
 }
 
 /* Create a queue with defaults filled in. */

@@ -21,11 +21,7 @@ struct strset {
 static uint64_t
 strset_hash(const char *s)
 {
-	uint64_t h = 1469598103934665603ull;
-
-	for (; *s != '\0'; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
+	return fnv1a64(FNV1A64_INIT, s);
 }
 
 /* An empty set. */

@@ -310,6 +310,16 @@ TEST(seterr_formats_cuts_and_returns_einval)
 	CHECK_STR(buf, "0123456");
 }
 
+TEST(fnv1a_reference_values)
+{
+	CHECK(fnv1a32(FNV1A32_INIT, "") == 0x811c9dc5u);
+	CHECK(fnv1a32(FNV1A32_INIT, "a") == 0xe40c292cu);
+	CHECK(fnv1a32(FNV1A32_INIT, "foobar") == 0xbf9cf968u);
+	CHECK(fnv1a32(fnv1a32(FNV1A32_INIT, "foo"), "bar") == 0xbf9cf968u);
+	CHECK(fnv1a64(FNV1A64_INIT, "a") == 0xaf63dc4c8601ec8cull);
+	CHECK(fnv1a64(FNV1A64_INIT, "foobar") == 0x85944171f73967e8ull);
+}
+
 TEST(prng_xorshift64_sequence)
 {
 	uint64_t st = 1;
