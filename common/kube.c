@@ -467,38 +467,22 @@ kx_attempt(struct kube_req *x)
 	}
 }
 
-/* Top up the token bucket for the time that passed. */
-static void
-rl_refill(struct kube_client *c)
-{
-	struct timespec now;
-	double el;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	el = (now.tv_sec - c->refill_at.tv_sec) +
-	    (now.tv_nsec - c->refill_at.tv_nsec) / 1e9;
-	c->refill_at = now;
-	c->tokens += el * c->o.qps;
-	if (c->tokens > c->o.burst)
-		c->tokens = c->o.burst;
-}
-
 /* Let queued transfers through as tokens allow; re-arm the timer. */
 static void
 rl_drain(struct kube_client *c)
 {
+	uint64_t now = monotonic_usec();
 	struct kube_req *x;
 	struct timeval tv;
 
-	rl_refill(c);
-	while ((x = TAILQ_FIRST(&c->rlq)) != NULL && c->tokens >= 1.0) {
-		c->tokens -= 1.0;
+	while ((x = TAILQ_FIRST(&c->rlq)) != NULL &&
+	    tokenbucket_take(&c->rl, now)) {
 		TAILQ_REMOVE(&c->rlq, x, queue);
 		c->m.throttled_ms += (uint64_t)since_ms(&x->queued_at);
 		kx_attempt(x);
 	}
 	if (!TAILQ_EMPTY(&c->rlq)) {
-		tv = ms_tv((1.0 - c->tokens) / c->o.qps * 1000.0 + 1);
+		tv = ms_tv(tokenbucket_wait_ms(&c->rl) + 1);
 		evtimer_add(c->rl_timer, &tv);
 	}
 }
@@ -524,8 +508,8 @@ kube_kx_submit(struct kube_req *x)
 	struct kube_client *c = x->c;
 
 	if (c->o.qps > 0) {
-		rl_refill(c);
-		if (!TAILQ_EMPTY(&c->rlq) || c->tokens < 1.0) {
+		if (!TAILQ_EMPTY(&c->rlq) ||
+		    !tokenbucket_take(&c->rl, monotonic_usec())) {
 			x->state = KX_QUEUED;
 			clock_gettime(CLOCK_MONOTONIC, &x->queued_at);
 			TAILQ_INSERT_TAIL(&c->rlq, x, queue);
@@ -533,7 +517,6 @@ kube_kx_submit(struct kube_req *x)
 			rl_drain(c);
 			return;
 		}
-		c->tokens -= 1.0;
 	}
 	kx_attempt(x);
 }
@@ -845,8 +828,7 @@ kube_client_new(struct event_base *base, struct kube_config *cfg,
 	if (opts != NULL)
 		c->o = *opts;
 	opts_defaults(&c->o);
-	c->tokens = c->o.burst;
-	clock_gettime(CLOCK_MONOTONIC, &c->refill_at);
+	tokenbucket_init(&c->rl, c->o.qps, c->o.burst, monotonic_usec());
 	TAILQ_INIT(&c->all);
 	TAILQ_INIT(&c->rlq);
 	c->rng = prng_seed();

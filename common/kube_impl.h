@@ -14,6 +14,7 @@
 #include <event2/event.h>
 
 #include "common/kube.h"
+#include "common/tokenbucket.h"
 
 enum kx_state {
 	KX_IDLE = 0,	/* built, not yet submitted */
@@ -79,8 +80,7 @@ struct kube_client {
 	struct event		*curl_timer;
 	struct event		*rl_timer;
 	struct event		*pump_ev;	/* hand out results soon */
-	double			 tokens;
-	struct timespec		 refill_at;
+	struct tokenbucket	 rl;		/* the qps limiter */
 	struct kx_list		 all;
 	struct kx_list		 rlq;		/* waiting for a token */
 	int			 depth;		/* nesting of entry points */

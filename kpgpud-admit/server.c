@@ -33,6 +33,7 @@
 #include "common/fault.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/tokenbucket.h"
 #include "common/util.h"
 #include "kpgpud-admit/jscan.h"
 #include "kpgpud-admit/nscache.h"
@@ -136,8 +137,7 @@ struct server {
 	struct addr_count	*addrs[SRV_ADDR_BUCKETS];
 	/* main thread only: negative cache and the lookup token bucket */
 	struct neg_slot		*neg;
-	double			 tokens;
-	uint64_t		 tokens_ms;
+	struct tokenbucket	 lookup_tb;
 };
 
 /* The SSL ex_data slot that ties a connection to its server's count. */
@@ -421,19 +421,9 @@ neg_put(struct server *s, const char *ns)
 static bool
 lookup_token(struct server *s)
 {
-	uint64_t now = monotonic_ms();
-
 	if (s->cfg.lookup_rate == 0)
 		return true;
-	s->tokens += (double)(now - s->tokens_ms) * s->cfg.lookup_rate /
-	    1000.0;
-	if (s->tokens > (double)s->cfg.lookup_burst)
-		s->tokens = (double)s->cfg.lookup_burst;
-	s->tokens_ms = now;
-	if (s->tokens < 1.0)
-		return false;
-	s->tokens -= 1.0;
-	return true;
+	return tokenbucket_take(&s->lookup_tb, monotonic_usec());
 }
 
 /* Main side: sync answered the lookup; every waiting job gets the answer. */
@@ -1208,8 +1198,8 @@ server_new(const struct server_config *cfg, struct server **ret)
 	s->cfg = *cfg;
 	if (s->cfg.first_request_ms == 0)
 		s->cfg.first_request_ms = 5000;
-	s->tokens = (double)s->cfg.lookup_burst;
-	s->tokens_ms = monotonic_ms();
+	tokenbucket_init(&s->lookup_tb, (double)s->cfg.lookup_rate,
+	    (double)s->cfg.lookup_burst, monotonic_usec());
 	if ((s->neg = calloc(SRV_NEG_SLOTS, sizeof(*s->neg))) == NULL)
 		goto fail;
 	if (s->cfg.max_connections == 0)
