@@ -6,7 +6,7 @@
      comparison, by HTTP creates from 4 client threads;
   2. time to list 100,000 namespaces with pagination (limit=500).
 
-    tests/kube-sim/bench.py [--events N] [--namespaces N] [--http2] [DIR]
+    bench/kubesim_bench.py [--events N] [--namespaces N] [--http2] [DIR]
 
 The watcher and the lister use HTTP/1.1 (Python's http.client), or h2
 streams on one connection with --http2 (kubesim/h2client.py).
@@ -26,8 +26,9 @@ import threading
 import time
 import urllib.parse
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+SIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                   "kube-sim")
+sys.path.insert(0, SIM)
 from kubesim.client import Client  # noqa: E402
 from kubesim.h2client import H2Client  # noqa: E402
 
@@ -155,7 +156,7 @@ def main():
     if d is None:
         tmp = tempfile.mkdtemp(prefix="kube-sim-bench.")
         d = os.path.join(tmp, "sim")
-        subprocess.run([os.path.join(HERE, "run"), d, "--plugins", "none",
+        subprocess.run([os.path.join(SIM, "run"), d, "--plugins", "none",
                         "--history", "20000"], check=True,
                        stdout=subprocess.DEVNULL)
     try:

@@ -1,12 +1,14 @@
 #!/bin/bash
-# Benchmark, not a test (not executable, so tests/run skips it); run with
-#   bash tests/integration/t_sync_bench.sh [NAMESPACES]
+# Benchmark, not a test: figures, no assertions. Run after
+# `make VARIANT=test test-build` with
+#   bash bench/sync_bench.sh [NAMESPACES]
 # Prints kpgpud-sync's initial sync time and peak RSS for NAMESPACES
 # (default 100000) namespaces, the restart (resume) time, and the
 # event-to-visible latency through sync.sock (create a namespace, time
 # until a subscriber sees its CHANGE), as median and max of 50.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/t_sync_lib.sh"
+: "${KPGPUD_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
+. "$KPGPUD_SRCDIR/tests/integration/lib.sh"
+. "$KPGPUD_SRCDIR/tests/integration/t_sync_lib.sh"
 N=${1:-100000}
 
 sim_start --history 200000 || exit 1
