@@ -179,7 +179,7 @@ faults:
 # default must show no escape; the others exactly their expected ones).
 REDTEAM_CONFIGS ?= default,fail-policy,strict-off,no-policy,fail-policy-no-policy,strict-off-no-policy
 redteam:
-	@scripts/deps
+	@scripts/deps --check
 	$(MAKE) VARIANT=test test-build
 	/usr/bin/python3 tests/redteam/redteam.py build/test \
 	    --config $(REDTEAM_CONFIGS) --markdown build/test/redteam.md
