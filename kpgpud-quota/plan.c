@@ -408,15 +408,55 @@ fail:
 	return NULL;
 }
 
+/*
+ * The shared claim's name: its base and a hash of the canonical spec
+ * (compact JSON, sorted keys), so equal specs give equal names.
+ */
+static int
+shared_claim_name(struct plan *p, json_t *spec)
+{
+	char *canon = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
+
+	if (canon == NULL)
+		return -ENOMEM;
+	snprintf(p->claim_name, sizeof(p->claim_name), "%s-%08x",
+	    p->claim_base, fnv1a32(FNV1A32_INIT, canon));
+	free(canon);
+	return 0;
+}
+
+/* Whether name is one of the tenant's other shared-claim names. */
+bool
+plan_claim_old_name(const struct plan *p, const char *name)
+{
+	size_t n = strlen(p->claim_base);
+
+	if (strcmp(name, p->claim_name) == 0)
+		return false;
+	if (strcmp(name, p->claim_legacy) == 0)
+		return true;
+	if (strncmp(name, p->claim_base, n) != 0 || name[n] != '-' ||
+	    strlen(name + n + 1) != 8)
+		return false;
+	for (const char *c = name + n + 1; *c != '\0'; c++)
+		if (!isdigit((unsigned char)*c) && (*c < 'a' || *c > 'f'))
+			return false;
+	return true;
+}
+
 /* The ResourceClaimTemplate (per-pod modes) or shared ResourceClaim. */
 static json_t *
 claim_object(const struct plan_instance *in, const struct plan_config *cfg,
-    const struct plan *p, const char *inst_label)
+    struct plan *p, const char *inst_label)
 {
 	json_t *meta, *spec;
 
 	if ((spec = claim_spec(p)) == NULL)
 		return NULL;
+	if (!p->claim_is_template && shared_claim_name(p, spec) < 0) {
+		json_decref(spec);
+		return NULL;
+	}
 	if ((meta = ns_metadata(in, cfg, p, p->claim_name, inst_label)) ==
 	    NULL) {
 		json_decref(spec);
@@ -662,8 +702,11 @@ plan_names(const struct plan_instance *in, const struct plan_config *cfg,
 		return -EINVAL;
 	snprintf(buf, sizeof(buf), "%s-%s-gpu", kind_lc, name_lc);
 	if (plan_name_fit(buf, PLAN_LABEL_MAX, p->claim_name,
-	    sizeof(p->claim_name)) < 0)
+	    sizeof(p->claim_name)) < 0 ||
+	    plan_name_fit(buf, sizeof(p->claim_base) - 1, p->claim_base,
+	    sizeof(p->claim_base)) < 0)
 		return -EINVAL;
+	scopy(p->claim_legacy, sizeof(p->claim_legacy), p->claim_name);
 	for (char *s = kind_lc; *s != '\0'; s++)
 		*s = (char)tolower((unsigned char)*s);
 	if (quota_name(cfg->quota_name ? cfg->quota_name :

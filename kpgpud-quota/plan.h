@@ -152,7 +152,17 @@ struct plan {
 	json_t		*device_class;	/* NULL unless mig or hybrid */
 	json_t		*claim;		/* ResourceClaimTemplate or -Claim */
 	bool		 claim_is_template;
+	/*
+	 * The claim or template name. A template keeps the fixed name
+	 * claim_legacy (its spec can be replaced in place: nothing pins it);
+	 * a shared claim is named claim_base + "-" + 8 hex of a hash of its
+	 * canonical spec, so a changed spec is a new claim and the old one
+	 * can drain while its pods run (the scheduler's delete-protection
+	 * finalizer keeps an allocated claim until its last pod ends).
+	 */
 	char		 claim_name[PLAN_LABEL_MAX + 1];
+	char		 claim_legacy[PLAN_LABEL_MAX + 1];	/* "<kind>-<name>-gpu" */
+	char		 claim_base[PLAN_LABEL_MAX - 8];
 	char		 class_name[PLAN_NAME_MAX + 1];	/* the class in use */
 	char		 quota_name[PLAN_NAME_MAX + 1];
 	bool		 closed;	/* GPU classes not keyed: claims 0 */
@@ -253,6 +263,13 @@ json_t	*plan_quota_hard(const struct plan *p);
  */
 int	 plan_name_fit(const char *name, size_t max, char *out,
 	    size_t outlen);
+/*
+ * Whether name is one of the tenant's shared-claim names other than the
+ * plan's own: the fixed name of kpgpud before spec-derived names, or
+ * claim_base + "-" + 8 lower-case hex digits. Only such claims (with both
+ * of kpgpud's labels) earn quota room while they drain.
+ */
+bool	 plan_claim_old_name(const struct plan *p, const char *name);
 /* Which of two instances wins a namespace: < 0 when a is older than b. */
 int	 plan_instance_cmp(const struct plan_instance *a,
 	    const struct plan_instance *b);

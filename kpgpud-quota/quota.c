@@ -561,6 +561,10 @@ work_quotas(const struct kube_response *resp, void *arg)
 		work_event(w, &w->inst, w->inst_rv, "ImpostorReplaced",
 		    w->acts.impostor[i]);
 	}
+	if (w->acts.quota_pending)
+		log_info("quota %s/%s not enforced yet (its status.hard lacks "
+		    "the planned keys): claim and Namespace wait key=%s",
+		    w->obs.ns, w->plan->quota_name, log_q(w->key));
 	if (w->acts.wait || w->obs.more_owned)
 		w->requeue = true;
 	if (!writes_namespace(w)) {

@@ -375,7 +375,7 @@ ensure_class(const struct plan *p, const struct rc_observed *obs,
  */
 static int
 ensure_claim(const struct plan *p, const struct rc_observed *obs,
-    struct rc_actions *r)
+    struct rc_actions *r, bool *usable)
 {
 	const char *kind = json_string_value(json_object_get(p->claim,
 	    "kind"));
@@ -393,6 +393,7 @@ ensure_claim(const struct plan *p, const struct rc_observed *obs,
 	snprintf(item, sizeof(item), "%s/%s", coll, p->claim_name);
 	snprintf(what, sizeof(what), "%s %s/%s", kind, p->namespace,
 	    p->claim_name);
+	*usable = true;
 	if (o == NULL)
 		return push_create(r, p->claim, kind, coll, item, what);
 	deleting = json_object_get(o->data, "deletionTimestamp") != NULL;
@@ -400,8 +401,13 @@ ensure_claim(const struct plan *p, const struct rc_observed *obs,
 	if (v == RC_IMPOSTOR)
 		note_impostor(r, what, o->uid, why, deleting);
 	if (deleting) {
-		/* in use: it goes when its last pod does; then ours comes */
+		/*
+		 * In use: it goes when its last pod does; then ours comes.
+		 * Meanwhile the Namespace keeps pointing at what it has (a
+		 * terminating claim would leave new pods unscheduled).
+		 */
 		r->wait = true;
+		*usable = false;
 		return 0;
 	}
 	if (v != RC_OURS) {
@@ -452,6 +458,9 @@ remove_stale(const struct plan *p, const struct rc_observed *obs,
 		    strcmp(o->name, p->claim_name) == 0)
 			continue;
 		if (!reconcile_owned_ours(o->data))
+			continue;
+		/* already deleted: it goes when its last pod does */
+		if (json_object_get(o->data, "deletionTimestamp") != NULL)
 			continue;
 		snprintf(path, sizeof(path), RES_API "/namespaces/%s/%s/%s",
 		    obs->ns, plural(o->kind), o->name);
@@ -518,10 +527,96 @@ meta_str(json_t *obj, const char *map, const char *key)
 	    json_object_get(obj, "metadata"), map), key));
 }
 
+/*
+ * Quota room for the tenant's old shared claims: while one drains (deleted,
+ * kept by its pods) it still counts against the quota, so each key of the
+ * plan is raised by exactly what such claims are charged for it: 1 claim
+ * each, and their devices for the class keys. Only claims with both of
+ * kpgpud's labels and one of the tenant's claim names count (a tenant
+ * cannot write those: the kpgpud-owned-claims admission policy); when the
+ * last is gone the keys are back at the plan's values.
+ */
+static void
+quota_room(const struct plan *p, const struct rc_observed *obs, int *extra)
+{
+	char key[PLAN_KEY_MAX + 1];
+	json_t *req, *ex;
+	const char *cls, *mode;
+	size_t j;
+	int n;
+
+	memset(extra, 0, sizeof(int) * PLAN_MAX_KEYS);
+	for (int i = 0; i < obs->nowned; i++) {
+		const struct rc_owned *o = &obs->owned[i];
+
+		if (strcmp(o->kind, "ResourceClaim") != 0 ||
+		    !reconcile_owned_ours(o->data) ||
+		    !plan_claim_old_name(p, o->name))
+			continue;
+		for (int k = 0; k < p->nkeys; k++)
+			if (strcmp(p->keys[k].name, PLAN_CLAIMS_KEY) == 0)
+				extra[k]++;
+		json_array_foreach(json_object_get(json_object_get(
+		    json_object_get(o->data, "spec"), "devices"), "requests"),
+		    j, req) {
+			ex = json_object_get(req, "exactly");
+			cls = json_string_value(json_object_get(ex,
+			    "deviceClassName"));
+			mode = json_string_value(json_object_get(ex,
+			    "allocationMode"));
+			if (cls == NULL)
+				continue;
+			n = mode != NULL && strcmp(mode, "All") == 0 ? 32 :
+			    json_is_integer(json_object_get(ex, "count")) ?
+			    (int)json_integer_value(json_object_get(ex,
+			    "count")) : 1;
+			if (n < 0 || n > 32)
+				n = 32;
+			snprintf(key, sizeof(key), "%s%s", cls,
+			    PLAN_CLASS_KEY_SUFFIX);
+			for (int k = 0; k < p->nkeys; k++)
+				if (strcmp(p->keys[k].name, key) == 0)
+					extra[k] += n;
+		}
+	}
+}
+
+/* A quota value that is a plain decimal integer, else -1. */
+static long
+quota_int(json_t *v)
+{
+	const char *s = json_string_value(v);
+	char *end;
+	long n;
+
+	if (s == NULL || *s == '\0')
+		return -1;
+	n = strtol(s, &end, 10);
+	return *end == '\0' && n >= 0 ? n : -1;
+}
+
+/*
+ * Whether the quota controller has made the wanted values the enforced
+ * ones: admission checks only the keys of status.hard, so a key missing
+ * there (a quota just created, a key just added) is unlimited, and a
+ * lowered value only holds once it is there.
+ */
+static bool
+quota_enforced(const struct plan *p, const int *extra, json_t *q)
+{
+	json_t *hard = json_object_get(json_object_get(q, "status"), "hard");
+
+	for (int i = 0; i < p->nkeys; i++)
+		if (quota_int(json_object_get(hard, p->keys[i].name)) !=
+		    (long)p->keys[i].value + extra[i])
+			return false;
+	return true;
+}
+
 /* Bring the plan's quota to the plan's keys, removing our old ones. */
 static int
-quota_update(const struct plan *p, json_t *q, const struct keylist *ours,
-    struct rc_actions *r)
+quota_update(const struct plan *p, const int *extra, json_t *q,
+    const struct keylist *ours, struct rc_actions *r)
 {
 	char v[16], path[RC_PATH_MAX], what[384], *want;
 	json_t *hard = json_object_get(json_object_get(q, "spec"), "hard");
@@ -537,7 +632,7 @@ quota_update(const struct plan *p, json_t *q, const struct keylist *ours,
 		return -ENOMEM;
 	}
 	for (int i = 0; i < p->nkeys; i++) {
-		snprintf(v, sizeof(v), "%d", p->keys[i].value);
+		snprintf(v, sizeof(v), "%d", p->keys[i].value + extra[i]);
 		have = json_string_value(json_object_get(hard,
 		    p->keys[i].name));
 		if (have == NULL || strcmp(have, v) != 0)
@@ -605,14 +700,22 @@ quota_release(const char *ns, json_t *q, const struct keylist *ours,
 	return push(r, "PATCH", "patch", patch, 0, path, what);
 }
 
-/* Create the plan's quota with only our keys. */
+/* Create the plan's quota with only our keys (and the room). */
 static int
-quota_create(const struct plan *p, struct rc_actions *r)
+quota_create(const struct plan *p, const int *extra, struct rc_actions *r)
 {
-	char path[RC_PATH_MAX], what[384], *want;
+	char path[RC_PATH_MAX], what[384], *want, v[16];
 	json_t *hard = plan_quota_hard(p);
 	int ret;
 
+	for (int i = 0; hard != NULL && i < p->nkeys; i++) {
+		snprintf(v, sizeof(v), "%d", p->keys[i].value + extra[i]);
+		if (json_object_set_new(hard, p->keys[i].name,
+		    json_string(v))) {
+			json_decref(hard);
+			hard = NULL;
+		}
+	}
 	if (hard == NULL || (want = malloc(KEYS_LEN)) == NULL) {
 		json_decref(hard);
 		return -ENOMEM;
@@ -636,63 +739,38 @@ quota_create(const struct plan *p, struct rc_actions *r)
 bool
 reconcile_quota_in_force(const struct plan *p, json_t *q)
 {
-	json_t *hard = json_object_get(json_object_get(q, "status"), "hard");
-	const char *have;
-	char v[16];
+	int none[PLAN_MAX_KEYS] = { 0 };
 
-	for (int i = 0; i < p->nkeys; i++) {
-		snprintf(v, sizeof(v), "%d", p->keys[i].value);
-		have = json_string_value(json_object_get(hard,
-		    p->keys[i].name));
-		if (have == NULL || strcmp(have, v) != 0)
-			return false;
-	}
-	return true;
-}
-
-/* The observed quota of the given name, or NULL. */
-static json_t *
-quota_named(const struct rc_observed *obs, const char *name)
-{
-	const char *n;
-	size_t i;
-	json_t *q;
-
-	json_array_foreach(obs->quotas, i, q) {
-		n = json_string_value(json_object_get(json_object_get(q,
-		    "metadata"), "name"));
-		if (n != NULL && strcmp(n, name) == 0)
-			return q;
-	}
-	return NULL;
+	return quota_enforced(p, none, q);
 }
 
 /*
- * Quota writes for the namespace: ours updated, our keys released from
- * every other quota (KubePlus's, or ours of an older name). With a plan,
- * keys move: the other quotas keep them until the quota controller shows
- * ours in force (status.hard at the planned values), so no moment is
- * left without a limit; until then the namespace is looked at again.
+ * Quota writes for the namespace. ours_only: bring the plan's quota to the
+ * plan (and the room), *enforced telling whether its status.hard already
+ * shows that. Otherwise: release our keys from every other quota
+ * (KubePlus's, or ours of an older name); with a plan this runs only once
+ * ours is enforced, so no moment is left without a limit.
  */
 static int
-quota_diff(const struct plan *p, const struct rc_observed *obs,
-    struct rc_actions *r)
+quota_diff(const struct plan *p, const struct rc_observed *obs, bool ours_only,
+    bool *enforced, struct rc_actions *r)
 {
 	struct keylist *ours;
-	json_t *q, *own = NULL;
-	bool in_force = true;
+	int extra[PLAN_MAX_KEYS];
+	bool found = false;
 	const char *name;
 	size_t i;
+	json_t *q;
 	int ret = 0;
 
 	if (json_array_size(obs->quotas) > RC_MAX_QUOTAS)
 		return -E2BIG;
 	if ((ours = calloc(1, sizeof(*ours))) == NULL)
 		return -ENOMEM;
-	if (p != NULL) {
-		own = quota_named(obs, p->quota_name);
-		in_force = own != NULL && reconcile_quota_in_force(p, own);
-	}
+	if (p != NULL)
+		quota_room(p, obs, extra);
+	if (enforced != NULL)
+		*enforced = false;
 	json_array_foreach(obs->quotas, i, q) {
 		name = json_string_value(json_object_get(json_object_get(q,
 		    "metadata"), "name"));
@@ -700,21 +778,22 @@ quota_diff(const struct plan *p, const struct rc_observed *obs,
 			continue;
 		keys_parse(meta_str(q, "annotations", PLAN_QUOTA_KEYS_ANNOT),
 		    ours);
-		if (q == own)
-			ret = quota_update(p, q, ours, r);
-		else if (meta_str(q, "annotations",
-		    PLAN_QUOTA_KEYS_ANNOT) == NULL)
-			continue;
-		else if (in_force)
+		if (p != NULL && strcmp(name, p->quota_name) == 0) {
+			found = true;
+			if (!ours_only)
+				continue;
+			ret = quota_update(p, extra, q, ours, r);
+			if (enforced != NULL)
+				*enforced = quota_enforced(p, extra, q);
+		} else if (!ours_only && meta_str(q, "annotations",
+		    PLAN_QUOTA_KEYS_ANNOT) != NULL)
 			ret = quota_release(obs->ns, q, ours, r);
-		else
-			r->wait = true;
 		if (ret < 0)
 			break;
 	}
 	free(ours);
-	if (ret == 0 && p != NULL && own == NULL)
-		ret = quota_create(p, r);
+	if (ret == 0 && p != NULL && ours_only && !found)
+		ret = quota_create(p, extra, r);
 	return ret;
 }
 
@@ -816,23 +895,45 @@ int
 reconcile_diff(const struct plan *p, const struct rc_observed *obs,
     struct rc_actions *ret)
 {
+	bool enforced = false, usable = false;
 	int r = 0;
 
 	ret->n = 0;
 	ret->nimpostors = 0;
 	ret->wait = false;
+	ret->quota_pending = false;
 	if (!obs->ns_exists || obs->ns_terminating)
 		return 0;
 	if (p != NULL) {
+		/*
+		 * Quota first, and nothing else until its status.hard shows
+		 * it: the claim (which needs its room) and the Namespace
+		 * (which lets pods use the claim and the policies' limits)
+		 * come only once the quota controller enforces the plan.
+		 */
 		if ((r = ensure_class(p, obs, ret)) < 0 ||
-		    (r = ensure_claim(p, obs, ret)) < 0 ||
-		    (r = remove_stale(p, obs, ret)) < 0 ||
-		    (r = quota_diff(p, obs, ret)) < 0 ||
-		    (r = ns_diff(p, obs, ret)) < 0)
+		    (r = quota_diff(p, obs, true, &enforced, ret)) < 0)
+			goto fail;
+		if (!enforced) {
+			ret->wait = true;
+			ret->quota_pending = true;
+			return 0;
+		}
+		/*
+		 * A terminating object of the plan's name: an isolated
+		 * Namespace keeps naming what it has until it is gone (new
+		 * pods would not be scheduled on it); one not yet isolated is
+		 * isolated at once (the policies fence it meanwhile).
+		 */
+		if ((r = ensure_claim(p, obs, ret, &usable)) < 0 ||
+		    ((usable || !obs->ns_isolated) &&
+		    (r = ns_diff(p, obs, ret)) < 0) ||
+		    (r = quota_diff(p, obs, false, NULL, ret)) < 0 ||
+		    (usable && (r = remove_stale(p, obs, ret)) < 0))
 			goto fail;
 	} else {
 		if ((r = ns_diff(NULL, obs, ret)) < 0 ||
-		    (r = quota_diff(NULL, obs, ret)) < 0 ||
+		    (r = quota_diff(NULL, obs, false, NULL, ret)) < 0 ||
 		    (r = remove_stale(NULL, obs, ret)) < 0)
 			goto fail;
 	}

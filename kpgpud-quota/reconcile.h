@@ -2,9 +2,11 @@
  * Reconcile, the pure half: compare a plan (kpgpud-quota/plan.h) with what
  * is observed (the cache's owned objects and Namespace row, the API's
  * ResourceQuotas of the namespace) and produce the ordered writes that make
- * them agree. Creating: DeviceClass, claim or template, stale owned objects
- * removed, quota keys, then the Namespace label and annotation last.
- * Cleaning up: the reverse. Only kpgpud's quota keys (recorded in the quota
+ * them agree. Creating: DeviceClass, the plan's quota keys (raised by the
+ * room old shared claims still take while they drain), and only once the
+ * quota's status.hard shows them: the claim or template, the Namespace
+ * label and annotations, our keys out of other quotas, stale owned objects
+ * deleted. Cleaning up: Namespace, quotas, owned objects. Only kpgpud's quota keys (recorded in the quota
  * annotation PLAN_QUOTA_KEYS_ANNOT) are ever written or removed, with JSON
  * merge patches that name no other key.
  */
@@ -55,8 +57,12 @@ struct rc_actions {
 	/* objects of kpgpud's names found not to be kpgpud's: what and why */
 	int		 nimpostors;
 	char		 impostor[RC_MAX_IMPOSTORS][RC_WHY_MAX + 400];
-	bool		 wait;		/* an object of ours is terminating:
+	bool		 wait;		/* an object of ours is terminating,
+					   or the quota is not enforced yet:
 					   look again after a backoff */
+	bool		 quota_pending;	/* status.hard does not show the
+					   plan yet: nothing after the quota
+					   was written */
 };
 
 /* An owned object of the namespace as the cache holds it. */

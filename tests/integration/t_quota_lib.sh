@@ -68,6 +68,27 @@ resolved() {
 	jq_api "/api/v1/namespaces/$1" 'o["metadata"].get("annotations",{}).get("kubeplus.io/gpu-isolation-resolved")'
 }
 
+# shared_claim NS: the name of the tenant's shared claim as kpgpud-quota
+# put it on the Namespace (kubeplus.io/gpu-claim; "" when none). The name
+# is derived from the claim's spec (<kind>-<name>-gpu-<8 hex>).
+shared_claim() {
+	jq_api "/api/v1/namespaces/$1" 'o["metadata"].get("annotations",{}).get("kubeplus.io/gpu-claim")'
+}
+
+# planned_claim NAME ANNOTATION-JSON [KIND]: the shared claim name kpgpud
+# plans for instance KIND/NAME (default Agent) with that annotation
+# (kpgpuctl render).
+planned_claim() {
+	printf '%s' "$2" | python3 -c 'import json,sys
+print(json.dumps({"apiVersion":"kubeplus.io/v1alpha1","kind":sys.argv[2],
+    "metadata":{"name":sys.argv[1],"namespace":"default",
+    "annotations":{"kubeplus.io/gpu-isolation":sys.stdin.read()}}}))' \
+	    "$1" "${3:-Agent}" |
+	    "$KPGPUD_BIN/kpgpuctl" render | python3 -c 'import json,sys
+print([o["metadata"]["name"] for o in json.load(sys.stdin)["objects"]
+    if o["kind"] == "ResourceClaim"][0])'
+}
+
 # qkey NS QUOTA KEY: a spec.hard value of a quota ("" when absent).
 qkey() {
 	jq_api "/api/v1/namespaces/$1/resourcequotas/$2" \

@@ -354,7 +354,12 @@ TEST(time_slicing_shared_claim)
 	CHECK(!p->claim_is_template);
 	CHECK(p->device_class == NULL);
 	CHECK_STR(jstr(c, "kind"), "ResourceClaim");
-	CHECK_STR(jstr(c, "metadata>name"), "agent-team-e-gpu");
+	/* the name is the base and a hash of the spec */
+	CHECK(strncmp(jstr(c, "metadata>name"), "agent-team-e-gpu-", 17) ==
+	    0);
+	CHECK_INT(strlen(jstr(c, "metadata>name")), 25);
+	CHECK_STR(jstr(c, "metadata>name"), p->claim_name);
+	CHECK_STR(p->claim_legacy, "agent-team-e-gpu");
 	CHECK_STR(jstr(c, "metadata>namespace"), "team-e");
 	CHECK_STR(jstr(c, "spec>devices>requests>0>exactly>deviceClassName"),
 	    "gpu.nvidia.com");
@@ -370,10 +375,10 @@ TEST(time_slicing_shared_claim)
 	CHECK_STR(jstr(c, "spec>devices>config>0>opaque>parameters>sharing>"
 	    "timeSlicingConfig>interval"), "Long");
 	REQUIRE(resolved_of(p, r) == 0);
-	CHECK_STR(r->claim, "agent-team-e-gpu");
+	CHECK_STR(r->claim, p->claim_name);
 	CHECK_STR(r->claim_template, "");
 	c = plan_ns_annotations(p);
-	CHECK_STR(jstr(c, PLAN_NS_CLAIM_ANNOT), "agent-team-e-gpu");
+	CHECK_STR(jstr(c, PLAN_NS_CLAIM_ANNOT), p->claim_name);
 	CHECK(json_object_get(c, PLAN_NS_TEMPLATE_ANNOT) == NULL);
 	CHECK_STR(jstr(c, PLAN_NS_MAX_ANNOT), "1");
 	CHECK_STR(jstr(c, PLAN_NS_INIT_ANNOT), "none");
@@ -423,6 +428,63 @@ TEST(hybrid_shared_mig_claim)
 	    "the tenant's pods time-share one ResourceClaim of a MIG device "
 	    "of profile 2g.20gb");
 	plan_free(p);
+}
+
+/* The plan of the time-slicing fixture with another annotation. */
+static struct plan *
+build_ann(const char *fixture, const char *annotation)
+{
+	static struct plan_instance in;
+	struct plan_config cfg = { 0 };
+	struct plan *p = NULL;
+	char err[512];
+
+	if (load(fixture, &in) < 0)
+		return NULL;
+	snprintf(in.annotation, sizeof(in.annotation), "%s", annotation);
+	in.annotation_len = strlen(in.annotation);
+	if (plan_build(&in, &cfg, &p, err, sizeof(err)) < 0)
+		test_fail(__FILE__, __LINE__, "%s", err);
+	return p;
+}
+
+TEST(shared_claim_name_follows_spec)
+{
+	struct plan *a = build_ann("time-slicing", "{\"sharing\":"
+	    "\"time-slicing\",\"maxDevices\":2}");
+	struct plan *b = build_ann("time-slicing", "{\"sharing\":"
+	    "\"time-slicing\",\"maxDevices\":4,\"initContainers\":\"all\","
+	    "\"legacyGPU\":\"translate\"}");
+	struct plan *c = build_ann("time-slicing", "{\"sharing\":"
+	    "\"time-slicing\",\"maxDevices\":2,\"devicesPerPod\":2}");
+	struct plan *d = build_ann("time-slicing", "{\"sharing\":"
+	    "\"exclusive\",\"maxDevices\":2}");
+	char name[80];
+
+	REQUIRE(a != NULL && b != NULL && c != NULL && d != NULL);
+	/* fields outside the claim's spec keep the name; a spec change not */
+	CHECK_STR(a->claim_name, b->claim_name);
+	CHECK(strcmp(a->claim_name, c->claim_name) != 0);
+	CHECK(dns1123_label_valid(a->claim_name) && dns1123_label_valid(c->claim_name));
+	/* the tenant's other claim names: legacy and base-<8 hex> only */
+	CHECK(plan_claim_old_name(a, c->claim_name));
+	CHECK(plan_claim_old_name(a, "agent-team-e-gpu"));
+	CHECK(!plan_claim_old_name(a, a->claim_name));
+	CHECK(!plan_claim_old_name(a, "agent-team-e-gpu-1234567"));
+	CHECK(!plan_claim_old_name(a, "agent-team-e-gpu-1234567g"));
+	CHECK(!plan_claim_old_name(a, "agent-team-e-gpu-123456789"));
+	CHECK(!plan_claim_old_name(a, "agent-team-e-gpux12345678"));
+	CHECK(!plan_claim_old_name(a, "mine"));
+	snprintf(name, sizeof(name), "%s-0000000A", a->claim_base);
+	CHECK(!plan_claim_old_name(a, name));
+	snprintf(name, sizeof(name), "%s-0000000a", a->claim_base);
+	CHECK(plan_claim_old_name(a, name));
+	/* a template keeps the fixed name */
+	CHECK_STR(d->claim_name, "agent-team-e-gpu");
+	plan_free(a);
+	plan_free(b);
+	plan_free(c);
+	plan_free(d);
 }
 
 TEST(name_fit_hashes_long_names)

@@ -10,7 +10,11 @@
  * object of kpgpud's name that is not kpgpud's (label, owner reference,
  * spec) is reported and deleted with a uid precondition, or waited for when
  * terminating; decoys with only the managed-by label are left alone; keys
- * of classes added and removed follow the class list.
+ * of classes added and removed follow the class list. Quota comes first:
+ * nothing else until its status.hard shows the plan (a lowered maxDevices
+ * included). A shared claim's spec change creates a new claim with room
+ * in the quota for the old one while it drains, moves the Namespace to it
+ * and deletes the old one without waiting; the room goes with it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -69,12 +73,45 @@ obs_free(struct rc_observed *o)
 	json_decref(o->ns_annots);
 }
 
+/* The quota controller caught up: every quota's status.hard = spec.hard. */
+static void
+enforce(struct rc_observed *o)
+{
+	size_t i;
+	json_t *q;
+
+	json_array_foreach(o->quotas, i, q)
+		json_object_set_new(q, "status", json_pack("{s:o}", "hard",
+		    json_deep_copy(json_object_get(json_object_get(q,
+		    "spec"), "hard"))));
+}
+
+/* The plan's quota as kpgpud-quota created it, and enforced. */
+static void
+add_quota(struct rc_observed *o, const struct plan *p)
+{
+	char keys[2048] = "";
+
+	for (int i = 0; i < p->nkeys; i++)
+		snprintf(keys + strlen(keys), sizeof(keys) - strlen(keys),
+		    "%s%s", i ? "," : "", p->keys[i].name);
+	json_array_append_new(o->quotas, json_pack("{s:{s:s, s:{s:s}, "
+	    "s:{s:s}}, s:{s:o}}", "metadata", "name", p->quota_name,
+	    "labels", PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY, "annotations",
+	    PLAN_QUOTA_KEYS_ANNOT, keys, "spec", "hard", plan_quota_hard(p)));
+	enforce(o);
+}
+
 /* Make o look exactly like what p wants. */
 static void
 obs_from_plan(struct rc_observed *o, const struct plan *p)
 {
 	json_t *m = json_object_get(p->claim, "metadata");
+	char keys[2048] = "";
 
+	for (int i = 0; i < p->nkeys; i++)
+		snprintf(keys + strlen(keys), sizeof(keys) - strlen(keys),
+		    "%s%s", i ? "," : "", p->keys[i].name);
 	if (p->device_class != NULL)
 		o->device_class = json_pack("{s:o, s:o}", "labels", json_deep_copy(
 		    json_object_get(json_object_get(p->device_class,
@@ -95,12 +132,11 @@ obs_from_plan(struct rc_observed *o, const struct plan *p)
 	o->has_planned = true;
 	json_array_append_new(o->quotas, json_pack("{s:{s:s, s:{s:s}}, "
 	    "s:{s:o}}", "metadata", "name", p->quota_name, "annotations",
-	    PLAN_QUOTA_KEYS_ANNOT, "count/resourceclaims.resource.k8s.io,"
-	    "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/devices", "spec",
-	    "hard", plan_quota_hard(p)));
+	    PLAN_QUOTA_KEYS_ANNOT, keys, "spec", "hard", plan_quota_hard(p)));
 	o->ns_isolated = true;
 	o->ns_resolved = p->resolved;
 	o->ns_annots = plan_ns_annotations(p);
+	enforce(o);
 }
 
 /* Check action i: method and path. */
@@ -129,22 +165,18 @@ TEST(from_nothing_in_order)
 	REQUIRE(p != NULL && a != NULL);
 	mkobs(&o);
 	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	CHECK_INT(a->n, 4);
+	/* class and quota; nothing else until status.hard shows the quota */
+	CHECK_INT(a->n, 2);
+	CHECK(a->quota_pending);
+	CHECK(a->wait);
 	check_action(a, 0, "POST", "/apis/resource.k8s.io/v1/deviceclasses");
 	/* a 409 is never success: the object of the name is read */
 	CHECK_INT(a->a[0].also_ok, 0);
 	CHECK_STR(a->a[0].verify_kind, "DeviceClass");
 	CHECK_STR(a->a[0].item, "/apis/resource.k8s.io/v1/deviceclasses/"
 	    "kpgpud-mig-1g.10gb");
-	CHECK_STR(a->a[1].verify_kind, "ResourceClaimTemplate");
-	CHECK_STR(a->a[1].item, "/apis/resource.k8s.io/v1/namespaces/t1/"
-	    "resourceclaimtemplates/agent-t1-gpu");
-	check_action(a, 1, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
-	    "resourceclaimtemplates");
-	check_action(a, 2, "POST", "/api/v1/namespaces/t1/resourcequotas");
-	check_action(a, 3, "PATCH", "/api/v1/namespaces/t1");
-	CHECK_STR(a->a[3].content_type, RC_MERGE);
-	b = json_loads(a->a[2].body, 0, NULL);
+	check_action(a, 1, "POST", "/api/v1/namespaces/t1/resourcequotas");
+	b = json_loads(a->a[1].body, 0, NULL);
 	CHECK_STR(json_string_value(json_object_get(json_object_get(
 	    json_object_get(b, "spec"), "hard"),
 	    "count/resourceclaims.resource.k8s.io")), "2");
@@ -152,7 +184,36 @@ TEST(from_nothing_in_order)
 	    json_object_get(b, "metadata"), "labels"),
 	    "app.kubernetes.io/managed-by")), "kpgpud");
 	json_decref(b);
-	b = json_loads(a->a[3].body, 0, NULL);
+	reconcile_actions_clear(a);
+	/* created, but the quota controller has not written its status */
+	add_quota(&o, p);
+	json_object_del(json_array_get(o.quotas, 0), "status");
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	CHECK_INT(a->n, 1);
+	CHECK(a->quota_pending);
+	reconcile_actions_clear(a);
+	/* a status.hard with a lower value is not the plan either */
+	enforce(&o);
+	json_object_set_new(json_object_get(json_object_get(json_array_get(
+	    o.quotas, 0), "status"), "hard"),
+	    "count/resourceclaims.resource.k8s.io", json_string("1"));
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	CHECK(a->quota_pending);
+	reconcile_actions_clear(a);
+	/* enforced: template, then the Namespace last */
+	enforce(&o);
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	CHECK(!a->quota_pending);
+	CHECK_INT(a->n, 3);
+	check_action(a, 0, "POST", "/apis/resource.k8s.io/v1/deviceclasses");
+	CHECK_STR(a->a[1].verify_kind, "ResourceClaimTemplate");
+	CHECK_STR(a->a[1].item, "/apis/resource.k8s.io/v1/namespaces/t1/"
+	    "resourceclaimtemplates/agent-t1-gpu");
+	check_action(a, 1, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
+	    "resourceclaimtemplates");
+	check_action(a, 2, "PATCH", "/api/v1/namespaces/t1");
+	CHECK_STR(a->a[2].content_type, RC_MERGE);
+	b = json_loads(a->a[2].body, 0, NULL);
 	CHECK_STR(json_string_value(json_object_get(json_object_get(
 	    json_object_get(b, "metadata"), "labels"), RESOLVED_LABEL)),
 	    "true");
@@ -230,11 +291,11 @@ TEST(only_our_quota_keys)
 	    "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/devices", "1"));
 	/* first our own quota; KubePlus's keeps our old key meanwhile */
 	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	REQUIRE(a->n == 3);
-	check_action(a, 0, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
-	    "resourceclaimtemplates");
-	check_action(a, 1, "POST", "/api/v1/namespaces/t1/resourcequotas");
-	b = json_loads(a->a[1].body, 0, NULL);
+	/* ours only, and nothing else until its status.hard shows it */
+	REQUIRE(a->n == 1);
+	CHECK(a->quota_pending);
+	check_action(a, 0, "POST", "/api/v1/namespaces/t1/resourcequotas");
+	b = json_loads(a->a[0].body, 0, NULL);
 	CHECK_STR(json_string_value(json_object_get(json_object_get(b,
 	    "metadata"), "name")), "kpgpud-gpu");
 	hard = json_object_get(json_object_get(b, "spec"), "hard");
@@ -242,7 +303,6 @@ TEST(only_our_quota_keys)
 	CHECK_STR(json_string_value(json_object_get(hard,
 	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices")), "3");
 	json_decref(b);
-	check_action(a, 2, "PATCH", "/api/v1/namespaces/t1");
 	CHECK(a->wait);
 	reconcile_actions_clear(a);
 	/* ours exists, not yet in status.hard: still nothing released */
@@ -254,21 +314,23 @@ TEST(only_our_quota_keys)
 	    "hard", plan_quota_hard(p));
 	json_array_append_new(o.quotas, own);
 	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	for (int i = 0; i < a->n; i++)
-		CHECK(strstr(a->a[i].path, "resourcequotas") == NULL);
+	CHECK_INT(a->n, 0);
 	CHECK(a->wait);
 	reconcile_actions_clear(a);
-	/* in force: our key leaves KubePlus's quota, nothing else of it */
+	/* in force: template, Namespace, then our key leaves KubePlus's */
 	json_object_set_new(own, "status", json_pack("{s:o}", "hard",
 	    plan_quota_hard(p)));
 	CHECK(reconcile_quota_in_force(p, own));
 	REQUIRE(reconcile_diff(p, &o, a) == 0);
 	REQUIRE(a->n == 3);
 	CHECK(!a->wait);
-	check_action(a, 1, "PATCH", "/api/v1/namespaces/t1/resourcequotas/"
+	check_action(a, 0, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
+	    "resourceclaimtemplates");
+	check_action(a, 1, "PATCH", "/api/v1/namespaces/t1");
+	check_action(a, 2, "PATCH", "/api/v1/namespaces/t1/resourcequotas/"
 	    "agent-t1");
-	CHECK_STR(a->a[1].content_type, RC_MERGE);
-	b = json_loads(a->a[1].body, 0, NULL);
+	CHECK_STR(a->a[2].content_type, RC_MERGE);
+	b = json_loads(a->a[2].body, 0, NULL);
 	hard = json_object_get(json_object_get(b, "spec"), "hard");
 	CHECK_INT(json_object_size(hard), 1);
 	CHECK(json_is_null(json_object_get(hard, "kpgpud-mig-1g.10gb."
@@ -314,7 +376,7 @@ TEST(old_quota_name_moved)
 	    plan_quota_hard(p)));
 	REQUIRE(reconcile_diff(p, &o, a) == 0);
 	REQUIRE(a->n == 3);
-	check_action(a, 1, "DELETE", "/api/v1/namespaces/t1/resourcequotas/"
+	check_action(a, 2, "DELETE", "/api/v1/namespaces/t1/resourcequotas/"
 	    "agent-t1");
 	reconcile_actions_clear(a);
 	obs_free(&o);
@@ -603,14 +665,17 @@ TEST(impostor_replaced_exactly)
 	    "spec", "devices", "requests", "name", "gpu", "exactly",
 	    "deviceClassName", "gpu.nvidia.com", "allocationMode",
 	    "ExactCount", "count", 8);
+	add_quota(&o, p);
 	REQUIRE(reconcile_diff(p, &o, a) == 0);
 	CHECK_INT(a->nimpostors, 1);
-	CHECK(strstr(a->impostor[0], "ResourceClaim t1/agent-t1-gpu (uid "
-	    "evil-uid) is not kpgpud's") != NULL);
+	CHECK(strstr(a->impostor[0], "ResourceClaim t1/agent-t1-gpu-") !=
+	    NULL);
+	CHECK(strstr(a->impostor[0], " (uid evil-uid) is not kpgpud's") !=
+	    NULL);
 	CHECK(strstr(a->impostor[0], "replaced") != NULL);
 	REQUIRE(a->n >= 2);
-	check_action(a, 0, "DELETE", "/apis/resource.k8s.io/v1/namespaces/t1/"
-	    "resourceclaims/agent-t1-gpu");
+	CHECK_STR(a->a[0].method, "DELETE");
+	CHECK_STR(a->a[0].path, a->a[1].item);
 	CHECK_STR(a->a[0].impostor_kind, "ResourceClaim");
 	b = json_loads(a->a[0].body, 0, NULL);
 	CHECK_STR(json_string_value(json_object_get(json_object_get(b,
@@ -754,4 +819,254 @@ TEST(policy_params_configmap)
 	CHECK_STR(a->a[1].body, "{\"data\":{\"non-gpu-classes\":\"\"}}");
 	reconcile_actions_clear(a);
 	free(a);
+}
+
+/* The quota's spec.hard value of key, or -1. */
+static long
+hard_of(json_t *q, const char *key)
+{
+	const char *v = json_string_value(json_object_get(json_object_get(
+	    json_object_get(q, "spec"), "hard"), key));
+
+	return v != NULL ? atol(v) : -1;
+}
+
+/* Apply every quota patch of a to o's quotas, as the server would. */
+static void
+apply_quota_patches(struct rc_observed *o, const struct rc_actions *a)
+{
+	size_t i;
+	json_t *q, *b, *hard;
+	const char *k, *name;
+	json_t *v;
+
+	for (int n = 0; n < a->n; n++) {
+		if (strstr(a->a[n].path, "/resourcequotas/") == NULL ||
+		    strcmp(a->a[n].method, "PATCH") != 0)
+			continue;
+		b = json_loads(a->a[n].body, 0, NULL);
+		json_array_foreach(o->quotas, i, q) {
+			name = json_string_value(json_object_get(
+			    json_object_get(q, "metadata"), "name"));
+			if (strcmp(strrchr(a->a[n].path, '/') + 1, name) != 0)
+				continue;
+			hard = json_object_get(json_object_get(q, "spec"),
+			    "hard");
+			json_object_foreach(json_object_get(json_object_get(b,
+			    "spec"), "hard"), k, v) {
+				if (json_is_null(v))
+					json_object_del(hard, k);
+				else
+					json_object_set(hard, k, v);
+			}
+		}
+		json_decref(b);
+	}
+}
+
+#define TS1	"{\"sharing\":\"time-slicing\",\"maxDevices\":2}"
+#define TS2	"{\"sharing\":\"time-slicing\",\"maxDevices\":3," \
+		"\"devicesPerPod\":2,\"initContainers\":\"all\"}"
+#define GPU_KEY	"gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+#define CLAIMS	"count/resourceclaims.resource.k8s.io"
+
+TEST(shared_claim_spec_change)
+{
+	struct plan *p1 = mkplan(TS1), *p2 = mkplan(TS2);
+	struct rc_observed o;
+	struct rc_actions *a = calloc(1, sizeof(*a));
+	char path[RC_PATH_MAX];
+	json_t *b, *q;
+
+	REQUIRE(p1 != NULL && p2 != NULL && a != NULL);
+	REQUIRE(strcmp(p1->claim_name, p2->claim_name) != 0);
+	/* p1 in force, its claim in use; the annotation changes to p2 */
+	mkobs(&o);
+	obs_from_plan(&o, p1);
+	o.has_planned = false;
+	json_decref(o.planned.data);
+	o.planned.data = NULL;
+	q = json_array_get(o.quotas, 0);
+	REQUIRE(reconcile_diff(p2, &o, a) == 0);
+	/* first the room: p2's 3 plus the old claim's 1 claim, 1 device */
+	REQUIRE(a->n == 1);
+	CHECK(a->quota_pending);
+	apply_quota_patches(&o, a);
+	CHECK_INT(hard_of(q, CLAIMS), 4);
+	CHECK_INT(hard_of(q, GPU_KEY), 4);
+	reconcile_actions_clear(a);
+	/* still not enforced: nothing else, however often we look */
+	REQUIRE(reconcile_diff(p2, &o, a) == 0);
+	CHECK_INT(a->n, 0);
+	CHECK(a->quota_pending);
+	enforce(&o);
+	REQUIRE(reconcile_diff(p2, &o, a) == 0);
+	CHECK(!a->quota_pending);
+	/* new claim, Namespace moved to it, old claim deleted (no wait) */
+	REQUIRE(a->n == 3);
+	check_action(a, 0, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
+	    "resourceclaims");
+	CHECK(strstr(a->a[0].body, p2->claim_name) != NULL);
+	check_action(a, 1, "PATCH", "/api/v1/namespaces/t1");
+	b = json_loads(a->a[1].body, 0, NULL);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(
+	    json_object_get(b, "metadata"), "annotations"),
+	    PLAN_NS_CLAIM_ANNOT)), p2->claim_name);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(
+	    json_object_get(b, "metadata"), "annotations"),
+	    PLAN_NS_MAX_ANNOT)), "3");
+	json_decref(b);
+	snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/namespaces/t1/"
+	    "resourceclaims/%s", p1->claim_name);
+	check_action(a, 2, "DELETE", path);
+	CHECK(!a->wait);
+	reconcile_actions_clear(a);
+	/* the old claim terminates (its pods run): no write, room kept */
+	json_object_set_new(o.owned[0].data, "deletionTimestamp",
+	    json_string("2026-01-01T00:00:00Z"));
+	o.has_planned = true;
+	snprintf(o.planned.kind, sizeof(o.planned.kind), "ResourceClaim");
+	snprintf(o.planned.name, sizeof(o.planned.name), "%s", p2->claim_name);
+	o.planned.data = json_pack("{s:O, s:O, s:O}", "labels",
+	    json_object_get(json_object_get(p2->claim, "metadata"), "labels"),
+	    "annotations", json_object_get(json_object_get(p2->claim,
+	    "metadata"), "annotations"), "spec", json_object_get(p2->claim,
+	    "spec"));
+	json_decref(o.ns_annots);
+	o.ns_annots = plan_ns_annotations(p2);
+	REQUIRE(reconcile_diff(p2, &o, a) == 0);
+	CHECK_INT(a->n, 0);
+	CHECK(!a->wait);
+	/* gone: the quota returns to the plan, exactly */
+	json_decref(o.owned[0].data);
+	o.nowned = 0;
+	REQUIRE(reconcile_diff(p2, &o, a) == 0);
+	REQUIRE(a->n == 1);
+	apply_quota_patches(&o, a);
+	CHECK_INT(hard_of(q, CLAIMS), 3);
+	CHECK_INT(hard_of(q, GPU_KEY), 3);
+	reconcile_actions_clear(a);
+	enforce(&o);
+	REQUIRE(reconcile_diff(p2, &o, a) == 0);
+	CHECK_INT(a->n, 0);
+	obs_free(&o);
+	free(a);
+	plan_free(p1);
+	plan_free(p2);
+}
+
+TEST(room_only_for_the_tenants_claims)
+{
+	struct plan *p = mkplan(TS1);
+	struct rc_observed o;
+	struct rc_actions *a = calloc(1, sizeof(*a));
+	json_t *q;
+
+	REQUIRE(p != NULL && a != NULL);
+	mkobs(&o);
+	obs_from_plan(&o, p);
+	q = json_array_get(o.quotas, 0);
+	/* the fixed name of earlier versions, 2 devices, still draining */
+	snprintf(o.owned[1].kind, sizeof(o.owned[1].kind), "ResourceClaim");
+	snprintf(o.owned[1].name, sizeof(o.owned[1].name), "agent-t1-gpu");
+	o.owned[1].data = json_pack("{s:{s:s, s:s}, s:s, s:{s:{s:[{s:s, "
+	    "s:{s:s, s:s, s:i}}]}}}", "labels", PLAN_MANAGED_BY_KEY,
+	    PLAN_MANAGED_BY, PLAN_INSTANCE_LABEL, "agent-t1",
+	    "deletionTimestamp", "2026-01-01T00:00:00Z", "spec", "devices",
+	    "requests", "name", "gpu", "exactly", "deviceClassName",
+	    "gpu.nvidia.com", "allocationMode", "ExactCount", "count", 2);
+	/* one of another name with our labels, and one without the labels */
+	snprintf(o.owned[2].kind, sizeof(o.owned[2].kind), "ResourceClaim");
+	snprintf(o.owned[2].name, sizeof(o.owned[2].name), "other-gpu");
+	o.owned[2].data = json_deep_copy(o.owned[1].data);
+	snprintf(o.owned[3].kind, sizeof(o.owned[3].kind), "ResourceClaim");
+	snprintf(o.owned[3].name, sizeof(o.owned[3].name), "agent-t1-gpu-"
+	    "00000000");
+	o.owned[3].data = json_deep_copy(o.owned[1].data);
+	json_object_del(json_object_get(o.owned[3].data, "labels"),
+	    PLAN_MANAGED_BY_KEY);
+	o.nowned = 4;
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	REQUIRE(a->n == 1);
+	apply_quota_patches(&o, a);
+	CHECK_INT(hard_of(q, CLAIMS), 3);
+	CHECK_INT(hard_of(q, GPU_KEY), 4);
+	/* no delete of what is already going */
+	reconcile_actions_clear(a);
+	enforce(&o);
+	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	CHECK_INT(a->n, 0);
+	obs_free(&o);
+	free(a);
+	plan_free(p);
+}
+
+TEST(lowered_max_quota_first)
+{
+	struct plan *hi = mkplan("{\"sharing\":\"exclusive\",\"maxDevices\":4}");
+	struct plan *lo = mkplan("{\"sharing\":\"exclusive\",\"maxDevices\":1}");
+	struct rc_observed o;
+	struct rc_actions *a = calloc(1, sizeof(*a));
+	json_t *q;
+
+	REQUIRE(hi != NULL && lo != NULL && a != NULL);
+	mkobs(&o);
+	obs_from_plan(&o, hi);
+	q = json_array_get(o.quotas, 0);
+	/* lowered: the quota alone, the Namespace (max 4) not yet */
+	REQUIRE(reconcile_diff(lo, &o, a) == 0);
+	REQUIRE(a->n == 1);
+	CHECK(a->quota_pending);
+	check_action(a, 0, "PATCH", "/api/v1/namespaces/t1/resourcequotas/"
+	    "kpgpud-gpu");
+	apply_quota_patches(&o, a);
+	CHECK_INT(hard_of(q, GPU_KEY), 1);
+	reconcile_actions_clear(a);
+	enforce(&o);
+	REQUIRE(reconcile_diff(lo, &o, a) == 0);
+	REQUIRE(a->n == 1);
+	check_action(a, 0, "PATCH", "/api/v1/namespaces/t1");
+	CHECK(strstr(a->a[0].body, "\"" PLAN_NS_MAX_ANNOT "\":\"1\"") != NULL);
+	reconcile_actions_clear(a);
+	obs_free(&o);
+	free(a);
+	plan_free(hi);
+	plan_free(lo);
+}
+
+TEST(terminating_planned_claim_keeps_the_namespace)
+{
+	struct plan *p1 = mkplan(TS1), *p2 = mkplan(TS2);
+	struct rc_observed o;
+	struct rc_actions *a = calloc(1, sizeof(*a));
+
+	REQUIRE(p1 != NULL && p2 != NULL && a != NULL);
+	/* back to p1 while p1's claim still drains; p2's is in use */
+	mkobs(&o);
+	obs_from_plan(&o, p2);
+	snprintf(o.owned[1].kind, sizeof(o.owned[1].kind), "ResourceClaim");
+	snprintf(o.owned[1].name, sizeof(o.owned[1].name), "%s",
+	    p1->claim_name);
+	o.owned[1].data = json_pack("{s:O, s:O, s:s}", "labels",
+	    json_object_get(json_object_get(p1->claim, "metadata"), "labels"),
+	    "spec", json_object_get(p1->claim, "spec"), "deletionTimestamp",
+	    "2026-01-01T00:00:00Z");
+	o.nowned = 2;
+	json_decref(o.planned.data);
+	o.planned = o.owned[1];
+	o.planned.data = json_deep_copy(o.owned[1].data);
+	REQUIRE(reconcile_diff(p1, &o, a) == 0);
+	/* room for p2's claim, then: no create, no Namespace, no delete */
+	apply_quota_patches(&o, a);
+	enforce(&o);
+	reconcile_actions_clear(a);
+	REQUIRE(reconcile_diff(p1, &o, a) == 0);
+	CHECK(a->wait);
+	for (int i = 0; i < a->n; i++)
+		CHECK(strstr(a->a[i].path, "resourcequotas") != NULL);
+	reconcile_actions_clear(a);
+	obs_free(&o);
+	free(a);
+	plan_free(p1);
+	plan_free(p2);
 }
