@@ -48,17 +48,7 @@ struct config_ctx {
 };
 
 /* Write a formatted error into ctx->err; returns -EINVAL. */
-static int __attribute__((format(printf, 2, 3)))
-config_err(struct config_ctx *x, const char *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = vseterr(x->err, x->errlen, fmt, ap);
-	va_end(ap);
-	return r;
-}
+#define config_err(x, ...)	seterr((x)->err, (x)->errlen, __VA_ARGS__)
 
 /* Address of option o's member in tgt. */
 static void *

@@ -55,17 +55,7 @@ static const char *interval_names[] = {
 };
 
 /* Record a rejection reason and return -EINVAL. */
-static int
-perr(struct parse_ctx *c, const char *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = vseterr(c->err, c->errlen, fmt, ap);
-	va_end(ap);
-	return r;
-}
+#define perr(c, ...)	seterr((c)->err, (c)->errlen, __VA_ARGS__)
 
 /* Copy user text for a message: printable ASCII only, bounded. */
 static const char *
