@@ -23,7 +23,9 @@
 #include "common/daemon.h"
 #include "common/fault.h"
 #include "common/log.h"
+#include "common/hostport.h"
 #include "common/metrics.h"
+#include "common/metrics_http.h"
 #include "common/sdnotify.h"
 #include "common/util.h"
 #include "kpgpud-admit/nscache.h"
@@ -66,7 +68,7 @@ static const char *const miss_policies[] = { "allow", "deny", NULL };
 #define C struct admit_conf
 static const struct config_opt admit_opts[] = {
 	CONFIG_STRING(C, listen, "listen", 'l', ":8443", "Serving",
-	    "Address and port to serve HTTPS on (ADDR:PORT, [V6]:PORT, :PORT).",
+	    "Address and port to serve HTTPS on ([ADDR:]PORT, [V6]:PORT).",
 	    CONFIG_NORELOAD),
 	CONFIG_INT(C, listen_fd, "listen-fd", 0, "-1", -1, 65535, "Serving",
 	    "Serve on this already listening socket instead (LISTEN_FDS "
@@ -139,8 +141,8 @@ static const struct config_opt admit_opts[] = {
 	    10000000, "Sync", "Most namespaces kept in the local map.",
 	    CONFIG_NORELOAD),
 	CONFIG_STRING(C, metrics_listen, "metrics-listen", 0, NULL, "General",
-	    "Also serve /metrics over plain HTTP on HOST:PORT (or :PORT for "
-	    "127.0.0.1); /metrics on the HTTPS port is always there.",
+	    "Also serve /metrics over plain HTTP on [HOST:]PORT ([V6]:PORT; "
+	    "no HOST: 127.0.0.1); /metrics on the HTTPS port is always there.",
 	    CONFIG_NORELOAD),
 	CONFIG_PATH(C, pidfile, "pidfile", 0, NULL, "General",
 	    "Write and lock a pid file.", CONFIG_NORELOAD),
@@ -157,7 +159,7 @@ struct admit {
 	struct event_base	*base;
 	struct daemon		*daemon;
 	struct event		*tick;
-	struct evhttp		*mhttp;		/* --metrics-listen */
+	struct metrics_http	*mhttp;		/* --metrics-listen */
 	struct tls		*tls;
 	struct nscache		*cache;
 	struct syncconn		*sync;
@@ -230,9 +232,6 @@ reload_hook(void *arg)
 	return 0;
 }
 
-static int split_listen(const char *spec, char *host, size_t hostlen,
-    const char **port);
-
 /* Log the address a socket is bound to (the real port when 0 was asked). */
 static void
 say_address(const char *what, int fd)
@@ -247,45 +246,26 @@ say_address(const char *what, int fd)
 	log_notice("%s address=%s port=%s", what, host, port);
 }
 
-/* GET /metrics on the plain-HTTP metrics listener. */
-static void
-serve_metrics_cb(struct evhttp_request *req, void *arg)
+/* GET /metrics on the plain-HTTP metrics listener: the registry. */
+static int
+render_metrics(void *arg, struct buf *out)
 {
 	struct admit *a = arg;
-	struct buf b = BUF_INIT(0);
-	struct evbuffer *out = evhttp_request_get_output_buffer(req);
 
-	if (metrics_render(a->metrics, &b) < 0) {
-		evhttp_send_error(req, 500, "metrics unavailable");
-	} else {
-		evhttp_add_header(evhttp_request_get_output_headers(req),
-		    "Content-Type", "text/plain; version=0.0.4");
-		evbuffer_add(out, b.data ? b.data : "", b.len);
-		evhttp_send_reply(req, 200, "OK", NULL);
-	}
-	buf_free(&b);
+	return metrics_render(a->metrics, out);
 }
 
 /* Serve /metrics over plain HTTP on --metrics-listen, on the main loop. */
 static void
 start_metrics(struct admit *a)
 {
-	struct evhttp_bound_socket *bound;
-	char host[256];
-	const char *port, *spec = a->conf.metrics_listen;
+	char err[128];
+	int r;
 
-	if (split_listen(spec, host, sizeof(host), &port) < 0)
-		fatal("--metrics-listen %s: not HOST:PORT", spec);
-	if ((a->mhttp = evhttp_new(a->base)) == NULL)
-		fatal("out of memory");
-	evhttp_set_allowed_methods(a->mhttp, EVHTTP_REQ_GET);
-	evhttp_set_max_headers_size(a->mhttp, 8192);
-	evhttp_set_max_body_size(a->mhttp, 0);
-	evhttp_set_cb(a->mhttp, "/metrics", serve_metrics_cb, a);
-	if ((bound = evhttp_bind_socket_with_handle(a->mhttp, host[0] ? host :
-	    "127.0.0.1", (ev_uint16_t)atoi(port))) == NULL)
-		fatal("--metrics-listen %s: cannot bind", spec);
-	say_address("metrics", evhttp_bound_socket_get_fd(bound));
+	if ((r = metrics_http_new(a->base, a->conf.metrics_listen,
+	    render_metrics, a, &a->mhttp, err, sizeof(err))) < 0)
+		fatal("--metrics-listen %s: %s", a->conf.metrics_listen, err);
+	say_address("metrics", metrics_http_fd(a->mhttp));
 }
 
 /* Watchdog gate: every worker loop must still be turning. */
@@ -356,29 +336,6 @@ setup_metrics(struct admit *a)
 	return 0;
 }
 
-/* Split "ADDR:PORT", "[V6]:PORT" or ":PORT" into host (NULL: any) and port. */
-static int
-split_listen(const char *spec, char *host, size_t hostlen, const char **port)
-{
-	const char *colon;
-
-	if (spec[0] == '[') {
-		const char *end = strchr(spec, ']');
-
-		if (end == NULL || end[1] != ':' || (size_t)(end - spec) >= hostlen)
-			return -EINVAL;
-		snprintf(host, hostlen, "%.*s", (int)(end - spec - 1), spec + 1);
-		*port = end + 2;
-		return 0;
-	}
-	if ((colon = strrchr(spec, ':')) == NULL ||
-	    (size_t)(colon - spec) >= hostlen)
-		return -EINVAL;
-	snprintf(host, hostlen, "%.*s", (int)(colon - spec), spec);
-	*port = colon + 1;
-	return 0;
-}
-
 /*
  * Replies leave in more than one TLS record; without TCP_NODELAY (inherited
  * by accepted sockets) Nagle holds the last one for the client's delayed
@@ -397,19 +354,21 @@ static int
 open_listener(const char *spec, char *err, size_t errlen)
 {
 	struct addrinfo hints, *res = NULL;
-	char host[256];
-	const char *port;
+	struct hostport hp;
+	char why[128], port[8];
 	int fd = -1, one = 1, rv;
 
-	if (split_listen(spec, host, sizeof(host), &port) < 0) {
-		snprintf(err, errlen, "--listen %s: not ADDR:PORT", spec);
-		return -EINVAL;
+	if ((rv = hostport_parse(spec, "", HOSTPORT_PORT0, &hp, why,
+	    sizeof(why))) < 0) {
+		snprintf(err, errlen, "--listen %s: %s", spec, why);
+		return rv;
 	}
+	snprintf(port, sizeof(port), "%u", (unsigned)hp.port);
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-	if ((rv = getaddrinfo(host[0] ? host : NULL, port, &hints, &res)) != 0) {
+	if ((rv = getaddrinfo(hp.host[0] ? hp.host : NULL, port, &hints, &res)) != 0) {
 		snprintf(err, errlen, "--listen %s: %s", spec, gai_strerror(rv));
 		return -EINVAL;
 	}
@@ -556,8 +515,7 @@ teardown(struct admit *a)
 	server_free(a->server);
 	if (a->tick != NULL)
 		event_free(a->tick);
-	if (a->mhttp != NULL)
-		evhttp_free(a->mhttp);
+	metrics_http_free(a->mhttp);
 	daemon_free(a->daemon);
 	close(a->listen_fd);
 	tls_free(a->tls);

@@ -20,6 +20,7 @@
 #include "common/kube.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/metrics_http.h"
 #include "common/sdnotify.h"
 #include "common/util.h"
 #include "kpgpud-sync/acct.h"
@@ -131,7 +132,8 @@ static const struct config_opt sync_opts[] = {
 	    "Bytes queued for one peer before it is dropped as too slow.",
 	    CONFIG_NORELOAD),
 	CONFIG_STRING(SC, metrics_listen, "metrics-listen", 0, NULL,
-	    "Metrics", "Serve /metrics on 127.0.0.1:PORT (or HOST:PORT).",
+	    "Metrics", "Serve /metrics and /readyz on [HOST:]PORT ([V6]:PORT; "
+	    "no HOST: 127.0.0.1).",
 	    CONFIG_NORELOAD),
 	CONFIG_DURATION(SC, usage_retention_ms, "usage-retention", 0, "720h",
 	    60000, INT64_C(87600) * 3600000, "Accounting",
@@ -157,7 +159,7 @@ struct sync_main {
 	struct kube_client	*kc;
 	struct cache		*cache;
 	struct metrics		*reg;
-	struct evhttp		*http;
+	struct metrics_http	*http;
 	struct syncd		 sd;
 	char			 sockpath[4096];
 	int			 pidfd;
@@ -206,27 +208,17 @@ sync_collections(const struct sync_conf *c, struct sync_res *res,
 	return r;
 }
 
-/* /metrics on the optional listener. */
-static void
-sync_metrics_cb(struct evhttp_request *req, void *arg)
+/* /metrics on the optional listener: the registry, then the ledger's. */
+static int
+sync_metrics_render(void *arg, struct buf *out)
 {
 	struct sync_main *sm = arg;
-	struct buf b = BUF_INIT(0);
-	struct evbuffer *out = evbuffer_new();
+	int r;
 
 	syncd_update_gauges(&sm->sd);
-	if (out == NULL || metrics_render(sm->reg, &b) < 0 ||
-	    (sm->sd.acct != NULL && acct_metrics(sm->sd.acct, &b) < 0)) {
-		evhttp_send_error(req, 500, "metrics unavailable");
-	} else {
-		evbuffer_add(out, buf_str(&b), b.len);
-		evhttp_add_header(evhttp_request_get_output_headers(req),
-		    "Content-Type", "text/plain; version=0.0.4");
-		evhttp_send_reply(req, 200, "OK", out);
-	}
-	if (out != NULL)
-		evbuffer_free(out);
-	buf_free(&b);
+	if ((r = metrics_render(sm->reg, out)) < 0)
+		return r;
+	return sm->sd.acct != NULL ? acct_metrics(sm->sd.acct, out) : 0;
 }
 
 /*
@@ -261,32 +253,21 @@ sync_readyz_cb(struct evhttp_request *req, void *arg)
 	evbuffer_free(out);
 }
 
-/* Start the metrics listener from "PORT" or "HOST:PORT". */
+/* Start the metrics listener (/metrics, /readyz) on --metrics-listen. */
 static int
 sync_metrics_listen(struct sync_main *sm, const char *spec)
 {
-	char host[256] = "127.0.0.1";
-	const char *colon = strrchr(spec, ':');
-	int port;
+	char err[128];
+	int r;
 
-	if (colon != NULL) {
-		if ((size_t)(colon - spec) >= sizeof(host))
-			return -EINVAL;
-		memcpy(host, spec, (size_t)(colon - spec));
-		host[colon - spec] = '\0';
-		spec = colon + 1;
+	if ((r = metrics_http_new(sm->base, spec, sync_metrics_render, sm,
+	    &sm->http, err, sizeof(err))) < 0 ||
+	    (r = metrics_http_handle(sm->http, "/readyz", sync_readyz_cb,
+	    sm)) < 0) {
+		log_err("metrics listener failed spec=%s error=%s", log_q(spec),
+		    r == -ENOMEM || r == -EEXIST ? strerror(-r) : log_q(err));
+		return r;
 	}
-	if (parse_int(spec, 1, 65535, &port) < 0)
-		return -EINVAL;
-	if ((sm->http = evhttp_new(sm->base)) == NULL)
-		return -ENOMEM;
-	evhttp_set_allowed_methods(sm->http, EVHTTP_REQ_GET);
-	evhttp_set_max_headers_size(sm->http, 8192);
-	evhttp_set_max_body_size(sm->http, 0);
-	evhttp_set_cb(sm->http, "/metrics", sync_metrics_cb, sm);
-	evhttp_set_cb(sm->http, "/readyz", sync_readyz_cb, sm);
-	if (evhttp_bind_socket(sm->http, host, (uint16_t)port) < 0)
-		return -EADDRINUSE;
 	return 0;
 }
 
@@ -495,11 +476,8 @@ sync_setup(struct sync_main *sm)
 		return r;
 	}
 	if (sm->conf.metrics_listen != NULL &&
-	    (r = sync_metrics_listen(sm, sm->conf.metrics_listen)) < 0) {
-		log_err("metrics listener failed spec=%s error=%s",
-		    log_q(sm->conf.metrics_listen), strerror(-r));
+	    (r = sync_metrics_listen(sm, sm->conf.metrics_listen)) < 0)
 		return r;
-	}
 	log_notice("started socket=%s cache=%s collections=%zu",
 	    log_q(sm->sockpath), log_q(sm->conf.cache), nres);
 	return syncd_start(&sm->sd);
@@ -513,8 +491,7 @@ sync_teardown(struct sync_main *sm)
 	syncd_fini(&sm->sd);
 	acct_free(sm->sd.acct);
 	sm->sd.acct = NULL;
-	if (sm->http != NULL)
-		evhttp_free(sm->http);
+	metrics_http_free(sm->http);
 	kube_client_free(sm->kc);
 	kube_config_free(sm->kcfg);
 	cache_free(sm->cache);
