@@ -496,6 +496,17 @@ ipc_client_request(struct ipc_client *c, struct ipc_msg *req,
 	return 0;
 }
 
+/* Drop the connection and reconnect after the backoff. */
+void
+ipc_client_reset(struct ipc_client *c)
+{
+	if (c->doomed || (c->state != CLI_READY && c->state != CLI_HELLO))
+		return;
+	enter(c);
+	client_disconnect(c, -ECONNRESET);
+	leave(c);
+}
+
 /* Forget a pending request without calling its callback. */
 int
 ipc_client_cancel(struct ipc_client *c, uint32_t id)

@@ -230,6 +230,71 @@ int	 ipc_client_request(struct ipc_client *c, struct ipc_msg *req,
 	    uint32_t *ret_id);
 /* Forget a pending request: its callback will not be called. */
 int	 ipc_client_cancel(struct ipc_client *c, uint32_t id);
+/*
+ * Drop the connection (pending requests get -ECONNRESET, on_disconnected
+ * runs) and reconnect after the backoff. Nothing happens when not connected.
+ */
+void	 ipc_client_reset(struct ipc_client *c);
+
+/* ---- kpgpud-sync's change stream on libevent (sub.c) ---- */
+
+/*
+ * A subscriber: connects, says HELLO, sends SUBSCRIBE for its topics since
+ * the last generation it holds, takes the snapshot and then live changes;
+ * after a failed SUBSCRIBE on a live connection it subscribes again (with
+ * jittered backoff), after a lost connection it reconnects and resumes.
+ * One log line per state change ("<name> connected", "subscribed to
+ * <name>", "<name> snapshot received", "<name> subscription failed",
+ * "<name> disconnected"). Other requests may share its connection through
+ * ipc_sub_client(). Not to be freed from inside its own callbacks.
+ */
+struct ipc_sub;
+
+enum ipc_sub_state {
+	IPC_SUB_DOWN,		/* not connected */
+	IPC_SUB_SUBSCRIBING,	/* SUBSCRIBE sent */
+	IPC_SUB_SNAPSHOT,	/* SNAPSHOT_BEGIN received */
+	IPC_SUB_LIVE,		/* SNAPSHOT_END received: live changes */
+	IPC_SUB_RETRY,		/* SUBSCRIBE failed; sent again soon */
+};
+
+struct ipc_sub_config {
+	/* path, role, server uids, backoff; the callbacks are the sub's */
+	struct ipc_client_config client;
+	uint32_t	 topics;	/* IPC_TOPIC_* bits */
+	const char	*name;		/* the server in logs; NULL = "sync" */
+	unsigned	 timeout_ms;	/* SUBSCRIBE's answer; 0 = 10000 */
+	/* HELLO_OK, before SUBSCRIBE goes out */
+	void		(*on_connected)(struct ipc_sub *s, void *arg);
+	/* SNAPSHOT_BEGIN: full = the snapshot replaces what is known */
+	void		(*on_begin)(struct ipc_sub *s, bool full,
+			    uint64_t generation, void *arg);
+	/* a CHANGE, in the snapshot or live */
+	void		(*on_change)(struct ipc_sub *s,
+			    const struct ipc_change *ch, void *arg);
+	/* SNAPSHOT_END: live changes follow */
+	void		(*on_end)(struct ipc_sub *s, uint64_t generation,
+			    void *arg);
+	/* the link is gone; mid_snapshot: SNAPSHOT_END never came */
+	void		(*on_disconnected)(struct ipc_sub *s, int err,
+			    bool mid_snapshot, void *arg);
+	void		*arg;
+};
+
+/* Create a subscriber on base (not yet connecting). 0 or -errno. */
+int	 ipc_sub_new(struct event_base *base, const struct ipc_sub_config *cfg,
+	    struct ipc_sub **ret);
+/* Start connecting. */
+int	 ipc_sub_start(struct ipc_sub *s);
+/* Disconnect and free. NULL ok. */
+void	 ipc_sub_free(struct ipc_sub *s);
+/* The client under the subscription (for other requests on its link). */
+struct ipc_client *ipc_sub_client(const struct ipc_sub *s);
+/* Where the subscription stands, and that state's name. */
+enum ipc_sub_state ipc_sub_state(const struct ipc_sub *s);
+const char *ipc_sub_state_name(enum ipc_sub_state st);
+/* The generation a new SUBSCRIBE starts after (0: a full snapshot). */
+uint64_t ipc_sub_generation(const struct ipc_sub *s);
 
 /* ---- blocking client for kpgpuctl and tests (call.c) ---- */
 

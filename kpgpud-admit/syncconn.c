@@ -1,6 +1,7 @@
 /*
- * kpgpud-admit's link to kpgpud-sync: see syncconn.h. This is daemon glue on
- * the main loop, so it logs state changes itself (one line each).
+ * kpgpud-admit's link to kpgpud-sync: see syncconn.h. The change stream is
+ * ipc/sub.c's (it logs the link's state changes); this glue applies it to
+ * the nscache and logs what happens there.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -22,13 +23,10 @@
 
 struct syncconn {
 	struct event_base	*base;
-	struct ipc_client	*client;
+	struct ipc_sub		*sub;		/* the Namespace change stream */
 	struct nscache		*cache;
 	struct metric		*gauge;
-	uint64_t		 generation;	/* last generation applied */
-	bool			 subscribed;	/* SNAPSHOT_BEGIN received */
-	bool			 full;		/* ... and it was a full one */
-	bool			 snapshot_done;	/* SNAPSHOT_END received */
+	bool			 full;		/* a full snapshot is arriving */
 	bool			 status_pending;
 	bool			 synced;	/* sync's own STATUS */
 	uint64_t		 last_status_ms;
@@ -47,22 +45,23 @@ struct sc_lookup {
 static void
 publish(struct syncconn *s)
 {
-	bool conn = ipc_client_connected(s->client);
+	bool conn = ipc_client_connected(ipc_sub_client(s->sub));
 
 	atomic_store(&s->connected, conn);
-	atomic_store(&s->ready, conn && s->snapshot_done && s->synced);
+	atomic_store(&s->ready, conn && ipc_sub_state(s->sub) ==
+	    IPC_SUB_LIVE && s->synced);
 	metric_set(s->gauge, NULL, NULL, conn ? 1 : 0);
 }
 
 /* Apply one Namespace change to the map. */
 static void
-apply_change(struct syncconn *s, const struct ipc_change *c)
+on_change(struct ipc_sub *sub, const struct ipc_change *c, void *arg)
 {
+	struct syncconn *s = arg;
 	char err[256];
 	int rv;
 
-	if (c->generation > s->generation)
-		s->generation = c->generation;
+	(void)sub;
 	if (strcmp(c->kind, "Namespace") != 0)
 		return;
 	if (c->deleted) {
@@ -79,103 +78,62 @@ apply_change(struct syncconn *s, const struct ipc_change *c)
 		    log_q(c->name), strerror(-rv));
 }
 
-/* CHANGE and SNAPSHOT_END pushes. */
+/* SNAPSHOT_BEGIN: a full snapshot replaces the map at its end. */
 static void
-on_push(struct ipc_client *c, const struct ipc_msg *m, void *arg)
+on_begin(struct ipc_sub *sub, bool full, uint64_t generation, void *arg)
+{
+	struct syncconn *s = arg;
+
+	(void)sub;
+	(void)generation;
+	if (s->full)
+		nscache_abort_full(s->cache);
+	s->full = full;
+	if (full)
+		nscache_begin_full(s->cache);
+}
+
+/* SNAPSHOT_END: drop what a full snapshot did not name; maybe ready. */
+static void
+on_end(struct ipc_sub *sub, uint64_t generation, void *arg)
 {
 	struct syncconn *s = arg;
 	size_t dropped;
 
-	(void)c;
-	if (m->type == IPC_CHANGE) {
-		apply_change(s, &m->u.change);
-		return;
-	}
-	if (m->u.snapshot.generation > s->generation)
-		s->generation = m->u.snapshot.generation;
+	(void)sub;
 	if (s->full) {
 		dropped = nscache_end_full(s->cache);
 		s->full = false;
 		log_info("namespace snapshot applied namespaces=%zu dropped=%zu "
 		    "generation=%llu", nscache_count(s->cache), dropped,
-		    (unsigned long long)s->generation);
+		    (unsigned long long)generation);
 	}
-	s->snapshot_done = true;
 	publish(s);
 }
 
-/* The answer to SUBSCRIBE: SNAPSHOT_BEGIN, or a failure. */
+/* HELLO_OK: poll STATUS (the subscriber sends SUBSCRIBE). */
 static void
-on_subscribed(struct ipc_client *c, int err, const struct ipc_msg *reply,
-    void *arg)
+on_connected(struct ipc_sub *sub, void *arg)
 {
 	struct syncconn *s = arg;
 
-	(void)c;
-	if (err == -ECANCELED || err == -ECONNRESET)
-		return;
-	if (err < 0 || reply == NULL || reply->type != IPC_SNAPSHOT_BEGIN) {
-		s->subscribed = false;
-		log_warn("sync subscription failed error=%s; retrying on the "
-		    "next tick", strerror(err < 0 ? -err : EPROTO));
-		return;
-	}
-	s->subscribed = true;
-	s->full = reply->u.snapshot.full;
-	if (s->full)
-		nscache_begin_full(s->cache);
-}
-
-/* Send SUBSCRIBE for namespaces since the last generation applied. */
-static void
-subscribe(struct syncconn *s)
-{
-	struct ipc_msg m;
-	int rv;
-
-	memset(&m, 0, sizeof(m));
-	m.type = IPC_SUBSCRIBE;
-	m.u.subscribe.topics = IPC_TOPIC_NAMESPACES;
-	m.u.subscribe.since_generation = s->generation;
-	s->subscribed = true;	/* until the answer says otherwise */
-	rv = ipc_client_request(s->client, &m, SC_SUBSCRIBE_MS, on_subscribed,
-	    s, NULL);
-	if (rv < 0) {
-		s->subscribed = false;
-		log_warn("sync subscribe not sent error=%s", strerror(-rv));
-	}
-}
-
-/* HELLO_OK: subscribe and poll STATUS. */
-static void
-on_connected(struct ipc_client *c, void *arg)
-{
-	struct syncconn *s = arg;
-
-	(void)c;
-	log_notice("sync connected generation=%llu",
-	    (unsigned long long)s->generation);
-	s->snapshot_done = false;
+	(void)sub;
 	s->synced = false;
 	s->status_pending = false;
 	s->last_status_ms = 0;
-	subscribe(s);
 	publish(s);
 	syncconn_tick(s);
 }
 
 /* The link is gone; the map stays as it is. */
 static void
-on_disconnected(struct ipc_client *c, int err, void *arg)
+on_disconnected(struct ipc_sub *sub, int err, bool mid_snapshot, void *arg)
 {
 	struct syncconn *s = arg;
 
-	(void)c;
-	log_warn("sync disconnected error=%s; answering from %zu known "
-	    "namespaces", strerror(err < 0 ? -err : EIO),
-	    nscache_count(s->cache));
-	s->subscribed = false;
-	s->snapshot_done = false;
+	(void)sub;
+	(void)err;
+	(void)mid_snapshot;
 	s->synced = false;
 	s->status_pending = false;
 	if (s->full) {
@@ -191,7 +149,7 @@ int
 syncconn_new(struct event_base *base, const struct syncconn_config *cfg,
     struct nscache *cache, struct syncconn **ret)
 {
-	struct ipc_client_config cc;
+	struct ipc_sub_config sc;
 	struct syncconn *s;
 	int rv;
 
@@ -200,20 +158,27 @@ syncconn_new(struct event_base *base, const struct syncconn_config *cfg,
 	s->base = base;
 	s->cache = cache;
 	s->gauge = cfg->connected_gauge;
-	memset(&cc, 0, sizeof(cc));
-	cc.path = cfg->path;
-	cc.role = IPC_ROLE_ADMIT;
-	cc.nserver_uids = cfg->nuids < IPC_UIDS_MAX ? cfg->nuids : IPC_UIDS_MAX;
-	memcpy(cc.server_uids, cfg->uids, cc.nserver_uids * sizeof(uid_t));
-	cc.backoff_min_ms = 50;
-	cc.backoff_max_ms = cfg->backoff_max_ms ? cfg->backoff_max_ms : 400;
-	cc.on_connected = on_connected;
-	cc.on_disconnected = on_disconnected;
-	cc.on_push = on_push;
-	cc.arg = s;
-	if ((rv = ipc_client_new(base, &cc, &s->client)) < 0 ||
-	    (rv = ipc_client_start(s->client)) < 0) {
-		ipc_client_free(s->client);
+	memset(&sc, 0, sizeof(sc));
+	sc.client.path = cfg->path;
+	sc.client.role = IPC_ROLE_ADMIT;
+	sc.client.nserver_uids = cfg->nuids < IPC_UIDS_MAX ? cfg->nuids :
+	    IPC_UIDS_MAX;
+	memcpy(sc.client.server_uids, cfg->uids,
+	    sc.client.nserver_uids * sizeof(uid_t));
+	sc.client.backoff_min_ms = 50;
+	sc.client.backoff_max_ms = cfg->backoff_max_ms ? cfg->backoff_max_ms :
+	    400;
+	sc.topics = IPC_TOPIC_NAMESPACES;
+	sc.timeout_ms = SC_SUBSCRIBE_MS;
+	sc.on_connected = on_connected;
+	sc.on_begin = on_begin;
+	sc.on_change = on_change;
+	sc.on_end = on_end;
+	sc.on_disconnected = on_disconnected;
+	sc.arg = s;
+	if ((rv = ipc_sub_new(base, &sc, &s->sub)) < 0 ||
+	    (rv = ipc_sub_start(s->sub)) < 0) {
+		ipc_sub_free(s->sub);
 		free(s);
 		return rv;
 	}
@@ -228,7 +193,7 @@ syncconn_free(struct syncconn *s)
 {
 	if (s == NULL)
 		return;
-	ipc_client_free(s->client);
+	ipc_sub_free(s->sub);
 	free(s);
 }
 
@@ -295,7 +260,7 @@ syncconn_lookup(struct syncconn *s, const char *ns, unsigned timeout_ms,
 	memset(&m, 0, sizeof(m));
 	m.type = IPC_NS_LOOKUP;
 	snprintf(m.u.ns_lookup.ns, sizeof(m.u.ns_lookup.ns), "%s", ns);
-	a.err = ipc_client_request(s->client, &m, timeout_ms ? timeout_ms : 1,
+	a.err = ipc_client_request(ipc_sub_client(s->sub), &m, timeout_ms ? timeout_ms : 1,
 	    on_lookup, l, NULL);
 	if (a.err < 0) {
 		free(l);
@@ -323,7 +288,7 @@ on_status(struct ipc_client *c, int err, const struct ipc_msg *reply,
 	publish(s);
 }
 
-/* Housekeeping: resubscribe after a failure, poll STATUS. */
+/* Housekeeping: poll STATUS. */
 void
 syncconn_tick(struct syncconn *s)
 {
@@ -331,17 +296,15 @@ syncconn_tick(struct syncconn *s)
 	uint64_t now = monotonic_ms();
 
 	publish(s);
-	if (!ipc_client_connected(s->client))
+	if (!ipc_client_connected(ipc_sub_client(s->sub)))
 		return;
-	if (!s->subscribed)
-		subscribe(s);
 	if (s->status_pending || (s->synced &&
 	    now - s->last_status_ms < SC_STATUS_EVERY_MS))
 		return;
 	memset(&m, 0, sizeof(m));
 	m.type = IPC_STATUS;
-	if (ipc_client_request(s->client, &m, SC_STATUS_MS, on_status, s,
-	    NULL) == 0) {
+	if (ipc_client_request(ipc_sub_client(s->sub), &m, SC_STATUS_MS,
+	    on_status, s, NULL) == 0) {
 		s->status_pending = true;
 		s->last_status_ms = now;
 	}

@@ -80,14 +80,13 @@ struct quotad {
 	struct event_base	*base;
 	struct kube_client	*kc;
 	struct cache		*cache;
-	struct ipc_client	*ipc;
+	struct ipc_sub		*sub;		/* sync's change stream */
 	struct lease		*lease;
 	struct wq		*wq;
 	struct event		*kick_ev;
 	struct event		*resync_ev;
 	struct quotad_metrics	 m;
 	struct qwork		*cur;		/* the key in process */
-	uint64_t		 generation;	/* last change applied */
 	bool			 leader;	/* last reported */
 	bool			 cache_warned;
 	/* events already on the server, by hash: not posted again */

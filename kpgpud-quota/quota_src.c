@@ -171,8 +171,6 @@ quotad_enqueue_all(struct quotad *q)
 static void
 on_change(struct quotad *q, const struct ipc_change *ch)
 {
-	if (ch->generation > q->generation)
-		q->generation = ch->generation;
 	switch (ch->topic) {
 	case IPC_TOPIC_NAMESPACES:
 		quotad_enqueue_ns(q, ch->name);
@@ -196,39 +194,15 @@ on_change(struct quotad *q, const struct ipc_change *ch)
 	}
 }
 
-/* Pushes: CHANGE and SNAPSHOT_END. */
+/* SNAPSHOT_BEGIN: a full snapshot may mean a rebuilt cache. */
 static void
-on_push(struct ipc_client *c, const struct ipc_msg *m, void *arg)
+on_begin(struct ipc_sub *s, bool full, uint64_t generation, void *arg)
 {
 	struct quotad *q = arg;
 
-	(void)c;
-	if (m->type == IPC_CHANGE)
-		on_change(q, &m->u.change);
-	else if (m->type == IPC_SNAPSHOT_END &&
-	    m->u.snapshot.generation > q->generation)
-		q->generation = m->u.snapshot.generation;
-}
-
-/* The answer to SUBSCRIBE. */
-static void
-on_subscribed(struct ipc_client *c, int err, const struct ipc_msg *reply,
-    void *arg)
-{
-	struct quotad *q = arg;
-
-	(void)c;
-	if (err == -ECANCELED)
-		return;
-	if (err < 0 || reply == NULL || reply->type != IPC_SNAPSHOT_BEGIN) {
-		log_warn("sync subscription failed error=%s",
-		    strerror(err < 0 ? -err : EPROTO));
-		return;
-	}
-	log_info("subscribed to sync generation=%llu full=%d",
-	    (unsigned long long)reply->u.snapshot.generation,
-	    reply->u.snapshot.full);
-	if (reply->u.snapshot.full) {
+	(void)s;
+	(void)generation;
+	if (full) {
 		/*
 		 * A full snapshot may come from a cache sync rebuilt (a removed
 		 * or corrupt file replaced): reopen it, never read the old one.
@@ -239,60 +213,41 @@ on_subscribed(struct ipc_client *c, int err, const struct ipc_msg *reply,
 	}
 }
 
-/* Connected to sync: subscribe from where we were. */
+/* A CHANGE from the stream. */
 static void
-on_connected(struct ipc_client *c, void *arg)
+on_stream_change(struct ipc_sub *s, const struct ipc_change *ch, void *arg)
 {
-	struct quotad *q = arg;
-	struct ipc_msg m;
-	int r;
-
-	memset(&m, 0, sizeof(m));
-	m.type = IPC_SUBSCRIBE;
-	m.u.subscribe.topics = IPC_TOPIC_ALL;
-	m.u.subscribe.since_generation = q->generation;
-	log_notice("sync connected generation=%llu",
-	    (unsigned long long)q->generation);
-	if ((r = ipc_client_request(c, &m, SUBSCRIBE_MS, on_subscribed, q,
-	    NULL)) < 0)
-		log_warn("sync subscribe not sent error=%s", strerror(-r));
+	(void)s;
+	on_change(arg, ch);
 }
 
-/* Lost sync: keep working from the cache; the client reconnects. */
-static void
-on_disconnected(struct ipc_client *c, int err, void *arg)
-{
-	(void)c;
-	(void)arg;
-	log_warn("sync disconnected error=%s; reconnecting",
-	    strerror(err < 0 ? -err : EIO));
-}
-
-/* Connect to sync.sock. */
+/* Connect to sync.sock and follow its change stream. */
 int
 quotad_src_start(struct quotad *q)
 {
-	struct ipc_client_config cc;
+	struct ipc_sub_config sc;
 	int r;
 
-	memset(&cc, 0, sizeof(cc));
-	cc.path = q->cfg.sync_socket;
-	cc.role = IPC_ROLE_QUOTA;
-	memcpy(cc.server_uids, q->cfg.sync_uids, sizeof(cc.server_uids));
-	cc.nserver_uids = q->cfg.nsync_uids;
-	cc.on_connected = on_connected;
-	cc.on_disconnected = on_disconnected;
-	cc.on_push = on_push;
-	cc.arg = q;
-	if ((r = ipc_client_new(q->base, &cc, &q->ipc)) < 0)
+	memset(&sc, 0, sizeof(sc));
+	sc.client.path = q->cfg.sync_socket;
+	sc.client.role = IPC_ROLE_QUOTA;
+	memcpy(sc.client.server_uids, q->cfg.sync_uids,
+	    sizeof(sc.client.server_uids));
+	sc.client.nserver_uids = q->cfg.nsync_uids;
+	sc.topics = IPC_TOPIC_ALL;
+	sc.timeout_ms = SUBSCRIBE_MS;
+	sc.on_begin = on_begin;
+	sc.on_change = on_stream_change;
+	sc.arg = q;
+	if ((r = ipc_sub_new(q->base, &sc, &q->sub)) < 0)
 		return r;
-	return ipc_client_start(q->ipc);
+	return ipc_sub_start(q->sub);
 }
 
 /* Disconnect from sync. */
 void
 quotad_src_stop(struct quotad *q)
 {
-	ipc_client_free(q->ipc);
-	q->ipc = NULL;
+	ipc_sub_free(q->sub);
+	q->sub = NULL;
 }

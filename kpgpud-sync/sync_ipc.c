@@ -393,7 +393,8 @@ h_subscribe(struct ipc_req *req, const struct ipc_msg *msg, void *arg)
 		return;
 	}
 	syncd_flush(sd);	/* the snapshot shows committed state */
-	if ((r = cache_generation(sd->cache, &gen)) < 0 ||
+	if ((r = FAULT("sync.subscribe")) < 0 ||
+	    (r = cache_generation(sd->cache, &gen)) < 0 ||
 	    (r = cache_horizon(sd->cache, &hz)) < 0 ||
 	    (sub = calloc(1, sizeof(*sub))) == NULL) {
 		(void)ipc_req_error(req, r < 0 ? -r : ENOMEM,
@@ -405,10 +406,15 @@ h_subscribe(struct ipc_req *req, const struct ipc_msg *msg, void *arg)
 	m.type = IPC_SNAPSHOT_BEGIN;
 	m.u.snapshot.generation = gen;
 	m.u.snapshot.full = full;
-	if (ipc_req_reply(req, &m) < 0 ||
-	    (r = snapshot_rows(sd, &s, full ? 0 : since, full)) < 0) {
+	if (ipc_req_reply(req, &m) < 0) {
 		free(sub);
 		return;	/* the peer is gone or being dropped */
+	}
+	if ((r = snapshot_rows(sd, &s, full ? 0 : since, full)) < 0) {
+		/* a snapshot without its end would leave the peer waiting */
+		free(sub);
+		ipc_conn_close(conn, "snapshot failed");
+		return;
 	}
 	memset(&m, 0, sizeof(m));
 	m.type = IPC_SNAPSHOT_END;
