@@ -19,7 +19,7 @@
 #include "ipc/ipc.h"
 #include "kpgpuctl/ctl.h"
 
-#define CACHE_DEFAULT_SOCKET	"/run/kpgpud/sync.sock"
+#define CTL_DEFAULT_SOCKET	"/run/kpgpud/sync.sock"
 #define CACHE_DEFAULT_TIMEOUT	5000
 
 struct cachecmd {
@@ -30,13 +30,34 @@ struct cachecmd {
 	long		 count;		/* watch: -1 = forever */
 };
 
+/* Where sync.sock is: the flag, the environment, or the default. */
+const char *
+ctl_sync_socket(const char *flag)
+{
+	static char path[4096];
+	const char *e;
+
+	if (flag != NULL)
+		return flag;
+	if ((e = getenv("KPGPUD_SYNC_SOCKET")) != NULL && *e != '\0')
+		return e;
+	if ((e = getenv("KPGPUD_SOCKET_DIR")) != NULL && *e != '\0' &&
+	    snprintf(path, sizeof(path), "%s/sync.sock", e) <
+	    (int)sizeof(path))
+		return path;
+	return CTL_DEFAULT_SOCKET;
+}
+
 /* Print usage to f. */
 static void
 cachecmd_usage(FILE *f)
 {
 	fprintf(f, "usage: kpgpuctl cache [--socket PATH] [--timeout MS] "
 	    "list [--prefix P] | get NAMESPACE | status |\n"
-	    "    [--since GEN] [--count N] watch\n");
+	    "    [--since GEN] [--count N] watch\n"
+	    "  --socket defaults to $KPGPUD_SYNC_SOCKET, else "
+	    "$KPGPUD_SOCKET_DIR/sync.sock,\n"
+	    "  else " CTL_DEFAULT_SOCKET "\n");
 }
 
 /* Report an IPC failure: ERROR replies carry their message. */
@@ -277,9 +298,7 @@ ctl_cmd_cache(int argc, char **argv)
 		cachecmd_usage(stderr);
 		return 2;
 	}
-	if (o.socket == NULL &&
-	    (o.socket = getenv("KPGPUD_SYNC_SOCKET")) == NULL)
-		o.socket = CACHE_DEFAULT_SOCKET;
+	o.socket = ctl_sync_socket(o.socket);
 	if ((r = ipc_call_open(o.socket, IPC_ROLE_CTL, NULL, 0,
 	    o.timeout_ms, &s)) < 0) {
 		fprintf(stderr, "kpgpuctl cache: cannot reach %s: %s\n",

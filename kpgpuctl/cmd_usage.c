@@ -21,7 +21,6 @@
 #include "kpgpuctl/ctl.h"
 #include "kpgpud-sync/ledger.h"
 
-#define USAGE_DEFAULT_SOCKET	"/run/kpgpud/sync.sock"
 #define USAGE_DEFAULT_TIMEOUT	10000
 #define USAGE_MAX_PAGES		10000	/* a million rows */
 
@@ -383,9 +382,7 @@ usagecmd_main(int argc, char **argv, bool status)
 	o.until = (uint64_t)INT64_MAX;
 	if ((r = usagecmd_opts(argc, argv, status, &o)) != 0)
 		return r;
-	if (o.socket == NULL &&
-	    (o.socket = getenv("KPGPUD_SYNC_SOCKET")) == NULL)
-		o.socket = USAGE_DEFAULT_SOCKET;
+	o.socket = ctl_sync_socket(o.socket);
 	if ((r = ipc_call_open(o.socket, IPC_ROLE_CTL, NULL, 0,
 	    o.timeout_ms, &s)) < 0) {
 		fprintf(stderr, "kpgpuctl %s: cannot reach %s: %s\n",

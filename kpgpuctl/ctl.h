@@ -13,4 +13,10 @@ int	ctl_cmd_cache(int argc, char **argv);	/* cmd_cache.c */
 int	ctl_cmd_usage(int argc, char **argv);	/* cmd_usage.c */
 int	ctl_cmd_status(int argc, char **argv);	/* cmd_usage.c */
 
+/*
+ * sync.sock: the --socket flag, else $KPGPUD_SYNC_SOCKET, else
+ * $KPGPUD_SOCKET_DIR/sync.sock, else /run/kpgpud/sync.sock (cmd_cache.c).
+ */
+const char *ctl_sync_socket(const char *flag);
+
 #endif
