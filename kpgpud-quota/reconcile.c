@@ -1016,6 +1016,11 @@ reconcile_event(const struct plan_instance *in, const char *rv,
 	if (ev != NULL && in->namespace[0] != '\0')
 		json_object_set_new(json_object_get(ev, "involvedObject"),
 		    "namespace", json_string(in->namespace));
+	/* the version reported on (kpgpuctl status tells a current result
+	   from a stale one); the policies' reports seed with their uid */
+	if (ev != NULL && *rv != '\0' && strcmp(rv, in->uid) != 0)
+		json_object_set_new(json_object_get(ev, "involvedObject"),
+		    "resourceVersion", json_string(rv));
 	snprintf(path, sizeof(path), CORE_API "/namespaces/%s/events", ns);
 	snprintf(what, sizeof(what), "Warning %s on %s/%s: %s", reason,
 	    in->kind, in->name, message);

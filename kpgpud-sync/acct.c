@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "kpgpud-sync/acct.h"
 #include "kpgpud-sync/acct_pending.h"
+#include "kpgpud-sync/acct_result.h"
 #include "kpgpud-sync/ledger.h"
 #include "kpgpud-sync/syncd.h"
 
@@ -35,6 +36,7 @@ struct acct {
 	int64_t			 hours_ms;	/* rolled-up hours kept */
 	uint64_t		 last_rollup_ms;
 	struct acct_pending	 pending;
+	struct acct_results	 results;	/* last reconcile results */
 	char			*tally;		/* closed-interval tally file */
 	uint64_t		 tally_written;
 };
@@ -79,7 +81,20 @@ acct_res_events(struct sync_res *ret)
 	snprintf(ret->path, sizeof(ret->path), "/api/v1/events");
 }
 
-/* Which of the three collections a reflector is. */
+/* kpgpud-quota's Events (the last reconcile result of each instance). */
+void
+acct_res_results(struct sync_res *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->table = CACHE_T_OWNED;
+	ret->usage = true;
+	ret->kind = "usage:QuotaEvent";
+	ret->field_selector = "reportingComponent=" ACCT_RESULT_SOURCE;
+	snprintf(ret->key, sizeof(ret->key), "usage/quota-events");
+	snprintf(ret->path, sizeof(ret->path), "/api/v1/events");
+}
+
+/* Which of the four collections a reflector is. */
 static char
 acct_which(struct reflector *rf)
 {
@@ -468,6 +483,10 @@ acct_put(struct acct *a, struct reflector *rf, json_t *obj)
 		acct_pending_event(&a->pending, obj, false);
 		return 0;
 	}
+	if (acct_which(rf) == 'Q') {
+		acct_result_event(&a->results, obj, false);
+		return 0;
+	}
 	a->claims_rf = rf;
 	if ((c = malloc(sizeof(*c))) == NULL)
 		return acct_failed(a, "claim", -ENOMEM);
@@ -499,6 +518,10 @@ acct_del(struct acct *a, struct reflector *rf, json_t *obj)
 	}
 	if (acct_which(rf) == 'E') {
 		acct_pending_event(&a->pending, obj, true);
+		return 0;
+	}
+	if (acct_which(rf) == 'Q') {
+		acct_result_event(&a->results, obj, true);
 		return 0;
 	}
 	if ((c = malloc(sizeof(*c))) == NULL)
@@ -640,6 +663,10 @@ acct_prune(struct acct *a, struct reflector *rf, const struct strset *seen)
 	}
 	if (acct_which(rf) == 'E') {
 		acct_pending_event_prune(&a->pending, seen);
+		return 0;
+	}
+	if (acct_which(rf) == 'Q') {
+		acct_result_prune(&a->results, seen);
 		return 0;
 	}
 	a->claims_rf = rf;
@@ -827,6 +854,7 @@ acct_free(struct acct *a)
 		event_free(a->relist);
 	usage_store_free(a->st);
 	acct_pending_free(&a->pending);
+	acct_result_free(&a->results);
 	free(a->tally);
 	free(a);
 }
@@ -853,6 +881,13 @@ const struct acct_pending *
 acct_pending(struct acct *a)
 {
 	return &a->pending;
+}
+
+/* The last reconcile result of each instance. */
+const struct acct_results *
+acct_results(struct acct *a)
+{
+	return &a->results;
 }
 
 /* A Prometheus label value, escaped. */

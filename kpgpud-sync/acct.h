@@ -24,12 +24,14 @@ struct usage_store;
 #define ACCT_ROLLUP_EVERY_MS	60000
 
 /*
- * The three collections: every ResourceClaim, every Pod, and the Events
- * FailedResourceClaimCreation (fieldSelector reason).
+ * The four collections: every ResourceClaim, every Pod, the Events
+ * FailedResourceClaimCreation (fieldSelector reason) and kpgpud-quota's
+ * Events (fieldSelector reportingComponent: the last reconcile results).
  */
 void	 acct_res_claims(struct sync_res *ret);
 void	 acct_res_pods(struct sync_res *ret);
 void	 acct_res_events(struct sync_res *ret);
+void	 acct_res_results(struct sync_res *ret);
 
 /*
  * Set up accounting on sd's cache (after syncd_init): read the last
@@ -57,6 +59,9 @@ uint64_t acct_lost(struct acct *a);
 /* The Pods waiting for their claim and the claim refusals. */
 struct acct_pending;
 const struct acct_pending *acct_pending(struct acct *a);
+/* The last reconcile result of each instance (kpgpud-quota's Events). */
+struct acct_results;
+const struct acct_results *acct_results(struct acct *a);
 
 /* acct_ipc.c: the USAGE handler of sync.sock (arg: the struct syncd). */
 struct ipc_req;

@@ -16,6 +16,7 @@
 #include "common/resolved.h"
 #include "kpgpud-sync/acct.h"
 #include "kpgpud-sync/acct_pending.h"
+#include "kpgpud-sync/acct_result.h"
 #include "kpgpud-sync/ledger.h"
 #include "kpgpud-sync/syncd.h"
 
@@ -113,7 +114,8 @@ status_detail(struct page *p, const struct cache_instance *in,
 	const struct acct_pending *pd;
 	const struct acct_pending_pod *e;
 	struct resolved res;
-	char err[128], *out;
+	char err[128], *out, lastbuf[ACCT_RESULT_MSG_MAX + 256];
+	const struct acct_result *rs;
 	const char *last, *msg;
 	size_t i, n = 0;
 
@@ -140,10 +142,19 @@ status_detail(struct page *p, const struct cache_instance *in,
 	}
 	*ret_pending = n;
 	json_object_set_new(d, "pending", pend);
-	if (cache_ns_get(p->sd->cache, ns, &row) == 0 && row->isolated &&
-	    row->resolved != NULL && resolved_parse(row->resolved,
-	    strlen(row->resolved), &res, err, sizeof(err)) == 0)
-		last = "isolated: namespace labelled and resolved";
+	/* kpgpud-quota's newest Warning about this very version of the
+	   instance, else what the namespace shows */
+	rs = acct_result_get(acct_results(p->sd->acct), in->kind, in->ns,
+	    in->name);
+	if (rs != NULL && in->rv != NULL && strcmp(rs->rv, in->rv) == 0) {
+		snprintf(lastbuf, sizeof(lastbuf), "%s at %s: %s", rs->reason,
+		    rs->ts, rs->msg);
+		last = lastbuf;
+	} else if (cache_ns_get(p->sd->cache, ns, &row) == 0 &&
+	    row->isolated && row->resolved != NULL && resolved_parse(
+	    row->resolved, strlen(row->resolved), &res, err, sizeof(err)) ==
+	    0)
+		last = "OK: isolated, namespace labelled and resolved";
 	else if (in->deleted != NULL)
 		last = "being removed";
 	else

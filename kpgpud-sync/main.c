@@ -183,6 +183,7 @@ sync_collections(const struct sync_conf *c, struct sync_res *res,
 	acct_res_claims(&res[n++]);
 	acct_res_pods(&res[n++]);
 	acct_res_events(&res[n++]);
+	acct_res_results(&res[n++]);
 	if (c->instances == NULL || *c->instances == '\0') {
 		*ret_n = n;
 		return 0;
