@@ -551,6 +551,8 @@ TEST(event_names_are_deterministic)
 	    "involvedObject"), "kind")), "Agent");
 	CHECK_STR(json_string_value(json_object_get(json_object_get(b,
 	    "involvedObject"), "uid")), "u-1");
+	CHECK_STR(json_string_value(json_object_get(json_object_get(b,
+	    "involvedObject"), "resourceVersion")), "5");
 	CHECK(strncmp(json_string_value(json_object_get(json_object_get(b,
 	    "metadata"), "name")), "t1.", 3) == 0);
 	json_decref(b);
