@@ -24,8 +24,9 @@ render_usage(FILE *f)
 	    "[--strict-classes LIST]\n"
 	    "\t[--quota-name TEMPLATE] [--class-prefix PREFIX] "
 	    "[--gpu-class CLASS]\n"
-	    "\t[--namespace-from name|namespace] [--driver-gates LIST] "
-	    "< instance.json\n");
+	    "\t[--tenant-namespace name|namespace] [--driver-gates LIST] "
+	    "< instance.json\n"
+	    "\t(--namespace-from: the old name of --tenant-namespace)\n");
 }
 
 /* Read all of stdin, up to RENDER_INPUT_MAX bytes. */
@@ -66,6 +67,8 @@ render_opts(int argc, char **argv, struct plan_config *cfg)
 		{ "quota-name", required_argument, NULL, 'q' },
 		{ "class-prefix", required_argument, NULL, 'p' },
 		{ "gpu-class", required_argument, NULL, 'g' },
+		{ "tenant-namespace", required_argument, NULL, 'n' },
+		/* deprecated: the name before kpgpud-quota's was used here */
 		{ "namespace-from", required_argument, NULL, 'n' },
 		{ "driver-gates", required_argument, NULL, 'G' },
 		{ "help", no_argument, NULL, 'h' },

@@ -16,7 +16,7 @@ static const struct ctl_cmd ctl_cmds[] = {
 	{ "render", ctl_cmd_render,
 	    "render [--owner-ref] [--strict] [--strict-classes LIST] "
 	    "[--quota-name T]\n\t[--class-prefix P] [--gpu-class C] "
-	    "[--namespace-from name|namespace]\n\t[--driver-gates LIST] "
+	    "[--tenant-namespace name|namespace]\n\t[--driver-gates LIST] "
 	    "< instance.json\n"
 	    "\tprint the objects kpgpud-quota would compose for an instance" },
 	{ "patch", ctl_cmd_patch,
