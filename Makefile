@@ -57,7 +57,7 @@ PROGS    := $(DAEMONS) kpgpuctl
 # holds in the binaries too: kpgpud-admit has no libsqlite3, libcurl or
 # libyaml (tests/integration/t_link_sets checks with ldd).
 KUBE_SRCS := $(wildcard $(addprefix common/,kube.c kube_list.c kube_watch.c \
-	kubeconfig.c watchstream.c yamljson.c))
+	kubeconfig.c kube_setup.c watchstream.c yamljson.c))
 MODULES  := common kube ipc cache $(PROGS)
 srcs_common := $(filter-out $(KUBE_SRCS),$(wildcard common/*.c))
 srcs_kube   := $(KUBE_SRCS)

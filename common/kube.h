@@ -110,6 +110,18 @@ struct kube_client *kube_client_new(struct event_base *base,
  * one of the client's callbacks.
  */
 void	 kube_client_free(struct kube_client *c);
+/*
+ * A daemon's API client from its configuration: load kubeconfig/context
+ * (kube_config_load: NULL for the default search, in-cluster included),
+ * switch to token_file when not NULL, create the client with opts. 0, or
+ * -errno with err set to one line naming the step ("kubeconfig: ...",
+ * "token file: ...", "kube client: ..."); nothing is left allocated and
+ * the ret_* are untouched on failure. The caller frees both.
+ */
+int	 kube_setup(struct event_base *base, const char *kubeconfig,
+	    const char *context, const char *token_file,
+	    const struct kube_client_opts *opts, struct kube_config **ret_cfg,
+	    struct kube_client **ret_client, char *err, size_t errlen);
 const struct kube_metrics *kube_client_metrics(const struct kube_client *c);
 /* The client's enum kube_http_version (for a helper client to match). */
 int	 kube_client_http_version(const struct kube_client *c);

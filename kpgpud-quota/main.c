@@ -272,21 +272,9 @@ static int
 quota_kube(struct quota_main *qm)
 {
 	struct kube_client_opts o;
-	char err[512];
+	char err[600];
 	int r;
 
-	r = kube_config_load(qm->conf.kubeconfig, qm->conf.context, 0,
-	    &qm->kcfg, err, sizeof(err));
-	if (r < 0) {
-		log_err("kubeconfig: %s", err);
-		return r;
-	}
-	if (qm->conf.token_file != NULL &&
-	    (r = kube_config_set_token_file(qm->kcfg, qm->conf.token_file,
-	    err, sizeof(err))) < 0) {
-		log_err("token file: %s", err);
-		return r;
-	}
 	memset(&o, 0, sizeof(o));
 	o.qps = (double)qm->conf.qps;
 	o.burst = (int)qm->conf.burst;
@@ -294,9 +282,11 @@ quota_kube(struct quota_main *qm)
 	o.max_retries = 2;
 	o.max_response = 16u << 20;
 	o.http_version = qm->conf.api_http_version;
-	if ((qm->kc = kube_client_new(qm->base, qm->kcfg, &o)) == NULL) {
-		log_err("kube client: %s", strerror(errno));
-		return -errno;
+	if ((r = kube_setup(qm->base, qm->conf.kubeconfig, qm->conf.context,
+	    qm->conf.token_file, &o, &qm->kcfg, &qm->kc, err,
+	    sizeof(err))) < 0) {
+		log_err("%s", err);
+		return r;
 	}
 	log_info("api server=%s http_version=%s",
 	    log_q(kube_config_server(qm->kcfg)),

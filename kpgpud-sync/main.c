@@ -313,21 +313,9 @@ static int
 sync_kube(struct sync_main *sm)
 {
 	struct kube_client_opts o;
-	char err[512];
+	char err[600];
 	int r;
 
-	r = kube_config_load(sm->conf.kubeconfig, sm->conf.context, 0,
-	    &sm->kcfg, err, sizeof(err));
-	if (r < 0) {
-		log_err("kubeconfig: %s", err);
-		return r;
-	}
-	if (sm->conf.token_file != NULL &&
-	    (r = kube_config_set_token_file(sm->kcfg, sm->conf.token_file,
-	    err, sizeof(err))) < 0) {
-		log_err("token file: %s", err);
-		return r;
-	}
 	memset(&o, 0, sizeof(o));
 	o.qps = (double)sm->conf.qps;
 	o.burst = (int)sm->conf.burst;
@@ -335,9 +323,11 @@ sync_kube(struct sync_main *sm)
 	o.watch_stall_ms = (int)sm->conf.stall_timeout_ms;
 	o.max_line = (size_t)sm->conf.max_watch_line;
 	o.http_version = sm->conf.api_http_version;
-	if ((sm->kc = kube_client_new(sm->base, sm->kcfg, &o)) == NULL) {
-		log_err("kube client: %s", strerror(errno));
-		return -errno;
+	if ((r = kube_setup(sm->base, sm->conf.kubeconfig, sm->conf.context,
+	    sm->conf.token_file, &o, &sm->kcfg, &sm->kc, err,
+	    sizeof(err))) < 0) {
+		log_err("%s", err);
+		return r;
 	}
 	log_info("api server=%s http_version=%s",
 	    log_q(kube_config_server(sm->kcfg)),

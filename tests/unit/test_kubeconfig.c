@@ -3,6 +3,8 @@
  * token, tokenFile, client certificates), contexts, $KUBECONFIG, the
  * in-cluster service account, token re-reads, errors, and the refusal of
  * insecure-skip-tls-verify and plain http. Secrets never show up in errors.
+ * kube_setup(): a daemon's client from its configuration, each failing
+ * step named, nothing returned on failure.
  */
 #include <sys/stat.h>
 #include <errno.h>
@@ -12,6 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+
+#include "common/kube.h"
 #include "common/kubeconfig.h"
 #include "tests/unit/test.h"
 #include "common/util.h"
@@ -337,3 +342,37 @@ TEST(kc_server_name_and_proxy)
 	CHECK(strstr(err, "proxy-url") != NULL);
 }
 #undef KC_FMT
+
+TEST(kube_setup_steps)
+{
+	struct event_base *base = event_base_new();
+	struct kube_config *cfg = (struct kube_config *)&base;
+	struct kube_client *kc = (struct kube_client *)&base;
+	struct kube_client_opts o;
+	char err[600];
+
+	REQUIRE(base != NULL);
+	memset(&o, 0, sizeof(o));
+	CHECK_INT(kube_setup(base, fx("missing.yaml"), NULL, NULL, &o, &cfg,
+	    &kc, err, sizeof(err)), -ENOENT);
+	CHECK(strncmp(err, "kubeconfig: ", 12) == 0);
+	CHECK_INT(kube_setup(base, fx("full.yaml"), "no-such-context", NULL,
+	    &o, &cfg, &kc, err, sizeof(err)) < 0, 1);
+	CHECK(strncmp(err, "kubeconfig: ", 12) == 0);
+	CHECK_INT(kube_setup(base, fx("full.yaml"), "edge-reader",
+	    fx("no-such-token"), &o, &cfg, &kc, err, sizeof(err)), -ENOENT);
+	CHECK(strncmp(err, "token file: ", 12) == 0);
+	CHECK(strstr(err, "reader-secret-token") == NULL);
+	/* untouched on failure */
+	CHECK(cfg == (struct kube_config *)&base);
+	CHECK(kc == (struct kube_client *)&base);
+	REQUIRE(kube_setup(base, fx("full.yaml"), "edge-reader", fx("token"),
+	    &o, &cfg, &kc, err, sizeof(err)) == 0);
+	CHECK_STR(kube_config_server(cfg), "https://[fd00::1]:443");
+	CHECK_STR(cfg->token, "file-token-value");
+	CHECK_STR(cfg->token_file, fx("token"));
+	CHECK(kc != NULL);
+	kube_client_free(kc);
+	kube_config_free(cfg);
+	event_base_free(base);
+}
