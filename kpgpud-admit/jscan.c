@@ -28,13 +28,6 @@ struct scan {
 	signed char		 node[JSCAN_MAX_DEPTH];	/* schema node, -1 */
 };
 
-/* Whether c is JSON white space. */
-static inline bool
-is_ws(unsigned char c)
-{
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 /* Whether c is an ASCII digit. */
 static bool
 is_digit(unsigned char c)
@@ -46,8 +39,7 @@ is_digit(unsigned char c)
 static inline void
 skip_ws(struct scan *s)
 {
-	while (s->pos < s->len && is_ws(s->b[s->pos]))
-		s->pos++;
+	s->pos = jscan_skip_ws((const char *)s->b, s->pos, s->len);
 }
 
 /* Length of the well-formed UTF-8 sequence at p (p[0] >= 0x80), or 0. */
@@ -269,38 +261,61 @@ scan_literal(struct scan *s, const char *word)
 	return 0;
 }
 
-/* Unescape a valid member name into out (ASCII only); length or -1. */
-static int
-unescape_key(const unsigned char *k, size_t klen, char *out)
+/* Append code point c as UTF-8 at out; the bytes written. */
+static size_t
+put_utf8(unsigned char *out, unsigned long c)
 {
-	size_t i = 0;
-	int n = 0;
-	long u;
-
-	while (i < klen) {
-		if (n >= KEY_MAX || k[i] >= 0x80)
-			return -1;
-		if (k[i] != '\\') {
-			out[n++] = (char)k[i++];
-			continue;
-		}
-		switch (k[i + 1]) {
-		case 'b': out[n++] = '\b'; break;
-		case 'f': out[n++] = '\f'; break;
-		case 'n': out[n++] = '\n'; break;
-		case 'r': out[n++] = '\r'; break;
-		case 't': out[n++] = '\t'; break;
-		case 'u':
-			if ((u = hex4(k, i + 2, klen)) < 0 || u >= 0x80)
-				return -1;
-			out[n++] = (char)u;
-			i += 6;
-			continue;
-		default: out[n++] = (char)k[i + 1]; break;
-		}
-		i += 2;
+	if (c < 0x80) {
+		out[0] = (unsigned char)c;
+		return 1;
 	}
-	return n;
+	if (c < 0x800) {
+		out[0] = (unsigned char)(0xc0 | c >> 6);
+		out[1] = (unsigned char)(0x80 | (c & 0x3f));
+		return 2;
+	}
+	if (c < 0x10000) {
+		out[0] = (unsigned char)(0xe0 | c >> 12);
+		out[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+		out[2] = (unsigned char)(0x80 | (c & 0x3f));
+		return 3;
+	}
+	out[0] = (unsigned char)(0xf0 | c >> 18);
+	out[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3f));
+	out[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+	out[3] = (unsigned char)(0x80 | (c & 0x3f));
+	return 4;
+}
+
+size_t
+jscan_unescape(const char *in, size_t n, char *out)
+{
+	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+	const unsigned char *b = (const unsigned char *)in;
+	unsigned char *o = (unsigned char *)out;
+	size_t i = 0, w = 0;
+	long c;
+
+	while (i < n) {
+		if (b[i] != '\\') {
+			o[w++] = b[i++];
+			continue;
+		}
+		if (b[i + 1] != 'u') {
+			o[w++] = (unsigned char)to[strchr(from, b[i + 1]) - from];
+			i += 2;
+			continue;
+		}
+		c = hex4(b, i + 2, n);
+		i += 6;
+		if (c >= 0xd800 && c < 0xdc00) {	/* a pair follows */
+			c = 0x10000 + ((c - 0xd800) << 10) +
+			    (hex4(b, i + 2, n) - 0xdc00);
+			i += 6;
+		}
+		w += put_utf8(o + w, (unsigned long)c);
+	}
+	return w;
 }
 
 /* The schema child of node p named by the raw key k, or -1. */
@@ -308,18 +323,20 @@ static int
 child(const struct scan *s, int p, const unsigned char *k, size_t klen,
     bool esc)
 {
-	char buf[KEY_MAX];
+	char buf[KEY_MAX * 6];	/* \\uXXXX: 6 bytes for one */
 	const char *key = (const char *)k;
-	int n = (int)klen;
+	size_t n = klen;
 
-	if (esc && (n = unescape_key(k, klen, buf)) < 0)
+	if (esc && klen > sizeof(buf))	/* longer than any schema name */
 		return -1;
-	if (esc)
+	if (esc) {
+		n = jscan_unescape((const char *)k, klen, buf);
 		key = buf;
+	}
 	for (size_t i = (size_t)p + 1; i < s->nnodes; i++)
 		if (s->nodes[i].parent == p && s->nodes[i].key != NULL &&
-		    strlen(s->nodes[i].key) == (size_t)n &&
-		    memcmp(s->nodes[i].key, key, (size_t)n) == 0)
+		    strlen(s->nodes[i].key) == n &&
+		    memcmp(s->nodes[i].key, key, n) == 0)
 			return (int)i;
 	return -1;
 }
@@ -535,7 +552,7 @@ jscan_next_elem(const char *buf, size_t len, size_t *pos,
 	size_t i = *pos + 1, start, end;
 	int d = 0;
 
-	while (i < len && is_ws(b[i]))
+	while (i < len && jscan_is_ws(b[i]))
 		i++;
 	if (i >= len || b[i] == ']')
 		return 0;
@@ -551,7 +568,7 @@ jscan_next_elem(const char *buf, size_t len, size_t *pos,
 		else if (b[i] == ',' && d == 0)
 			break;
 	}
-	for (end = i; end > start && is_ws(b[end - 1]); end--)
+	for (end = i; end > start && jscan_is_ws(b[end - 1]); end--)
 		;
 	elem->off = start;
 	elem->len = end - start;

@@ -16,6 +16,7 @@
 #ifndef KPGPUD_JSCAN_H
 #define KPGPUD_JSCAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define JSCAN_MAX_DEPTH	2048	/* jansson's JSON_PARSER_MAX_DEPTH */
@@ -72,5 +73,33 @@ int	 jscan_validate(const char *buf, size_t len);
  */
 int	 jscan_next_elem(const char *buf, size_t len, size_t *pos,
 	    struct jscan_span *elem);
+
+/*
+ * The JSON primitives every reader of kpgpud-admit uses (the scanner, the
+ * review loader, the head reader): one white-space rule, one unescaper.
+ */
+
+/* Whether c is JSON white space. */
+static inline bool
+jscan_is_ws(unsigned char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* The first position from pos on that is not white space (len at most). */
+static inline size_t
+jscan_skip_ws(const char *buf, size_t pos, size_t len)
+{
+	while (pos < len && jscan_is_ws((unsigned char)buf[pos]))
+		pos++;
+	return pos;
+}
+
+/*
+ * Unescape the n bytes between the quotes of a string the scanner accepted
+ * (every escape valid, surrogates paired) into out as UTF-8; out holds n
+ * bytes and may be in itself (the text never grows). The length written.
+ */
+size_t	 jscan_unescape(const char *in, size_t n, char *out);
 
 #endif

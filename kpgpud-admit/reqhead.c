@@ -1,6 +1,7 @@
 /* The head of an AdmissionReview: see reqhead.h. */
 #include <string.h>
 
+#include "kpgpud-admit/jscan.h"
 #include "kpgpud-admit/reqhead.h"
 
 struct scan {
@@ -13,10 +14,7 @@ struct scan {
 static bool
 ws(struct scan *s)
 {
-	while (s->pos < s->len && (s->b[s->pos] == ' ' ||
-	    s->b[s->pos] == '\t' || s->b[s->pos] == '\n' ||
-	    s->b[s->pos] == '\r'))
-		s->pos++;
+	s->pos = jscan_skip_ws(s->b, s->pos, s->len);
 	return s->pos < s->len;
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <jansson.h>
+#include <openssl/evp.h>
 
 #include "common/util.h"
 #include "kpgpud-admit/jscan.h"
@@ -198,54 +199,11 @@ fail:
  */
 static json_t *load_value(const char **p);
 
-/* Skip JSON white space. */
+/* Skip JSON white space (the body is valid JSON: a value follows). */
 static const char *
 skip_ws(const char *p)
 {
-	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-		p++;
-	return p;
-}
-
-/* The value of four hex digits. */
-static unsigned
-hex4(const char *p)
-{
-	unsigned v = 0;
-
-	for (int i = 0; i < 4; i++, p++)
-		v = v << 4 | (unsigned)(*p <= '9' ? *p - '0' :
-		    (*p | 0x20) - 'a' + 10);
-	return v;
-}
-
-/* Append code point c as UTF-8. */
-static int
-put_utf8(struct buf *b, unsigned c)
-{
-	char u[4];
-	size_t n;
-
-	if (c < 0x80) {
-		u[0] = (char)c;
-		n = 1;
-	} else if (c < 0x800) {
-		u[0] = (char)(0xc0 | c >> 6);
-		u[1] = (char)(0x80 | (c & 0x3f));
-		n = 2;
-	} else if (c < 0x10000) {
-		u[0] = (char)(0xe0 | c >> 12);
-		u[1] = (char)(0x80 | ((c >> 6) & 0x3f));
-		u[2] = (char)(0x80 | (c & 0x3f));
-		n = 3;
-	} else {
-		u[0] = (char)(0xf0 | c >> 18);
-		u[1] = (char)(0x80 | ((c >> 12) & 0x3f));
-		u[2] = (char)(0x80 | ((c >> 6) & 0x3f));
-		u[3] = (char)(0x80 | (c & 0x3f));
-		n = 4;
-	}
-	return buf_append(b, u, n);
+	return p + jscan_skip_ws(p, 0, SIZE_MAX);
 }
 
 /*
@@ -255,44 +213,29 @@ put_utf8(struct buf *b, unsigned c)
 static int
 load_string(const char **p, struct buf *b, const char **ret, size_t *ret_len)
 {
-	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-	const char *s = *p + 1, *run = s;
-	unsigned c;
-	int bad = 0;
+	const char *s = *p + 1, *e = s;
+	bool esc = false;
 
-	while (*s != '"' && *s != '\\')
-		s++;
-	if (*s == '"') {
-		*ret = run;
-		*ret_len = (size_t)(s - run);
-		*p = s + 1;
+	while (*e != '"')
+		if (*e == '\\') {
+			esc = true;
+			e += 2;
+		} else
+			e++;
+	*p = e + 1;
+	if (!esc) {
+		*ret = s;
+		*ret_len = (size_t)(e - s);
 		return 0;
 	}
 	buf_reset(b);
-	for (;;) {
-		bad |= buf_append(b, run, (size_t)(s - run));
-		if (*s == '"')
-			break;
-		if (s[1] != 'u') {
-			bad |= buf_putc(b, to[strchr(from, s[1]) - from]);
-			s += 2;
-		} else {
-			c = hex4(s + 2);
-			s += 6;
-			if (c >= 0xd800 && c < 0xdc00) {  /* a pair follows */
-				c = 0x10000 + ((c - 0xd800) << 10) +
-				    (hex4(s + 2) - 0xdc00);
-				s += 6;
-			}
-			bad |= put_utf8(b, c);
-		}
-		for (run = s; *s != '"' && *s != '\\'; s++)
-			;
-	}
+	if (buf_append(b, s, (size_t)(e - s)) < 0)
+		return -ENOMEM;
+	b->len = jscan_unescape(b->data, b->len, b->data);
+	b->data[b->len] = '\0';
 	*ret = b->data;
 	*ret_len = b->len;
-	*p = s + 1;
-	return bad ? -ENOMEM : 0;
+	return 0;
 }
 
 /* A number: an integer unless it has a fraction or an exponent. */
@@ -619,38 +562,22 @@ review_uid(const struct review *rv)
 	return rv->uid;
 }
 
-/* Append standard base64 of len bytes of src. */
+/* Append standard base64 (padded, no line breaks) of len bytes of src. */
 static int
 put_base64(struct buf *b, const void *src, size_t len)
 {
-	static const char tab[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	const unsigned char *s = src;
-	char chunk[1024];
-	size_t i = 0, o = 0;
-	uint32_t v;
+	unsigned char chunk[4 * 256 + 1];	/* EVP_EncodeBlock adds a NUL */
+	size_t step = 3 * 256;
 
-	for (; i + 2 < len; i += 3) {
-		v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
-		chunk[o++] = tab[v >> 18];
-		chunk[o++] = tab[(v >> 12) & 63];
-		chunk[o++] = tab[(v >> 6) & 63];
-		chunk[o++] = tab[v & 63];
-		if (o == sizeof(chunk)) {
-			if (buf_append(b, chunk, o) < 0)
-				return -ENOMEM;
-			o = 0;
-		}
+	for (size_t i = 0; i < len; i += step) {
+		size_t n = len - i < step ? len - i : step;
+		int o = EVP_EncodeBlock(chunk, s + i, (int)n);
+
+		if (o < 0 || buf_append(b, chunk, (size_t)o) < 0)
+			return -ENOMEM;
 	}
-	if (i < len) {
-		v = (uint32_t)s[i] << 16 | (i + 1 < len ? (uint32_t)s[i + 1] <<
-		    8 : 0);
-		chunk[o++] = tab[v >> 18];
-		chunk[o++] = tab[(v >> 12) & 63];
-		chunk[o++] = i + 1 < len ? tab[(v >> 6) & 63] : '=';
-		chunk[o++] = '=';
-	}
-	return buf_append(b, chunk, o) < 0 ? -ENOMEM : 0;
+	return 0;
 }
 
 /* What goes into the response besides uid and the verdict. */
