@@ -37,6 +37,10 @@
 #define CACHE_KIND_CLAIMTEMPLATE	"ResourceClaimTemplate"
 #define CACHE_KIND_CLAIM		"ResourceClaim"
 #define CACHE_KIND_QUOTA		"ResourceQuota"
+/* Every ResourceSlice (the fleet's devices), reduced to their topology. */
+#define CACHE_KIND_SLICE		"ResourceSlice"
+/* The watch key of every ResourceSlice (set once the first list is in). */
+#define CACHE_WATCH_SLICES	"resource.k8s.io/v1/resourceslices/all"
 /* The watch key of every DeviceClass (set once the first list is in). */
 #define CACHE_WATCH_DEVICECLASSES	"resource.k8s.io/v1/deviceclasses/all"
 

@@ -46,6 +46,12 @@ static const char *sharing_names[] = {
 	[ANNOTATION_SHARING_HYBRID] = "hybrid",
 };
 
+static const char *isolation_names[] = {
+	[ANNOTATION_ISOLATION_DEVICE] = "device",
+	[ANNOTATION_ISOLATION_GPU] = "gpu",
+	[ANNOTATION_ISOLATION_PCIE_ROOT] = "pcie-root",
+};
+
 static const char *interval_names[] = {
 	[ANNOTATION_INTERVAL_UNSET] = NULL,
 	[ANNOTATION_INTERVAL_DEFAULT] = "Default",
@@ -394,6 +400,23 @@ f_legacy(struct parse_ctx *c, json_t *v)
 	return 0;
 }
 
+/* "isolation": which topology domain the tenant keeps to itself. */
+static int
+f_isolation(struct parse_ctx *c, json_t *v)
+{
+	const char *s;
+	char b[MSG_STR_MAX + 4];
+	int i;
+
+	if (get_string(c, "isolation", v, &s) < 0)
+		return -EINVAL;
+	if ((i = lookup(isolation_names, nitems(isolation_names), s)) < 0)
+		return perr(c, "unknown isolation \"%s\" (expected device, gpu "
+		    "or pcie-root)", msg_str(b, s));
+	c->a.isolation = (enum annotation_isolation)i;
+	return 0;
+}
+
 static const struct field fields[] = {
 	{ "sharing", f_sharing },
 	{ "migProfile", f_profile },
@@ -407,6 +430,7 @@ static const struct field fields[] = {
 	{ "initContainers", f_init },
 	{ "sidecarContainers", f_sidecars },
 	{ "legacyGPU", f_legacy },
+	{ "isolation", f_isolation },
 };
 
 /* Rules that involve more than one field. */
@@ -457,7 +481,7 @@ parse_fields(struct parse_ctx *c, json_t *root)
 			    "migProfile, maxDevices, devicesPerPod, "
 			    "productName, minMemory, topology, timeSlicing, "
 			    "mps, initContainers, sidecarContainers, "
-			    "legacyGPU)",
+			    "legacyGPU, isolation)",
 			    msg_str(b, key));
 		if (fields[i].fn(c, v) < 0)
 			return -EINVAL;
@@ -532,6 +556,15 @@ bool
 annotation_sharing_mig(enum annotation_sharing s)
 {
 	return s == ANNOTATION_SHARING_MIG || s == ANNOTATION_SHARING_HYBRID;
+}
+
+/* Map an isolation level to its annotation word. */
+const char *
+annotation_isolation_name(enum annotation_isolation i)
+{
+	if ((size_t)i >= nitems(isolation_names))
+		return "?";
+	return isolation_names[i];
 }
 
 /* Map a time-slicing interval to the GpuConfig word. */

@@ -17,7 +17,8 @@
  *    "initContainers": "none" | "all" | ["name", ...],
  *    "sidecarContainers": "none" | ["name", ...],  // default: the
  *                                          // resolved_default_sidecars
- *    "legacyGPU": "reject" | "translate" | "allow"}
+ *    "legacyGPU": "reject" | "translate" | "allow",
+ *    "isolation": "device" | "gpu" | "pcie-root"}   // default device
  */
 #ifndef KPGPUD_QUOTA_ANNOTATION_H
 #define KPGPUD_QUOTA_ANNOTATION_H
@@ -49,6 +50,17 @@ enum annotation_topology {
 	ANNOTATION_TOPO_PARENT_UUID,
 };
 
+/*
+ * Topology isolation between tenants: device (the default: only devices
+ * are exclusive), gpu (no other tenant on the physical GPUs this tenant
+ * uses) or pcie-root (none under its resource.kubernetes.io/pcieRoot).
+ */
+enum annotation_isolation {
+	ANNOTATION_ISOLATION_DEVICE = 0,
+	ANNOTATION_ISOLATION_GPU,
+	ANNOTATION_ISOLATION_PCIE_ROOT,
+};
+
 enum annotation_interval {
 	ANNOTATION_INTERVAL_UNSET = 0,
 	ANNOTATION_INTERVAL_DEFAULT,
@@ -75,6 +87,7 @@ struct annotation {
 	char			 sidecar_names[RESOLVED_MAX_NAMES][64];
 	bool			 sidecars_set;	/* named, not the default */
 	enum resolved_legacy	 legacy;
+	enum annotation_isolation isolation;
 };
 
 /*
@@ -92,6 +105,8 @@ bool	 annotation_sharing_shared(enum annotation_sharing s);
 bool	 annotation_sharing_mig(enum annotation_sharing s);
 /* The interval word for the NVIDIA GpuConfig ("Default", ...). */
 const char *annotation_interval_name(enum annotation_interval i);
+/* The isolation word ("device", "gpu", "pcie-root"). */
+const char *annotation_isolation_name(enum annotation_isolation i);
 /* The fully qualified attribute for a topology constraint, or NULL. */
 const char *annotation_topology_attr(enum annotation_topology t);
 

@@ -374,6 +374,10 @@ claim_spec(const struct plan *p)
 
 	if ((sel = request_selectors(a)) == NULL)
 		return NULL;
+	if (p->topo_sel != NULL && json_array_extend(sel, p->topo_sel)) {
+		json_decref(sel);
+		return NULL;
+	}
 	exactly = json_pack("{s:s, s:s, s:i}", "deviceClassName",
 	    p->class_name, "allocationMode", "ExactCount", "count",
 	    a->devices_per_pod);
@@ -773,6 +777,21 @@ plan_annotation(const struct plan_instance *in, const struct plan_config *cfg,
 	return 0;
 }
 
+/* Take the tenant's topology: selectors, domains, events. */
+static int
+plan_topology(struct plan *p, const struct plan_topology *t)
+{
+	if (t->selectors != NULL && json_array_size(t->selectors) > 0)
+		p->topo_sel = json_incref(t->selectors);
+	if (t->domains != NULL && (p->topo_domains = strdup(t->domains)) ==
+	    NULL)
+		return -ENOMEM;
+	snprintf(p->topo_state, sizeof(p->topo_state), "%s", t->state);
+	for (int i = 0; i < t->nevents && p->nevents < PLAN_MAX_EVENTS; i++)
+		p->events[p->nevents++] = t->events[i];
+	return 0;
+}
+
 /* Compose the whole plan for one instance. */
 int
 plan_build(const struct plan_instance *in, const struct plan_config *cfg,
@@ -794,6 +813,8 @@ plan_build(const struct plan_instance *in, const struct plan_config *cfg,
 		goto fail;
 	p->claim_is_template = !annotation_sharing_shared(p->annot.sharing);
 	r = -ENOMEM;
+	if (cfg->topology != NULL && (r = plan_topology(p, cfg->topology)) < 0)
+		goto fail;
 	if (annotation_sharing_mig(p->annot.sharing) &&
 	    (p->device_class = device_class(p)) == NULL)
 		goto fail;
@@ -817,6 +838,8 @@ plan_free(struct plan *p)
 		return;
 	json_decref(p->device_class);
 	json_decref(p->claim);
+	json_decref(p->topo_sel);
+	free(p->topo_domains);
 	free(p->resolved);
 	free(p);
 }
@@ -860,7 +883,8 @@ events_json(const struct plan *p)
 const char *const plan_ns_annotation_keys[] = {
 	RESOLVED_ANNOTATION, PLAN_NS_TEMPLATE_ANNOT, PLAN_NS_CLAIM_ANNOT,
 	PLAN_NS_CLASS_ANNOT, PLAN_NS_MAX_ANNOT, PLAN_NS_INIT_ANNOT,
-	PLAN_NS_SIDECAR_ANNOT, NULL,
+	PLAN_NS_SIDECAR_ANNOT, PLAN_NS_TOPO_ANNOT, PLAN_NS_TOPO_STATE_ANNOT,
+	NULL,
 };
 
 /* The Namespace annotations of the plan. */
@@ -884,6 +908,13 @@ plan_ns_annotations(const struct plan *p)
 		    PLAN_NS_SIDECAR_ANNOT, side);
 	free(init);
 	free(side);
+	if (m != NULL && p->topo_domains != NULL && (json_object_set_new(m,
+	    PLAN_NS_TOPO_ANNOT, json_string(p->topo_domains)) ||
+	    json_object_set_new(m, PLAN_NS_TOPO_STATE_ANNOT,
+	    json_string(p->topo_state)))) {
+		json_decref(m);
+		return NULL;
+	}
 	return m;
 }
 

@@ -42,6 +42,13 @@
 #define PLAN_NS_MAX_ANNOT	"kubeplus.io/gpu-max-devices"
 #define PLAN_NS_INIT_ANNOT	"kubeplus.io/gpu-init-containers"
 #define PLAN_NS_SIDECAR_ANNOT	"kubeplus.io/gpu-sidecar-containers"
+/*
+ * Topology isolation (kpgpud-quota/topology.h): the tenant's domains
+ * (comma-separated ids, the durable record of the assignment) and their
+ * state ("ok", or "exhausted: H of W devices").
+ */
+#define PLAN_NS_TOPO_ANNOT	"kubeplus.io/gpu-topology-domains"
+#define PLAN_NS_TOPO_STATE_ANNOT "kubeplus.io/gpu-topology-state"
 
 #define PLAN_DEFAULT_GPU_CLASS	"gpu.nvidia.com"
 #define PLAN_DEFAULT_CLASS_PREFIX "kpgpud-mig-"
@@ -71,7 +78,7 @@
 #define PLAN_MAX_CLASSES	256
 #define PLAN_CLASS_NAME_MAX	(PLAN_NAME_MAX - 28)	/* keyable class */
 #define PLAN_MAX_KEYS		(2 + PLAN_MAX_STRICT + PLAN_MAX_CLASSES)
-#define PLAN_MAX_EVENTS		3
+#define PLAN_MAX_EVENTS		5
 
 /*
  * The NVIDIA DRA driver's alpha feature gates (off as the driver ships)
@@ -110,6 +117,25 @@ struct plan_instance {
 	char		 annotation[ANNOTATION_MAX_LEN + 1];
 };
 
+struct plan_event {
+	const char	*reason;	/* static */
+	char		 message[256];
+};
+
+/*
+ * What the topology assignment gives one tenant (kpgpud-quota computes it
+ * per reconcile; NULL in kpgpuctl render): selectors appended to its
+ * request, and for a tenant of level gpu or pcie-root the Namespace
+ * annotations and up to two Warning Events.
+ */
+struct plan_topology {
+	json_t		*selectors;	/* array of {"cel":{"expression"}} */
+	char		*domains;	/* NULL: not an isolated tenant */
+	char		 state[96];
+	int		 nevents;
+	struct plan_event events[2];
+};
+
 struct plan_config {
 	const char	*quota_name;	/* NULL: PLAN_DEFAULT_QUOTA_NAME */
 	const char	*class_prefix;	/* NULL: PLAN_DEFAULT_CLASS_PREFIX */
@@ -133,16 +159,12 @@ struct plan_config {
 	 * with plan_sidecars_valid); NULL: resolved_default_sidecars.
 	 */
 	const char	*sidecars;
+	const struct plan_topology *topology;	/* NULL: none */
 };
 
 struct plan_key {
 	char		 name[PLAN_KEY_MAX + 1];
 	int		 value;
-};
-
-struct plan_event {
-	const char	*reason;	/* static */
-	char		 message[256];
 };
 
 struct plan {
@@ -169,6 +191,9 @@ struct plan {
 	int		 nkeys;
 	struct plan_key	 keys[PLAN_MAX_KEYS];
 	char		*resolved;	/* the Namespace annotation value */
+	json_t		*topo_sel;	/* topology selectors, or NULL */
+	char		*topo_domains;	/* PLAN_NS_TOPO_ANNOT, or NULL */
+	char		 topo_state[96];
 	int		 nevents;
 	struct plan_event events[PLAN_MAX_EVENTS];
 };

@@ -18,6 +18,7 @@
 #include "common/util.h"
 #include "kpgpud-quota/quota.h"
 #include "kpgpud-quota/reconcile.h"
+#include "kpgpud-quota/topology_src.h"
 #include "cache/cache.h"
 
 #define NOT_LEADER	(-EPERM)
@@ -43,6 +44,7 @@ struct qwork {
 	bool			 has_inst;
 	char			**classes;	/* GPU classes of the plan */
 	int			 nclasses;
+	struct plan_topology	*topo;		/* the tenant's, or NULL */
 	/* a create answered 409: read, verify, maybe replace */
 	int			 vstep;
 	int			 vnext;		/* after the report */
@@ -134,6 +136,7 @@ work_free(struct qwork *w)
 	qpol_free(w->pol);
 	plan_free(w->plan);
 	quotad_classes_free(w->classes, w->nclasses);
+	quotad_topology_free(w->topo);
 	free(w->vbody);
 	free(w->params);
 	json_decref(w->obs.planned.data);
@@ -607,6 +610,7 @@ work_plan(struct qwork *w, const struct quotad_cands *c, bool *ret_keep)
 	pc = w->q->cfg.plan;
 	pc.classes = (const char *const *)w->classes;
 	pc.nclasses = w->nclasses;
+	pc.topology = w->topo;
 	r = plan_build(&c->in[win], &pc, &w->plan, err, sizeof(err));
 	if (r == -EINVAL || r == PLAN_EGATE || r == PLAN_ENEVER) {
 		log_debug("annotation refused kind=%s name=%s reason=%s",
@@ -850,6 +854,12 @@ work_ns(struct qwork *w, struct cache *c, const char *ns)
 	    &w->classes, &w->nclasses)) < 0) {
 		if (r == -EAGAIN)
 			log_info("DeviceClasses not listed yet: waiting "
+			    "key=%s", log_q(w->key));
+		return r;
+	}
+	if ((r = quotad_topology(w->q, c, ns, &w->topo)) < 0) {
+		if (r == -EAGAIN)
+			log_info("ResourceSlices not listed yet: waiting "
 			    "key=%s", log_q(w->key));
 		return r;
 	}

@@ -180,7 +180,9 @@ on_change(struct quotad *q, const struct ipc_change *ch)
 		quotad_enqueue(q, QUOTAD_GC_KEY);
 		break;
 	case IPC_TOPIC_OWNED:
-		if (strcmp(ch->kind, CACHE_KIND_DEVICECLASS) == 0) {
+		/* a fleet change moves topology domains of every tenant */
+		if (strcmp(ch->kind, CACHE_KIND_DEVICECLASS) == 0 ||
+		    strcmp(ch->kind, CACHE_KIND_SLICE) == 0) {
 			quotad_enqueue_all(q);
 			break;
 		}

@@ -172,13 +172,14 @@ sync_collections(const struct sync_conf *c, struct sync_res *res,
     size_t max, size_t *ret_n)
 {
 	static const char *const owned[] = { CACHE_KIND_DEVICECLASS,
-	    CACHE_KIND_CLAIMTEMPLATE, CACHE_KIND_CLAIM, CACHE_KIND_QUOTA };
+	    CACHE_KIND_CLAIMTEMPLATE, CACHE_KIND_CLAIM, CACHE_KIND_QUOTA,
+	    CACHE_KIND_SLICE };
 	char *list, *tok, *save = NULL;
 	size_t n = 0, i;
 	int r = 0;
 
 	sync_res_namespaces(&res[n++]);
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < nitems(owned); i++)
 		(void)sync_res_owned(owned[i], &res[n++]);
 	acct_res_claims(&res[n++]);
 	acct_res_pods(&res[n++]);

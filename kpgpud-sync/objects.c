@@ -84,6 +84,8 @@ sync_res_owned(const char *kind, struct sync_res *ret)
 		  "/apis/resource.k8s.io/v1/resourceclaims", false },
 		{ CACHE_KIND_QUOTA, "v1/resourcequotas",
 		  "/api/v1/resourcequotas", false },
+		{ CACHE_KIND_SLICE, CACHE_WATCH_SLICES,
+		  "/apis/resource.k8s.io/v1/resourceslices", true },
 	};
 	size_t i;
 
@@ -212,6 +214,48 @@ put_if(json_t *o, const char *key, json_t *v)
 	return json_object_set(o, key, v) < 0 ? -ENOMEM : 0;
 }
 
+/*
+ * The topology of a ResourceSlice: driver, node, pool and, per device, its
+ * name, allowMultipleAllocations and the attributes kpgpud-quota assigns
+ * domains by (each kept as the API's one-member value object).
+ */
+static json_t *
+slice_spec(json_t *spec)
+{
+	static const char *const keep[] = { "type", "uuid", "parentUUID",
+	    "profile", "productName", "resource.kubernetes.io/pcieRoot" };
+	json_t *out, *devs, *d, *od, *attrs, *oa, *v;
+	size_t i, k;
+
+	out = json_pack("{s:O?, s:O?, s:O?, s:[]}", "driver",
+	    json_object_get(spec, "driver"), "nodeName",
+	    json_object_get(spec, "nodeName"), "pool",
+	    json_object_get(spec, "pool"), "devices");
+	if (out == NULL)
+		return NULL;
+	devs = json_object_get(out, "devices");
+	json_array_foreach(json_object_get(spec, "devices"), i, d) {
+		attrs = json_object_get(d, "attributes");
+		od = json_pack("{s:O?, s:{}}", "name", json_object_get(d, "name"),
+		    "attributes");
+		if (od == NULL || json_array_append_new(devs, od) < 0)
+			goto fail;
+		if (json_is_true(json_object_get(d, "allowMultipleAllocations"))
+		    && json_object_set_new(od, "allowMultipleAllocations",
+		    json_true()) < 0)
+			goto fail;
+		oa = json_object_get(od, "attributes");
+		for (k = 0; k < nitems(keep); k++)
+			if ((v = json_object_get(attrs, keep[k])) != NULL &&
+			    json_object_set(oa, keep[k], v) < 0)
+				goto fail;
+	}
+	return out;
+fail:
+	json_decref(out);
+	return NULL;
+}
+
 /* Fill an owned row: the drift-relevant fields as one JSON document. */
 static int
 row_owned(const struct sync_res *res, json_t *obj, json_t *md,
@@ -243,6 +287,10 @@ row_owned(const struct sync_res *res, json_t *obj, json_t *md,
 		if (json_object_size(sub) > 0)
 			r |= json_object_set(d, "status", sub) < 0 ? -ENOMEM : 0;
 		json_decref(sub);
+	} else if (strcmp(res->kind, CACHE_KIND_SLICE) == 0) {
+		if ((sub = slice_spec(spec)) == NULL)
+			goto nomem;
+		r |= json_object_set_new(d, "spec", sub) < 0 ? -ENOMEM : 0;
 	} else
 		r |= put_if(d, "spec", spec);
 	if (r != 0 || (row->json[0] = dump(d)) == NULL)

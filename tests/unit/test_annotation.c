@@ -57,6 +57,7 @@ TEST(minimal_exclusive_defaults)
 	CHECK_INT(a.mps_thread_pct, 0);
 	CHECK_INT(a.init, RESOLVED_INIT_NONE);
 	CHECK_INT(a.legacy, RESOLVED_LEGACY_REJECT);
+	CHECK_INT(a.isolation, ANNOTATION_ISOLATION_DEVICE);
 	/* the common injected proxies get no claim unless it says so */
 	CHECK(a.nsidecar_names > 8);
 	for (int i = 0; i < a.nsidecar_names; i++)
@@ -91,6 +92,41 @@ TEST(sidecar_containers)
 	    "[\"e\",\"e\"]}", "sidecarContainers lists \"e\" twice");
 	expect_err("{\"sharing\":\"exclusive\",\"sidecarContainers\":7}",
 	    "field \"sidecarContainers\" must be \"none\" or a list of names");
+}
+
+TEST(isolation_levels)
+{
+	static const struct {
+		const char		*word;
+		enum annotation_isolation level;
+	} cases[] = {
+		{ "device", ANNOTATION_ISOLATION_DEVICE },
+		{ "gpu", ANNOTATION_ISOLATION_GPU },
+		{ "pcie-root", ANNOTATION_ISOLATION_PCIE_ROOT },
+	};
+	struct annotation a;
+	char err[256], buf[128];
+
+	for (size_t i = 0; i < nitems(cases); i++) {
+		snprintf(buf, sizeof(buf), "{\"sharing\":\"mig\",\"migProfile\":"
+		    "\"1g.10gb\",\"isolation\":\"%s\"}", cases[i].word);
+		REQUIRE(parse(buf, &a, err, sizeof(err)) == 0);
+		CHECK_INT(a.isolation, cases[i].level);
+		CHECK_STR(annotation_isolation_name(a.isolation),
+		    cases[i].word);
+	}
+	/* every sharing mode takes every level */
+	REQUIRE(parse("{\"sharing\":\"time-slicing\",\"isolation\":"
+	    "\"pcie-root\",\"maxDevices\":4}", &a, err, sizeof(err)) == 0);
+	CHECK_INT(a.isolation, ANNOTATION_ISOLATION_PCIE_ROOT);
+	expect_err("{\"sharing\":\"exclusive\",\"isolation\":\"pcieRoot\"}",
+	    "unknown isolation \"pcieRoot\" (expected device, gpu or "
+	    "pcie-root)");
+	expect_err("{\"sharing\":\"exclusive\",\"isolation\":\"GPU\"}",
+	    "unknown isolation \"GPU\" (expected device, gpu or pcie-root)");
+	expect_err("{\"sharing\":\"exclusive\",\"isolation\":1}",
+	    "field \"isolation\" must be a string");
+	CHECK_STR(annotation_isolation_name((enum annotation_isolation)9), "?");
 }
 
 TEST(every_sharing_mode)
@@ -250,7 +286,7 @@ TEST(unknown_fields)
 	    "unknown field \"maxDevice\" (known: sharing, migProfile, "
 	    "maxDevices, devicesPerPod, productName, minMemory, topology, "
 	    "timeSlicing, mps, initContainers, sidecarContainers, "
-	    "legacyGPU)");
+	    "legacyGPU, isolation)");
 	expect_err("{\"sharing\":\"time-slicing\",\"timeSlicing\":"
 	    "{\"intervall\":\"Long\"}}", "unknown field "
 	    "\"timeSlicing.intervall\" (known: interval)");
@@ -262,7 +298,7 @@ TEST(unknown_fields)
 	    "unknown field \"a?b?\" (known: sharing, migProfile, "
 	    "maxDevices, devicesPerPod, productName, minMemory, topology, "
 	    "timeSlicing, mps, initContainers, sidecarContainers, "
-	    "legacyGPU)");
+	    "legacyGPU, isolation)");
 }
 
 TEST(optional_field_errors)

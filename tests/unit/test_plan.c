@@ -703,7 +703,7 @@ TEST(invalid_annotations_give_no_plan)
 		{ "invalid-unknown-field", "unknown field \"maxDevice\" (known: "
 		  "sharing, migProfile, maxDevices, devicesPerPod, productName, "
 		  "minMemory, topology, timeSlicing, mps, initContainers, "
-		  "sidecarContainers, legacyGPU)" },
+		  "sidecarContainers, legacyGPU, isolation)" },
 		{ "no-annotation", "Agent/team-i has no "
 		  "kubeplus.io/gpu-isolation annotation" },
 	};
