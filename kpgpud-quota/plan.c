@@ -374,10 +374,6 @@ claim_spec(const struct plan *p)
 
 	if ((sel = request_selectors(a)) == NULL)
 		return NULL;
-	if (p->topo_sel != NULL && json_array_extend(sel, p->topo_sel)) {
-		json_decref(sel);
-		return NULL;
-	}
 	exactly = json_pack("{s:s, s:s, s:i}", "deviceClassName",
 	    p->class_name, "allocationMode", "ExactCount", "count",
 	    a->devices_per_pod);
@@ -477,16 +473,40 @@ claim_object(const struct plan_instance *in, const struct plan_config *cfg,
 	    "labels", PLAN_INSTANCE_LABEL, inst_label, "spec", spec);
 }
 
-/* The shared per-profile DeviceClass selecting MIG devices. */
+/*
+ * The shared per-profile DeviceClass selecting MIG devices or, for a
+ * tenant with topology selectors, its own class: MIG devices of its
+ * profile or whole GPUs, within its topology.
+ */
 static json_t *
 device_class(const struct plan *p)
 {
 	char expr[512], prof[PLAN_LABEL_MAX + 1];
+	json_t *c;
 
-	snprintf(expr, sizeof(expr), "device.driver == '%s' && "
-	    "'type' in " ATTRS " && " ATTRS ".type == 'mig' && "
-	    "'profile' in " ATTRS " && " ATTRS ".profile == '%s'",
-	    PLAN_DRIVER, p->annot.mig_profile);
+	if (!annotation_sharing_mig(p->annot.sharing))
+		snprintf(expr, sizeof(expr), "device.driver == '%s' && "
+		    "'type' in " ATTRS " && " ATTRS ".type == 'gpu'",
+		    PLAN_DRIVER);
+	else
+		snprintf(expr, sizeof(expr), "device.driver == '%s' && "
+		    "'type' in " ATTRS " && " ATTRS ".type == 'mig' && "
+		    "'profile' in " ATTRS " && " ATTRS ".profile == '%s'",
+		    PLAN_DRIVER, p->annot.mig_profile);
+	if (p->topo_sel != NULL) {
+		c = json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, "
+		    "s:{s:[{s:{s:s}}]}}", "apiVersion", "resource.k8s.io/v1",
+		    "kind", "DeviceClass", "metadata", "name", p->class_name,
+		    "labels", PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY, "spec",
+		    "selectors",
+		    "cel", "expression", expr);
+		if (c != NULL && json_array_extend(json_object_get(
+		    json_object_get(c, "spec"), "selectors"), p->topo_sel)) {
+			json_decref(c);
+			return NULL;
+		}
+		return c;
+	}
 	labelize(p->annot.mig_profile, prof, sizeof(prof));
 	/* label values may hold dots: keep them */
 	for (size_t i = 0; prof[i] != '\0'; i++)
@@ -497,6 +517,16 @@ device_class(const struct plan *p)
 	    "DeviceClass", "metadata", "name", p->class_name, "labels",
 	    PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY, PLAN_PROFILE_LABEL, prof,
 	    "spec", "selectors", "cel", "expression", expr);
+}
+
+/* The name of the topology class of tenant namespace ns. */
+int
+plan_topo_class(const char *ns, char *out, size_t outlen)
+{
+	char buf[PLAN_NAME_MAX + 1];
+
+	snprintf(buf, sizeof(buf), "%s%s", PLAN_TOPO_CLASS_PREFIX, ns);
+	return plan_name_fit(buf, CLASS_NAME_MAX, out, outlen);
 }
 
 /* Name the class in use: the configured GPU class or a MIG class. */
@@ -510,6 +540,13 @@ class_name(const struct plan_config *cfg, struct plan *p, char *err,
 	const char *gpu = cfg->gpu_class ? cfg->gpu_class :
 	    PLAN_DEFAULT_GPU_CLASS;
 
+	if (p->topo_sel != NULL) {
+		if (plan_topo_class(p->namespace, p->class_name,
+		    sizeof(p->class_name)) < 0)
+			return perr(err, errlen, "no topology class name for "
+			    "\"%s\"", p->namespace);
+		return 0;
+	}
 	if (!annotation_sharing_mig(p->annot.sharing)) {
 		if (strlen(gpu) > CLASS_NAME_MAX || !dns1123_subdomain_valid(gpu))
 			return seterr(err, errlen, "GPU class \"%s\" is not a "
@@ -808,15 +845,15 @@ plan_build(const struct plan_instance *in, const struct plan_config *cfg,
 	    errlen)) < 0 ||
 	    (r = plan_check_allocatable(&p->annot, err, errlen)) < 0 ||
 	    (r = plan_names(in, cfg, p, inst_label, err, errlen)) < 0 ||
+	    (cfg->topology != NULL &&
+	    (r = plan_topology(p, cfg->topology)) < 0) ||
 	    (r = class_name(cfg, p, err, errlen)) < 0 ||
 	    (r = quota_keys(cfg, p, err, errlen)) < 0)
 		goto fail;
 	p->claim_is_template = !annotation_sharing_shared(p->annot.sharing);
 	r = -ENOMEM;
-	if (cfg->topology != NULL && (r = plan_topology(p, cfg->topology)) < 0)
-		goto fail;
-	if (annotation_sharing_mig(p->annot.sharing) &&
-	    (p->device_class = device_class(p)) == NULL)
+	if ((annotation_sharing_mig(p->annot.sharing) || p->topo_sel != NULL)
+	    && (p->device_class = device_class(p)) == NULL)
 		goto fail;
 	if ((p->claim = claim_object(in, cfg, p, inst_label)) == NULL)
 		goto fail;

@@ -59,6 +59,12 @@
  * with a plain create after helm install and gives up on a 409.
  */
 #define PLAN_DEFAULT_QUOTA_NAME	"kpgpud-gpu"
+/*
+ * A tenant with topology selectors gets a class of its own, holding them:
+ * claims the tenant writes itself against its class (all the admission
+ * policy lets it use) are bound by them too.
+ */
+#define PLAN_TOPO_CLASS_PREFIX	"kpgpud-topo-"
 #define PLAN_DEFAULT_STRICT	"gpu.nvidia.com,mig.nvidia.com,vfio.gpu.nvidia.com"
 #define PLAN_DEFAULT_GPU_DRIVERS "gpu.nvidia.com"
 
@@ -171,7 +177,8 @@ struct plan {
 	struct annotation annot;
 	char		 namespace[PLAN_LABEL_MAX + 1];	/* the tenant's */
 	char		 instance_ref[PLAN_KIND_MAX + PLAN_NAME_MAX + 2];
-	json_t		*device_class;	/* NULL unless mig or hybrid */
+	json_t		*device_class;	/* NULL unless mig, hybrid or
+					   topology selectors */
 	json_t		*claim;		/* ResourceClaimTemplate or -Claim */
 	bool		 claim_is_template;
 	/*
@@ -295,6 +302,8 @@ int	 plan_name_fit(const char *name, size_t max, char *out,
  * of kpgpud's labels) earn quota room while they drain.
  */
 bool	 plan_claim_old_name(const struct plan *p, const char *name);
+/* The name of the topology class of tenant namespace ns (0 or -EINVAL). */
+int	 plan_topo_class(const char *ns, char *out, size_t outlen);
 /* Which of two instances wins a namespace: < 0 when a is older than b. */
 int	 plan_instance_cmp(const struct plan_instance *a,
 	    const struct plan_instance *b);

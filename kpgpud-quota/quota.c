@@ -931,6 +931,11 @@ gc_used_cb(const struct cache_instance *ci, void *arg)
 	if (p->device_class != NULL && g->nused < GC_MAX_CLASSES &&
 	    (g->used[g->nused] = strdup(p->class_name)) != NULL)
 		g->nused++;
+	/* its topology class, whether this plan (without topology) has it */
+	if (plan_topo_class(p->namespace, err, sizeof(err)) == 0 &&
+	    g->nused < GC_MAX_CLASSES &&
+	    (g->used[g->nused] = strdup(err)) != NULL)
+		g->nused++;
 	plan_free(p);
 	return 0;
 }

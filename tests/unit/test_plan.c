@@ -972,3 +972,73 @@ TEST(strict_closes_every_gpu_class)
 	free(many);
 	free(names);
 }
+
+TEST(topology_gives_the_tenant_its_own_class)
+{
+	struct plan_topology t = { 0 };
+	struct plan_config cfg = { 0 };
+	struct plan *p;
+	json_t *ns;
+
+	t.selectors = json_pack("[{s:{s:s}}]", "cel", "expression",
+	    "!(device.attributes['gpu.nvidia.com'].uuid in ['GPU-1'])");
+	t.domains = strdup("gpu/GPU-2");
+	snprintf(t.state, sizeof(t.state), "ok: 1 domain(s), 1 devices");
+	t.nevents = 1;
+	t.events[0].reason = "TopologyDomainLost";
+	snprintf(t.events[0].message, sizeof(t.events[0].message), "gone");
+	cfg.topology = &t;
+	cfg.strict = true;
+	p = build("exclusive", &cfg);
+	REQUIRE(p != NULL);
+	CHECK_STR(p->class_name, "kpgpud-topo-team-a");
+	REQUIRE(p->device_class != NULL);
+	CHECK_STR(jstr(p->device_class, "metadata>name"),
+	    "kpgpud-topo-team-a");
+	CHECK_STR(jstr(p->device_class, "metadata>labels>"
+	    "app.kubernetes.io/managed-by"), "kpgpud");
+	CHECK_STR(jstr(p->device_class, "spec>selectors>0>cel>expression"),
+	    "device.driver == 'gpu.nvidia.com' && 'type' in "
+	    "device.attributes['gpu.nvidia.com'] && "
+	    "device.attributes['gpu.nvidia.com'].type == 'gpu'");
+	CHECK_STR(jstr(p->device_class, "spec>selectors>1>cel>expression"),
+	    "!(device.attributes['gpu.nvidia.com'].uuid in ['GPU-1'])");
+	CHECK_STR(jstr(p->claim, "spec>spec>devices>requests>0>exactly>"
+	    "deviceClassName"), "kpgpud-topo-team-a");
+	/* the claim needs no selectors of its own: the class has them */
+	CHECK(jget(p->claim, "spec>spec>devices>requests>0>exactly>"
+	    "selectors") == NULL);
+	CHECK_INT(key(p, "kpgpud-topo-team-a.deviceclass.resource.k8s.io/"
+	    "devices"), 2);
+	CHECK_INT(key(p, "gpu.nvidia.com.deviceclass.resource.k8s.io/"
+	    "devices"), 0);
+	ns = plan_ns_annotations(p);
+	CHECK_STR(jstr(ns, PLAN_NS_TOPO_ANNOT), "gpu/GPU-2");
+	CHECK_STR(jstr(ns, PLAN_NS_TOPO_STATE_ANNOT),
+	    "ok: 1 domain(s), 1 devices");
+	CHECK_STR(jstr(ns, PLAN_NS_CLASS_ANNOT), "kpgpud-topo-team-a");
+	json_decref(ns);
+	CHECK_STR(p->events[p->nevents - 1].reason, "TopologyDomainLost");
+	plan_free(p);
+	/* a MIG tenant's own class keeps the profile selector first */
+	p = build("mig", &cfg);
+	REQUIRE(p != NULL && p->device_class != NULL);
+	CHECK(strstr(jstr(p->device_class, "spec>selectors>0>cel>expression"),
+	    ".profile == '1g.10gb'") != NULL);
+	CHECK_INT((int)json_array_size(jget(p->device_class, "spec>selectors")),
+	    2);
+	plan_free(p);
+	/* no topology selectors: the stock class, no topology annotations */
+	json_array_clear(t.selectors);
+	free(t.domains);
+	t.domains = NULL;
+	p = build("exclusive", &cfg);
+	REQUIRE(p != NULL);
+	CHECK_STR(p->class_name, "gpu.nvidia.com");
+	CHECK(p->device_class == NULL);
+	ns = plan_ns_annotations(p);
+	CHECK(jget(ns, PLAN_NS_TOPO_ANNOT) == NULL);
+	json_decref(ns);
+	plan_free(p);
+	json_decref(t.selectors);
+}
