@@ -543,7 +543,7 @@ class_name(const struct plan_config *cfg, struct plan *p, char *err,
 	if (p->topo_sel != NULL) {
 		if (plan_topo_class(p->namespace, p->class_name,
 		    sizeof(p->class_name)) < 0)
-			return perr(err, errlen, "no topology class name for "
+			return seterr(err, errlen, "no topology class name for "
 			    "\"%s\"", p->namespace);
 		return 0;
 	}
