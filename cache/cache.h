@@ -39,6 +39,12 @@
 #define CACHE_KIND_QUOTA		"ResourceQuota"
 /* Every ResourceSlice (the fleet's devices), reduced to their topology. */
 #define CACHE_KIND_SLICE		"ResourceSlice"
+/*
+ * Every ResourceClaim, reduced to the devices it is allocated
+ * ({"devices":[{"driver","pool","device"}]}; [] while unallocated).
+ */
+#define CACHE_KIND_ALLOC		"ClaimAllocation"
+#define CACHE_WATCH_ALLOCS	"resource.k8s.io/v1/resourceclaims/allocations"
 /* The watch key of every ResourceSlice (set once the first list is in). */
 #define CACHE_WATCH_SLICES	"resource.k8s.io/v1/resourceslices/all"
 /* The watch key of every DeviceClass (set once the first list is in). */

@@ -146,7 +146,7 @@ all_inst_cb(const struct cache_instance *ci, void *arg)
 static int
 all_owned_cb(const struct cache_owned *o, void *arg)
 {
-	if (o->ns[0] != '\0')
+	if (o->ns[0] != '\0' && strcmp(o->kind, CACHE_KIND_ALLOC) != 0)
 		quotad_enqueue_ns(arg, o->ns);
 	return 0;
 }
@@ -186,6 +186,9 @@ on_change(struct quotad *q, const struct ipc_change *ch)
 			quotad_enqueue_all(q);
 			break;
 		}
+		/* allocations count when domains are handed out (resync) */
+		if (strcmp(ch->kind, CACHE_KIND_ALLOC) == 0)
+			break;
 		quotad_enqueue_ns(q, ch->ns);
 		/* a claim or template gone may have held the last use */
 		if (ch->deleted && strcmp(ch->kind, CACHE_KIND_QUOTA) != 0)

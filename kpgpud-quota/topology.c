@@ -18,6 +18,7 @@ struct gpu_ent {
 	const char	*uuid;
 	const char	*node;
 	const char	*root;
+	const char	*busy;		/* as topo_device.busy, over the GPU */
 	bool		 multi;
 	int		 first, end;	/* its devices in idx.dev[] */
 };
@@ -78,7 +79,7 @@ int
 topo_fleet_add(struct topo_fleet *f, json_t *slice)
 {
 	json_t *spec = json_object_get(slice, "spec"), *d, *attrs;
-	const char *node, *type, *gpu;
+	const char *node, *type, *gpu, *pool;
 	struct topo_device *td;
 	size_t i;
 
@@ -89,6 +90,11 @@ topo_fleet_add(struct topo_fleet *f, json_t *slice)
 	    TOPO_DRIVER) != 0)
 		return 0;
 	node = json_string_value(json_object_get(spec, "nodeName"));
+	pool = json_string_value(json_object_get(json_object_get(spec, "pool"),
+	    "name"));
+	free(f->by_name);
+	f->by_name = NULL;
+	f->nby_name = 0;
 	json_array_foreach(json_object_get(spec, "devices"), i, d) {
 		attrs = json_object_get(d, "attributes");
 		type = attr_str(attrs, "type");
@@ -113,6 +119,9 @@ topo_fleet_add(struct topo_fleet *f, json_t *slice)
 		td = &f->d[f->n];
 		memset(td, 0, sizeof(*td));
 		if (!put(td->node, sizeof(td->node), node) ||
+		    !put(td->pool, sizeof(td->pool), pool ? pool : node) ||
+		    !put(td->name, sizeof(td->name), json_string_value(
+		    json_object_get(d, "name"))) ||
 		    !put(td->gpu, sizeof(td->gpu), gpu) ||
 		    !put(td->root, sizeof(td->root),
 		    attr_str(attrs, TOPO_ROOT_ATTR)) ||
@@ -132,9 +141,53 @@ topo_fleet_add(struct topo_fleet *f, json_t *slice)
 	return 0;
 }
 
+static int
+name_cmp(const void *a, const void *b)
+{
+	const struct topo_device *x = *(struct topo_device *const *)a;
+	const struct topo_device *y = *(struct topo_device *const *)b;
+	int r;
+
+	if ((r = strcmp(x->pool, y->pool)) != 0)
+		return r;
+	return strcmp(x->name, y->name);
+}
+
+int
+topo_fleet_busy(struct topo_fleet *f, const char *pool, const char *name,
+    const char *ns)
+{
+	struct topo_device key, *kp = &key, **hit;
+
+	if (f->by_name == NULL && f->n > 0) {
+		if ((f->by_name = calloc((size_t)f->n, sizeof(*f->by_name))) ==
+		    NULL)
+			return -ENOMEM;
+		for (int i = 0; i < f->n; i++)
+			f->by_name[i] = &f->d[i];
+		f->nby_name = f->n;
+		qsort(f->by_name, (size_t)f->n, sizeof(*f->by_name),
+		    name_cmp);
+	}
+	if (pool == NULL || name == NULL || ns == NULL ||
+	    !put(key.pool, sizeof(key.pool), pool) ||
+	    !put(key.name, sizeof(key.name), name))
+		return 0;
+	hit = f->nby_name == 0 ? NULL : bsearch(&kp, f->by_name,
+	    (size_t)f->nby_name, sizeof(*f->by_name), name_cmp);
+	if (hit == NULL)
+		return 0;
+	if ((*hit)->busy[0] == '\0')
+		snprintf((*hit)->busy, sizeof((*hit)->busy), "%s", ns);
+	else if (strcmp((*hit)->busy, ns) != 0)
+		snprintf((*hit)->busy, sizeof((*hit)->busy), "*");
+	return 0;
+}
+
 void
 topo_fleet_free(struct topo_fleet *f)
 {
+	free(f->by_name);
 	free(f->d);
 	memset(f, 0, sizeof(*f));
 }
@@ -218,9 +271,17 @@ idx_build(const struct topo_fleet *f, struct idx *x)
 		g->node = x->dev[i]->node;
 		g->root = x->dev[i]->root;
 		g->first = i;
+		g->busy = "";
 		for (j = i; j < x->ndev && dev_cmp(&x->dev[i], &x->dev[j]) == 0;
-		    j++)
+		    j++) {
+			const char *b = x->dev[j]->busy;
+
 			g->multi |= x->dev[j]->multi;
+			if (b[0] != '\0' && g->busy[0] == '\0')
+				g->busy = b;
+			else if (b[0] != '\0' && strcmp(b, g->busy) != 0)
+				g->busy = "*";
+		}
 		g->end = j;
 		x->owner[x->ngpu] = -1;
 		x->ngpu++;
@@ -286,11 +347,18 @@ dom_capacity(const struct idx *x, const struct dom *d,
 	return n;
 }
 
+/*
+ * Whether domain d can go to tenant t: no GPU of it in a domain, none
+ * holding a device allocated to a claim of another namespace (t NULL: the
+ * first condition only).
+ */
 static bool
-dom_free(const struct idx *x, const struct dom *d)
+dom_free(const struct idx *x, const struct dom *d,
+    const struct topo_tenant *t)
 {
 	for (int g = d->first; g < d->end; g++)
-		if (x->owner[g] >= 0)
+		if (x->owner[g] >= 0 || (t != NULL && x->gpu[g].busy[0] != '\0'
+		    && strcmp(x->gpu[g].busy, t->ns) != 0))
 			return false;
 	return true;
 }
@@ -339,7 +407,7 @@ keep_previous(struct idx *x, struct topo_tenant *t, int i)
 		d = idx_find(x, tok);
 		if (d != NULL && d->kind != level_kind(t->level))
 			continue;	/* the level changed: let it go */
-		if (d == NULL || !dom_free(x, d)) {
+		if (d == NULL || !dom_free(x, d, NULL)) {
 			if (t->nlost++ == 0)
 				snprintf(t->lost, sizeof(t->lost), "%s", tok);
 			continue;
@@ -388,7 +456,8 @@ topo_assign(const struct topo_fleet *f, struct topo_tenant *t, int n)
 			const struct dom *d = &x.dom[k];
 
 			if (d->kind != level_kind(t[i].level) ||
-			    !dom_free(&x, d) || dom_capacity(&x, d, &t[i]) == 0)
+			    !dom_free(&x, d, &t[i]) ||
+			    dom_capacity(&x, d, &t[i]) == 0)
 				continue;
 			r = take(&x, d, &t[i], i);
 		}

@@ -8,7 +8,7 @@
  * parentUUID of its MIG devices) for isolation gpu, or a PCIe root
  * ("root/<node>/<pcieRoot>": root names repeat across nodes) for isolation
  * pcie-root. A domain is assigned only when none of its GPUs is in another
- * tenant's domain. The assignment is stable: a tenant keeps every domain
+ * tenant's domain or holds a device allocated to another namespace's claim. The assignment is stable: a tenant keeps every domain
  * it had (its previous domains, read back from where kpgpud-quota stored
  * them) while the domain exists and the tenant's level is unchanged; only
  * then are new domains handed out, to the tenants in priority order (the
@@ -49,6 +49,10 @@
 /* One device of the fleet (the NVIDIA driver's, with a GPU identity). */
 struct topo_device {
 	char	 node[TOPO_NODE_MAX + 1];
+	char	 pool[TOPO_NODE_MAX + 1];
+	char	 name[TOPO_NODE_MAX + 1];
+	char	 busy[64];		/* namespace of a claim holding it, "*"
+					   for several, "" for none */
 	char	 gpu[TOPO_STR_MAX + 1];	/* uuid, or parentUUID of a MIG */
 	char	 root[TOPO_STR_MAX + 1];	/* pcieRoot, "" when unknown */
 	bool	 mig;
@@ -63,6 +67,8 @@ struct topo_fleet {
 	struct topo_device	*d;
 	int			 skipped;	/* devices without uuid, or
 						   past TOPO_MAX_DEVICES */
+	struct topo_device	**by_name;	/* sorted by pool, name */
+	int			 nby_name;
 };
 
 /* One tenant: what it asks (in) and what it gets (out). */
@@ -83,6 +89,14 @@ struct topo_tenant {
 	int			 nlost;		/* previous domains gone */
 	char			 lost[TOPO_ID_MAX + 1];	/* the first */
 };
+
+/*
+ * Record that a claim of namespace ns is allocated device (pool, name) of
+ * TOPO_DRIVER (call after the last topo_fleet_add). A domain with a GPU
+ * busy with another namespace's claim is not handed out. 0 or -ENOMEM.
+ */
+int	 topo_fleet_busy(struct topo_fleet *f, const char *pool,
+	    const char *name, const char *ns);
 
 /*
  * Add the devices of a ResourceSlice (its spec, or a cache row holding

@@ -4,6 +4,9 @@
  * (each tenant Namespace's PLAN_NS_TOPO_ANNOT) from kpgpud-sync's cache,
  * run the pure assignment (topology.c) and give one tenant its part.
  *
+ * Devices allocated to claims (every claim's status.allocation, cached too)
+ * keep their GPUs from being handed to a tenant of another namespace.
+ *
  * The assignment is stored nowhere else: the leader writes each tenant's
  * domains onto its Namespace with the rest of the plan, so a restarted or
  * new leader reads them back (through the cache) and keeps them. A tenant
@@ -53,6 +56,29 @@ slice_cb(const struct cache_owned *o, void *arg)
 	if (d == NULL)
 		return 0;
 	r = topo_fleet_add(&x->fleet, d);
+	json_decref(d);
+	return r;
+}
+
+/* Devices held by claims: their GPUs go to no other tenant. */
+static int
+alloc_cb(const struct cache_owned *o, void *arg)
+{
+	struct ts_ctx *x = arg;
+	json_t *d = json_loads(o->data, 0, NULL), *v;
+	size_t i;
+	int r = 0;
+
+	json_array_foreach(json_object_get(d, "devices"), i, v) {
+		const char *drv = json_string_value(json_object_get(v,
+		    "driver"));
+
+		if (drv != NULL && strcmp(drv, TOPO_DRIVER) == 0 &&
+		    (r = topo_fleet_busy(&x->fleet, json_string_value(
+		    json_object_get(v, "pool")), json_string_value(
+		    json_object_get(v, "device")), o->ns)) < 0)
+			break;
+	}
 	json_decref(d);
 	return r;
 }
@@ -205,10 +231,12 @@ quotad_topology(struct quotad *q, struct cache *c, const char *ns,
 	int r, self = -1;
 
 	*ret = NULL;
-	if ((r = cache_watch_get(c, CACHE_WATCH_SLICES, rv, sizeof(rv))) < 0)
+	if ((r = cache_watch_get(c, CACHE_WATCH_SLICES, rv, sizeof(rv))) < 0 ||
+	    (r = cache_watch_get(c, CACHE_WATCH_ALLOCS, rv, sizeof(rv))) < 0)
 		return r == -ENOENT ? -EAGAIN : r;
 	if ((r = cache_owned_foreach(c, "", CACHE_KIND_SLICE, 0, slice_cb,
-	    &x)) < 0 || (r = cache_instance_foreach(c, NULL, 0, inst_cb,
+	    &x)) < 0 || (r = cache_owned_foreach(c, NULL, CACHE_KIND_ALLOC, 0,
+	    alloc_cb, &x)) < 0 || (r = cache_instance_foreach(c, NULL, 0, inst_cb,
 	    &x)) < 0 || (r = cache_ns_foreach(c, 0, ns_cb, &x)) < 0 ||
 	    (r = x.err) < 0)
 		goto out;
@@ -220,7 +248,8 @@ quotad_topology(struct quotad *q, struct cache *c, const char *ns,
 			    == 0 ? ANNOTATION_ISOLATION_PCIE_ROOT :
 			    ANNOTATION_ISOLATION_GPU;
 	}
-	qsort(x.ten, (size_t)x.n, sizeof(*x.ten), ts_cmp);
+	if (x.n > 0)
+		qsort(x.ten, (size_t)x.n, sizeof(*x.ten), ts_cmp);
 	/* tenant structs moved: prev pointers moved with them */
 	{
 		struct topo_tenant *tt = calloc((size_t)x.n + 1, sizeof(*tt));

@@ -173,7 +173,7 @@ sync_collections(const struct sync_conf *c, struct sync_res *res,
 {
 	static const char *const owned[] = { CACHE_KIND_DEVICECLASS,
 	    CACHE_KIND_CLAIMTEMPLATE, CACHE_KIND_CLAIM, CACHE_KIND_QUOTA,
-	    CACHE_KIND_SLICE };
+	    CACHE_KIND_SLICE, CACHE_KIND_ALLOC };
 	char *list, *tok, *save = NULL;
 	size_t n = 0, i;
 	int r = 0;

@@ -86,6 +86,8 @@ sync_res_owned(const char *kind, struct sync_res *ret)
 		  "/api/v1/resourcequotas", false },
 		{ CACHE_KIND_SLICE, CACHE_WATCH_SLICES,
 		  "/apis/resource.k8s.io/v1/resourceslices", true },
+		{ CACHE_KIND_ALLOC, CACHE_WATCH_ALLOCS,
+		  "/apis/resource.k8s.io/v1/resourceclaims", true },
 	};
 	size_t i;
 
@@ -256,6 +258,29 @@ fail:
 	return NULL;
 }
 
+/* The devices a claim is allocated: [{"driver","pool","device"}]. */
+static json_t *
+claim_devices(json_t *status)
+{
+	json_t *out = json_array(), *r;
+	size_t i;
+
+	if (out == NULL)
+		return NULL;
+	json_array_foreach(json_object_get(json_object_get(json_object_get(
+	    status, "allocation"), "devices"), "results"), i, r) {
+		json_t *d = json_pack("{s:O?, s:O?, s:O?}", "driver",
+		    json_object_get(r, "driver"), "pool", json_object_get(r,
+		    "pool"), "device", json_object_get(r, "device"));
+
+		if (d == NULL || json_array_append_new(out, d) < 0) {
+			json_decref(out);
+			return NULL;
+		}
+	}
+	return out;
+}
+
 /* Fill an owned row: the drift-relevant fields as one JSON document. */
 static int
 row_owned(const struct sync_res *res, json_t *obj, json_t *md,
@@ -268,6 +293,16 @@ row_owned(const struct sync_res *res, json_t *obj, json_t *md,
 	if (d == NULL)
 		return -ENOMEM;
 	row->u.ow.kind = res->kind;
+	if (strcmp(res->kind, CACHE_KIND_ALLOC) == 0) {
+		/* only the allocation: status churn stays out of the stream */
+		if ((sub = claim_devices(status)) == NULL ||
+		    json_object_set_new(d, "devices", sub) < 0 ||
+		    (row->json[0] = dump(d)) == NULL)
+			goto nomem;
+		json_decref(d);
+		row->u.ow.data = row->json[0];
+		return 0;
+	}
 	r |= put_if(d, "labels", json_object_get(md, "labels"));
 	r |= put_if(d, "annotations", json_object_get(md, "annotations"));
 	/* kpgpud-quota verifies its objects: owner and pending deletion */

@@ -306,3 +306,36 @@ TEST(too_many_denied_gpus_is_an_error)
 	clear(&t, 1);
 	topo_fleet_free(&f);
 }
+
+TEST(gpus_busy_with_another_namespace_are_not_handed_out)
+{
+	struct topo_fleet f = { 0 };
+	struct topo_tenant t[2];
+
+	add(&f, mkslice("n1", 4, 0, false));
+	/* d (device level) holds gpu-0; a holds gpu-2 already */
+	REQUIRE(topo_fleet_busy(&f, "n1", "gpu-0", "d") == 0);
+	REQUIRE(topo_fleet_busy(&f, "n1", "gpu-2", "a") == 0);
+	REQUIRE(topo_fleet_busy(&f, "n1", "no-such", "a") == 0);
+	REQUIRE(topo_fleet_busy(&f, "n9", "gpu-1", "a") == 0);
+	tenant(&t[0], "a", "{\"sharing\":\"exclusive\",\"maxDevices\":4,"
+	    "\"isolation\":\"pcie-root\"}", NULL);
+	tenant(&t[1], "b", "{\"sharing\":\"exclusive\",\"maxDevices\":1,"
+	    "\"isolation\":\"gpu\"}", NULL);
+	REQUIRE(topo_assign(&f, t, 2) == 0);
+	/* root 10 holds d's device: skipped; root 20 holds a's own: fine */
+	CHECK_STR(val(&t[0]), "root/n1/pci0000:20,root/n1/pci0000:30");
+	/* b: gpu-0 busy with d, 2-5 a's; gpu-1 is free */
+	CHECK_STR(val(&t[1]), "gpu/GPU-n1-1");
+	/* two namespaces on one (multi-allocatable) device: busy for all */
+	REQUIRE(topo_fleet_busy(&f, "n1", "gpu-1", "x") == 0);
+	REQUIRE(topo_fleet_busy(&f, "n1", "gpu-1", "b") == 0);
+	REQUIRE(topo_assign(&f, t, 2) == 0);
+	CHECK_STR(val(&t[1]), "gpu/GPU-n1-6");
+	/* a domain already held is kept, busy or not */
+	t[1].prev = "gpu/GPU-n1-1";
+	REQUIRE(topo_assign(&f, t, 2) == 0);
+	CHECK_STR(val(&t[1]), "gpu/GPU-n1-1");
+	clear(t, 2);
+	topo_fleet_free(&f);
+}
