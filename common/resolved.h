@@ -26,6 +26,13 @@
 
 #define RESOLVED_ANNOTATION	"kubeplus.io/gpu-isolation-resolved"
 #define RESOLVED_LABEL		"kubeplus.io/gpu-isolation-enabled"
+/*
+ * Topology isolation on the tenant Namespace (written by kpgpud-quota, shown
+ * by kpgpuctl status): the tenant's domains, comma-separated, and their
+ * state ("ok: ..." or "exhausted: H of W devices").
+ */
+#define RESOLVED_TOPO_DOMAINS	"kubeplus.io/gpu-topology-domains"
+#define RESOLVED_TOPO_STATE	"kubeplus.io/gpu-topology-state"
 #define RESOLVED_POD_CLAIM	"kubeplus-gpu"	/* pod-level claim name */
 #define RESOLVED_MAX_NAMES	64
 #define RESOLVED_NAME_MAX	253

@@ -279,6 +279,9 @@ status_run(const struct usagecmd *o, struct ipc_call *s)
 			    json_object_get(d, "quota")));
 			put_quoted("last", json_string_value(
 			    json_object_get(d, "last")));
+			if (json_object_get(d, "topology") != NULL)
+				put_quoted("topology", json_string_value(
+				    json_object_get(d, "topology")));
 			putchar('\n');
 			free(held);
 			free(pend);

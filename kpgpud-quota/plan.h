@@ -47,8 +47,8 @@
  * (comma-separated ids, the durable record of the assignment) and their
  * state ("ok", or "exhausted: H of W devices").
  */
-#define PLAN_NS_TOPO_ANNOT	"kubeplus.io/gpu-topology-domains"
-#define PLAN_NS_TOPO_STATE_ANNOT "kubeplus.io/gpu-topology-state"
+#define PLAN_NS_TOPO_ANNOT	RESOLVED_TOPO_DOMAINS
+#define PLAN_NS_TOPO_STATE_ANNOT RESOLVED_TOPO_STATE
 
 #define PLAN_DEFAULT_GPU_CLASS	"gpu.nvidia.com"
 #define PLAN_DEFAULT_CLASS_PREFIX "kpgpud-mig-"

@@ -8,7 +8,8 @@
  * parentUUID of its MIG devices) for isolation gpu, or a PCIe root
  * ("root/<node>/<pcieRoot>": root names repeat across nodes) for isolation
  * pcie-root. A domain is assigned only when none of its GPUs is in another
- * tenant's domain or holds a device allocated to another namespace's claim. The assignment is stable: a tenant keeps every domain
+ * tenant's domain or holds a device allocated to another namespace's
+ * claim. The assignment is stable: a tenant keeps every domain
  * it had (its previous domains, read back from where kpgpud-quota stored
  * them) while the domain exists and the tenant's level is unchanged; only
  * then are new domains handed out, to the tenants in priority order (the
@@ -32,8 +33,6 @@
 
 #include "kpgpud-quota/annotation.h"
 
-/* The Namespace annotation holding a tenant's domains (comma-separated). */
-#define TOPO_DOMAINS_ANNOT	"kubeplus.io/gpu-topology-domains"
 #define TOPO_DRIVER		"gpu.nvidia.com"
 #define TOPO_ROOT_ATTR		"resource.kubernetes.io/pcieRoot"
 #define TOPO_MAX_DEVICES	16384	/* devices of the fleet considered */

@@ -236,7 +236,8 @@ quotad_topology(struct quotad *q, struct cache *c, const char *ns,
 		return r == -ENOENT ? -EAGAIN : r;
 	if ((r = cache_owned_foreach(c, "", CACHE_KIND_SLICE, 0, slice_cb,
 	    &x)) < 0 || (r = cache_owned_foreach(c, NULL, CACHE_KIND_ALLOC, 0,
-	    alloc_cb, &x)) < 0 || (r = cache_instance_foreach(c, NULL, 0, inst_cb,
+	    alloc_cb, &x)) < 0 ||
+	    (r = cache_instance_foreach(c, NULL, 0, inst_cb,
 	    &x)) < 0 || (r = cache_ns_foreach(c, 0, ns_cb, &x)) < 0 ||
 	    (r = x.err) < 0)
 		goto out;

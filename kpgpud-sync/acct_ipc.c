@@ -104,6 +104,43 @@ held_of(const struct usage_sum *u, void *arg)
 	return 0;
 }
 
+/*
+ * Status: the tenant's topology domains and state, from its Namespace's
+ * annotations (at most TOPO_SHOWN ids, then how many more).
+ */
+#define TOPO_SHOWN	4
+static void
+topo_detail(json_t *d, const char *annotations)
+{
+	json_t *a = json_loads(annotations, 0, NULL);
+	const char *st = json_string_value(json_object_get(a,
+	    RESOLVED_TOPO_STATE));
+	const char *dom = json_string_value(json_object_get(a,
+	    RESOLVED_TOPO_DOMAINS));
+	char buf[1024];
+	int n = 0, shown = 0, off;
+
+	if (st != NULL) {
+		off = snprintf(buf, sizeof(buf), "%s; domains:", st);
+		for (const char *s = dom; s != NULL && *s != '\0'; n++) {
+			size_t len = strcspn(s, ",");
+
+			if (shown < TOPO_SHOWN && off + (int)len + 2 <
+			    (int)sizeof(buf)) {
+				off += snprintf(buf + off, sizeof(buf) -
+				    (size_t)off, " %.*s", (int)len, s);
+				shown++;
+			}
+			s += len + (s[len] == ',');
+		}
+		if (n > shown)
+			snprintf(buf + off, sizeof(buf) - (size_t)off,
+			    " (%d more)", n - shown);
+		json_object_set_new(d, "topology", json_string(buf));
+	}
+	json_decref(a);
+}
+
 /* Status: the detail object of one tenant. */
 static char *
 status_detail(struct page *p, const struct cache_instance *in,
@@ -159,6 +196,8 @@ status_detail(struct page *p, const struct cache_instance *in,
 		last = "being removed";
 	else
 		last = "not isolated yet: see the Warning Events on the instance";
+	if (row != NULL && row->annotations != NULL)
+		topo_detail(d, row->annotations);
 	cache_ns_free(row);
 	json_object_set_new(d, "last", json_string(last));
 	out = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
