@@ -20,13 +20,14 @@
 static void
 render_usage(FILE *f)
 {
-	fprintf(f, "usage: kpgpuctl render [--owner-ref] [--strict] "
+	fprintf(f, "usage: kpgpuctl render [--owner-refs] [--strict] "
 	    "[--strict-classes LIST]\n"
 	    "\t[--quota-name TEMPLATE] [--class-prefix PREFIX] "
 	    "[--gpu-class CLASS]\n"
 	    "\t[--tenant-namespace name|namespace] [--driver-gates LIST] "
 	    "< instance.json\n"
-	    "\t(--namespace-from: the old name of --tenant-namespace)\n");
+	    "\t(--owner-ref, --namespace-from: old names of --owner-refs,\n"
+	    "\t--tenant-namespace)\n");
 }
 
 /* Read all of stdin, up to RENDER_INPUT_MAX bytes. */
@@ -61,7 +62,8 @@ static int
 render_opts(int argc, char **argv, struct plan_config *cfg)
 {
 	static const struct option opts[] = {
-		{ "owner-ref", no_argument, NULL, 'o' },
+		{ "owner-refs", no_argument, NULL, 'o' },
+		{ "owner-ref", no_argument, NULL, 'o' },	/* deprecated */
 		{ "strict", no_argument, NULL, 's' },
 		{ "strict-classes", required_argument, NULL, 'S' },
 		{ "quota-name", required_argument, NULL, 'q' },

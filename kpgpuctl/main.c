@@ -14,7 +14,7 @@ struct ctl_cmd {
 
 static const struct ctl_cmd ctl_cmds[] = {
 	{ "render", ctl_cmd_render,
-	    "render [--owner-ref] [--strict] [--strict-classes LIST] "
+	    "render [--owner-refs] [--strict] [--strict-classes LIST] "
 	    "[--quota-name T]\n\t[--class-prefix P] [--gpu-class C] "
 	    "[--tenant-namespace name|namespace]\n\t[--driver-gates LIST] "
 	    "< instance.json\n"

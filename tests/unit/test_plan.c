@@ -578,7 +578,7 @@ TEST(owner_references_where_scope_allows)
 	CHECK(jget(p->device_class, "metadata>ownerReferences") == NULL);
 	plan_free(p);
 
-	/* render without --owner-ref: none */
+	/* render without --owner-refs: none */
 	cfg.owner_refs = false;
 	p = build("cluster-scoped", &cfg);
 	REQUIRE(p != NULL);
