@@ -6,6 +6,7 @@
 
 #include <sqlite3.h>
 
+#include "cache/cache_impl.h"
 #include "cache/cache_sql.h"
 #include "cache/usage.h"
 
@@ -152,32 +153,6 @@ struct usage_store {
 	sqlite3_stmt	*st[U__COUNT];
 };
 
-/* An SQLite result as a negative errno. */
-static int
-usage_errno(int rc)
-{
-	switch (rc & 0xff) {
-	case SQLITE_OK:
-	case SQLITE_ROW:
-	case SQLITE_DONE:
-		return 0;
-	case SQLITE_NOMEM:
-		return -ENOMEM;
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		return -EBUSY;
-	case SQLITE_READONLY:
-		return -EROFS;
-	case SQLITE_FULL:
-		return -ENOSPC;
-	case SQLITE_CONSTRAINT:
-	case SQLITE_TOOBIG:
-		return -EINVAL;
-	default:
-		return -EIO;
-	}
-}
-
 /* Prepare every statement. */
 int
 usage_store_open(struct cache *c, struct usage_store **ret)
@@ -193,7 +168,7 @@ usage_store_open(struct cache *c, struct usage_store **ret)
 		    SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL);
 		if (rc != SQLITE_OK) {
 			usage_store_free(s);
-			return usage_errno(rc) ? usage_errno(rc) : -EIO;
+			return cache_errno(rc) ? cache_errno(rc) : -EIO;
 		}
 	}
 	*ret = s;
@@ -233,7 +208,7 @@ run(sqlite3_stmt *st)
 
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
-	return rc == SQLITE_DONE ? 0 : usage_errno(rc) ? usage_errno(rc) :
+	return rc == SQLITE_DONE ? 0 : cache_errno(rc) ? cache_errno(rc) :
 	    -EIO;
 }
 
@@ -243,7 +218,7 @@ done(sqlite3_stmt *st, int rc)
 {
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
-	return rc == SQLITE_DONE ? 0 : usage_errno(rc) ? usage_errno(rc) :
+	return rc == SQLITE_DONE ? 0 : cache_errno(rc) ? cache_errno(rc) :
 	    -EIO;
 }
 

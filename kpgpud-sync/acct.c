@@ -43,55 +43,50 @@ struct acct {
 
 static void	 acct_tally_write(struct acct *a, uint64_t closed);
 
-/* Every ResourceClaim (the ledger keeps those of isolated namespaces). */
-void
-acct_res_claims(struct sync_res *ret)
+/* One collection the ledger watches: every object of PATH (FIELDS, when
+ * not NULL, a field selector), cached as KIND under KEY. */
+static void
+acct_res(struct sync_res *ret, const char *kind, const char *key,
+    const char *path, const char *fields)
 {
 	memset(ret, 0, sizeof(*ret));
 	ret->table = CACHE_T_OWNED;
 	ret->usage = true;
-	ret->kind = "usage:ResourceClaim";
-	snprintf(ret->key, sizeof(ret->key), "usage/resourceclaims");
-	snprintf(ret->path, sizeof(ret->path),
-	    "/apis/resource.k8s.io/v1/resourceclaims");
+	ret->kind = kind;
+	ret->field_selector = fields;
+	snprintf(ret->key, sizeof(ret->key), "%s", key);
+	snprintf(ret->path, sizeof(ret->path), "%s", path);
+}
+
+/* Every ResourceClaim (the ledger keeps those of isolated namespaces). */
+void
+acct_res_claims(struct sync_res *ret)
+{
+	acct_res(ret, "usage:ResourceClaim", "usage/resourceclaims",
+	    "/apis/resource.k8s.io/v1/resourceclaims", NULL);
 }
 
 /* Every Pod (the ledger reads those that use claims). */
 void
 acct_res_pods(struct sync_res *ret)
 {
-	memset(ret, 0, sizeof(*ret));
-	ret->table = CACHE_T_OWNED;
-	ret->usage = true;
-	ret->kind = "usage:Pod";
-	snprintf(ret->key, sizeof(ret->key), "usage/pods");
-	snprintf(ret->path, sizeof(ret->path), "/api/v1/pods");
+	acct_res(ret, "usage:Pod", "usage/pods", "/api/v1/pods", NULL);
 }
 
 /* The resourceclaim controller's FailedResourceClaimCreation Events. */
 void
 acct_res_events(struct sync_res *ret)
 {
-	memset(ret, 0, sizeof(*ret));
-	ret->table = CACHE_T_OWNED;
-	ret->usage = true;
-	ret->kind = "usage:Event";
-	ret->field_selector = "reason=" ACCT_CLAIM_EVENT;
-	snprintf(ret->key, sizeof(ret->key), "usage/events");
-	snprintf(ret->path, sizeof(ret->path), "/api/v1/events");
+	acct_res(ret, "usage:Event", "usage/events", "/api/v1/events",
+	    "reason=" ACCT_CLAIM_EVENT);
 }
 
 /* kpgpud-quota's Events (the last reconcile result of each instance). */
 void
 acct_res_results(struct sync_res *ret)
 {
-	memset(ret, 0, sizeof(*ret));
-	ret->table = CACHE_T_OWNED;
-	ret->usage = true;
-	ret->kind = "usage:QuotaEvent";
-	ret->field_selector = "reportingComponent=" ACCT_RESULT_SOURCE;
-	snprintf(ret->key, sizeof(ret->key), "usage/quota-events");
-	snprintf(ret->path, sizeof(ret->path), "/api/v1/events");
+	acct_res(ret, "usage:QuotaEvent", "usage/quota-events",
+	    "/api/v1/events", "reportingComponent=" ACCT_RESULT_SOURCE);
 }
 
 /* Which of the four collections a reflector is. */
