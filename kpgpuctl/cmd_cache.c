@@ -1,9 +1,9 @@
 /*
  * kpgpuctl cache: ask kpgpud-sync over sync.sock what its cache holds.
- *   cache [--socket PATH] [--timeout MS] list [--prefix P]
- *   cache [--socket PATH] [--timeout MS] get NAMESPACE
- *   cache [--socket PATH] [--timeout MS] status
- *   cache [--socket PATH] [--since GEN] [--count N] watch
+ *   cache [--sync-socket PATH] [--timeout MS] list [--prefix P]
+ *   cache [--sync-socket PATH] [--timeout MS] get NAMESPACE
+ *   cache [--sync-socket PATH] [--timeout MS] status
+ *   cache [--sync-socket PATH] [--since GEN] [--count N] watch
  * list prints one namespace per line: NAME ISOLATED RESOLVED ('-' if none);
  * get prints key=value lines; status the sync state and object counts;
  * watch subscribes to every change and prints one line per message
@@ -41,7 +41,7 @@ ctl_sync_socket(const char *flag)
 		return flag;
 	if ((e = getenv("KPGPUD_SYNC_SOCKET")) != NULL && *e != '\0')
 		return e;
-	if ((e = getenv("KPGPUD_SOCKET_DIR")) != NULL && *e != '\0' &&
+	if ((e = getenv("KPGPUD_RUNTIME_DIR")) != NULL && *e != '\0' &&
 	    snprintf(path, sizeof(path), "%s/sync.sock", e) <
 	    (int)sizeof(path))
 		return path;
@@ -52,11 +52,11 @@ ctl_sync_socket(const char *flag)
 static void
 cachecmd_usage(FILE *f)
 {
-	fprintf(f, "usage: kpgpuctl cache [--socket PATH] [--timeout MS] "
+	fprintf(f, "usage: kpgpuctl cache [--sync-socket PATH] [--timeout MS] "
 	    "list [--prefix P] | get NAMESPACE | status |\n"
 	    "    [--since GEN] [--count N] watch\n"
-	    "  --socket defaults to $KPGPUD_SYNC_SOCKET, else "
-	    "$KPGPUD_SOCKET_DIR/sync.sock,\n"
+	    "  --sync-socket (or --socket) defaults to $KPGPUD_SYNC_SOCKET, else "
+	    "$KPGPUD_RUNTIME_DIR/sync.sock,\n"
 	    "  else " CTL_DEFAULT_SOCKET "\n");
 }
 
@@ -253,7 +253,8 @@ cachecmd_opts(int argc, char **argv, struct cachecmd *o, char **pos)
 	int i, n = 0, t;
 
 	for (i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc)
+		if ((strcmp(argv[i], "--sync-socket") == 0 ||
+		    strcmp(argv[i], "--socket") == 0) && i + 1 < argc)
 			o->socket = argv[++i];
 		else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
 			if (parse_int(argv[++i], 1, 600000, &t) < 0)

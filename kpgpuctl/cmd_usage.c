@@ -1,9 +1,9 @@
 /*
  * kpgpuctl usage and kpgpuctl status: the usage ledger of kpgpud-sync over
  * sync.sock (USAGE, ctl role).
- *   usage [--socket PATH] [--timeout MS] [--since T] [--until T]
+ *   usage [--sync-socket PATH] [--timeout MS] [--since T] [--until T]
  *         [--by tenant|claim|pod|device] [--format table|csv|json]
- *   status [--socket PATH] [--timeout MS]
+ *   status [--sync-socket PATH] [--timeout MS]
  * T is RFC 3339 (2026-12-01T00:00:00Z), unix seconds (@1796083200) or a
  * duration before now (24h).
  */
@@ -303,6 +303,7 @@ static int
 usagecmd_opts(int argc, char **argv, bool status, struct usagecmd *o)
 {
 	static const struct option lo[] = {
+		{ "sync-socket", required_argument, NULL, 's' },
 		{ "socket", required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "since", required_argument, NULL, 'a' },
@@ -366,8 +367,8 @@ usagecmd_opts(int argc, char **argv, bool status, struct usagecmd *o)
 	}
 	return 0;
 bad:
-	fprintf(stderr, status ? "usage: kpgpuctl status [--socket PATH] "
-	    "[--timeout MS]\n" : "usage: kpgpuctl usage [--socket PATH] "
+	fprintf(stderr, status ? "usage: kpgpuctl status [--sync-socket PATH] "
+	    "[--timeout MS]\n" : "usage: kpgpuctl usage [--sync-socket PATH] "
 	    "[--timeout MS] [--since T] [--until T]\n"
 	    "    [--by tenant|claim|pod|device] [--format table|csv|json]\n");
 	return 2;

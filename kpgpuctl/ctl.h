@@ -15,7 +15,7 @@ int	ctl_cmd_status(int argc, char **argv);	/* cmd_usage.c */
 
 /*
  * sync.sock: the --socket flag, else $KPGPUD_SYNC_SOCKET, else
- * $KPGPUD_SOCKET_DIR/sync.sock, else /run/kpgpud/sync.sock (cmd_cache.c).
+ * $KPGPUD_RUNTIME_DIR/sync.sock, else /run/kpgpud/sync.sock (cmd_cache.c).
  */
 const char *ctl_sync_socket(const char *flag);
 

@@ -27,16 +27,16 @@ static const struct ctl_cmd ctl_cmds[] = {
 	    "\t| --unresolved allow|deny < review.json\n"
 	    "\tprint the AdmissionReview response for a review" },
 	{ "cache", ctl_cmd_cache,
-	    "cache [--socket PATH] [--timeout MS] list [--prefix P] | "
+	    "cache [--sync-socket PATH] [--timeout MS] list [--prefix P] | "
 	    "get NAMESPACE | status\n\t| watch [--since GEN] [--count N]\n"
 	    "\tquery kpgpud-sync's cache over sync.sock" },
 	{ "usage", ctl_cmd_usage,
-	    "usage [--socket PATH] [--since T] [--until T] "
+	    "usage [--sync-socket PATH] [--since T] [--until T] "
 	    "[--by tenant|claim|pod|device]\n\t[--format table|csv|json]\n"
 	    "\tdevice-seconds and GPU-equivalent seconds per tenant "
 	    "(sync's usage ledger)" },
 	{ "status", ctl_cmd_status,
-	    "status [--socket PATH]\n\tone line per tenant: mode, profile, "
+	    "status [--sync-socket PATH]\n\tone line per tenant: mode, profile, "
 	    "maxDevices, devices held, Pods pending on quota, last result" },
 };
 
