@@ -29,6 +29,14 @@ const char *test_srcpath(const char *rel);
 		test_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);	\
 } while (0)
 
+/* CHECK for one case of a table: the failure names the case. */
+#define CHECK_CASE(cond, what) do {					\
+	const char *_w = (what);					\
+	if (!(cond))							\
+		test_fail(__FILE__, __LINE__, "CHECK(%s) for \"%s\"",	\
+		    #cond, _w ? _w : "(null)");				\
+} while (0)
+
 #define REQUIRE(cond) do {						\
 	if (!(cond)) {							\
 		test_fail(__FILE__, __LINE__, "REQUIRE(%s)", #cond);	\

@@ -199,19 +199,45 @@ TEST(ledger_pod_gap)
 	CHECK(!ledger_pod_in_gap(&p, 150 * S, 200 * S));	/* still runs */
 }
 
+/* Allocated while sync was down: nothing open, heartbeat 150 s, pod 160 s. */
+static void
+obs_down(struct ledger_obs *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->allocated = true;
+	o->sig = "A";
+	o->now_us = 200 * S;
+	o->alive_us = 150 * S;
+	o->pods_start_us = 160 * S;
+}
+
 /* A base observation: sig A stored open from 100 s, now 200 s. */
 static void
 obs(struct ledger_obs *o)
 {
-	memset(o, 0, sizeof(*o));
+	obs_down(o);
+	o->pods_start_us = 0;
 	o->have_open = true;
 	o->open_sig = "A";
 	o->open_start_us = 100 * S;
-	o->allocated = true;
-	o->sig = "A";
 	o->live = true;
-	o->now_us = 200 * S;
-	o->alive_us = 150 * S;
+}
+
+/*
+ * Decide o: the action is act (LEDGER_OPEN or LEDGER_CLOSE) and the
+ * interval opens or closes at us, known as how.
+ */
+static void
+decides(const struct ledger_obs *o, enum ledger_act act, uint64_t us,
+    enum ledger_how how)
+{
+	struct ledger_decision d;
+	bool open = act == LEDGER_OPEN;
+
+	ledger_decide(o, &d);
+	CHECK_INT(d.act, act);
+	CHECK_INT(open ? d.open_us : d.close_us, us);
+	CHECK_INT(open ? d.open_how : d.close_how, how);
 }
 
 TEST(ledger_decide_live)
@@ -223,18 +249,12 @@ TEST(ledger_decide_live)
 	ledger_decide(&o, &d);
 	CHECK_INT(d.act, LEDGER_KEEP);
 	o.allocated = false;		/* deallocated, seen live */
-	ledger_decide(&o, &d);
-	CHECK_INT(d.act, LEDGER_CLOSE);
-	CHECK_INT(d.close_us, 200 * S);
-	CHECK_INT(d.close_how, LEDGER_OBSERVED);
+	decides(&o, LEDGER_CLOSE, 200 * S, LEDGER_OBSERVED);
 	o.have_open = false;		/* a late duplicate of the close */
 	ledger_decide(&o, &d);
 	CHECK_INT(d.act, LEDGER_IGNORE);
 	o.allocated = true;		/* newly allocated */
-	ledger_decide(&o, &d);
-	CHECK_INT(d.act, LEDGER_OPEN);
-	CHECK_INT(d.open_us, 200 * S);
-	CHECK_INT(d.open_how, LEDGER_OBSERVED);
+	decides(&o, LEDGER_OPEN, 200 * S, LEDGER_OBSERVED);
 	obs(&o);			/* other devices: a new interval */
 	o.sig = "B";
 	ledger_decide(&o, &d);
@@ -253,36 +273,19 @@ TEST(ledger_decide_gap)
 	o.live = false;
 	o.allocated = false;
 	o.pods_finish_us = 170 * S;
-	ledger_decide(&o, &d);
-	CHECK_INT(d.act, LEDGER_CLOSE);
-	CHECK_INT(d.close_us, 170 * S);
-	CHECK_INT(d.close_how, LEDGER_RECONSTRUCTED);
+	decides(&o, LEDGER_CLOSE, 170 * S, LEDGER_RECONSTRUCTED);
 	/* a finish before the last moment it was seen open says nothing */
 	o.pods_finish_us = 120 * S;
-	ledger_decide(&o, &d);
-	CHECK_INT(d.close_us, 150 * S);
-	CHECK_INT(d.close_how, LEDGER_BOUNDED);
+	decides(&o, LEDGER_CLOSE, 150 * S, LEDGER_BOUNDED);
 	/* no consumer finish known: bounded by the last heartbeat */
 	o.pods_finish_us = 0;
-	ledger_decide(&o, &d);
-	CHECK_INT(d.close_us, 150 * S);
-	CHECK_INT(d.close_how, LEDGER_BOUNDED);
+	decides(&o, LEDGER_CLOSE, 150 * S, LEDGER_BOUNDED);
 	/* allocated while down: the consumer's start */
-	memset(&o, 0, sizeof(o));
-	o.allocated = true;
-	o.sig = "A";
-	o.now_us = 200 * S;
-	o.alive_us = 150 * S;
-	o.pods_start_us = 160 * S;
-	ledger_decide(&o, &d);
-	CHECK_INT(d.act, LEDGER_OPEN);
-	CHECK_INT(d.open_us, 160 * S);
-	CHECK_INT(d.open_how, LEDGER_RECONSTRUCTED);
+	obs_down(&o);
+	decides(&o, LEDGER_OPEN, 160 * S, LEDGER_RECONSTRUCTED);
 	/* a consumer that started before the gap: bounded at the relist */
 	o.pods_start_us = 140 * S;
-	ledger_decide(&o, &d);
-	CHECK_INT(d.open_us, 200 * S);
-	CHECK_INT(d.open_how, LEDGER_BOUNDED);
+	decides(&o, LEDGER_OPEN, 200 * S, LEDGER_BOUNDED);
 	/* reallocated while down: bounded close and open, no overlap */
 	obs(&o);
 	o.live = false;
@@ -298,12 +301,7 @@ TEST(ledger_decide_overlap_and_clock)
 	struct ledger_decision d;
 
 	/* never start before an earlier interval on the devices ended */
-	memset(&o, 0, sizeof(o));
-	o.allocated = true;
-	o.sig = "A";
-	o.now_us = 200 * S;
-	o.alive_us = 150 * S;
-	o.pods_start_us = 160 * S;
+	obs_down(&o);
 	o.prev_end_us = 180 * S;
 	ledger_decide(&o, &d);
 	CHECK_INT(d.open_us, 200 * S);

@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "common/util.h"
 #include "kpgpud-quota/policies.h"
 #include "tests/unit/test.h"
 
@@ -106,6 +107,39 @@ same(const char *have, char *why, size_t len)
 	return r;
 }
 
+/* WANT's metadata, its spec's start, resourceRules and the rest. */
+#define WANT_META "{\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":\"k\"}},"
+#define WANT_SPEC "\"spec\":{\"failurePolicy\":\"Fail\",\"matchConstraints\":{"
+#define WANT_RULES "\"resourceRules\":[{\"apiGroups\":[\"\"]," \
+	"\"resources\":[\"pods\"]}]"
+#define WANT_VALIDATIONS "\"validations\":[{\"expression\":\"a\"}]}}"
+
+/* Objects that differ from WANT in a member, and the reason given. */
+static const struct {
+	const char *have;
+	const char *why;
+} changed[] = {
+	/* an exclusion added */
+	{ WANT_META WANT_SPEC WANT_RULES
+	  ",\"excludeResourceRules\":[{\"resources\":[\"pods\"]}]},"
+	  WANT_VALIDATIONS, "spec.matchConstraints.excludeResourceRules added" },
+	/* a default value that is not the default */
+	{ WANT_META "\"spec\":{\"failurePolicy\":\"Ignore\","
+	  "\"matchConstraints\":{" WANT_RULES "}," WANT_VALIDATIONS,
+	  "spec.failurePolicy differs" },
+	{ WANT_META WANT_SPEC "\"matchPolicy\":\"Exact\"," WANT_RULES "},"
+	  WANT_VALIDATIONS, "spec.matchConstraints.matchPolicy added" },
+	/* a validation replaced, one removed, a label gone */
+	{ WANT_META WANT_SPEC WANT_RULES
+	  "},\"validations\":[{\"expression\":\"true\"}]}}",
+	  "spec.validations[0].expression differs" },
+	{ WANT_META WANT_SPEC WANT_RULES "},\"validations\":[]}}",
+	  "spec.validations has 0 entries, not 1" },
+	{ "{\"metadata\":{\"name\":\"p\"}," WANT_SPEC WANT_RULES "},"
+	  WANT_VALIDATIONS, "label app differs" },
+	{ "{\"metadata\":{\"name\":\"p\"}}", "spec differs" },
+};
+
 TEST(same_but_for_server_defaults)
 {
 	char why[POLICIES_WHY_MAX];
@@ -118,41 +152,13 @@ TEST(same_but_for_server_defaults)
 	    "\"resourceRules\":[{\"apiGroups\":[\"\"],\"resources\":[\"pods\"],"
 	    "\"scope\":\"*\"}]},\"validations\":[{\"expression\":\"a\"}],"
 	    "\"auditAnnotations\":[]}}", why, sizeof(why)));
-	/* an exclusion added */
-	CHECK(!same("{\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":\"k\"}},"
-	    "\"spec\":{\"failurePolicy\":\"Fail\",\"matchConstraints\":{"
-	    "\"resourceRules\":[{\"apiGroups\":[\"\"],\"resources\":[\"pods\"]}],"
-	    "\"excludeResourceRules\":[{\"resources\":[\"pods\"]}]},"
-	    "\"validations\":[{\"expression\":\"a\"}]}}", why, sizeof(why)));
-	CHECK(strstr(why, "spec.matchConstraints.excludeResourceRules added")
-	    != NULL);
-	/* a default value that is not the default */
-	CHECK(!same("{\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":\"k\"}},"
-	    "\"spec\":{\"failurePolicy\":\"Ignore\",\"matchConstraints\":{"
-	    "\"resourceRules\":[{\"apiGroups\":[\"\"],\"resources\":[\"pods\"]}]},"
-	    "\"validations\":[{\"expression\":\"a\"}]}}", why, sizeof(why)));
-	CHECK(strstr(why, "spec.failurePolicy differs") != NULL);
-	CHECK(!same("{\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":\"k\"}},"
-	    "\"spec\":{\"failurePolicy\":\"Fail\",\"matchConstraints\":{"
-	    "\"matchPolicy\":\"Exact\",\"resourceRules\":[{\"apiGroups\":[\"\"],"
-	    "\"resources\":[\"pods\"]}]},\"validations\":[{\"expression\":"
-	    "\"a\"}]}}", why, sizeof(why)));
-	/* a validation replaced, one removed, a label gone */
-	CHECK(!same("{\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":\"k\"}},"
-	    "\"spec\":{\"failurePolicy\":\"Fail\",\"matchConstraints\":{"
-	    "\"resourceRules\":[{\"apiGroups\":[\"\"],\"resources\":[\"pods\"]}]},"
-	    "\"validations\":[{\"expression\":\"true\"}]}}", why, sizeof(why)));
-	CHECK(strstr(why, "spec.validations[0].expression differs") != NULL);
-	CHECK(!same("{\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":\"k\"}},"
-	    "\"spec\":{\"failurePolicy\":\"Fail\",\"matchConstraints\":{"
-	    "\"resourceRules\":[{\"apiGroups\":[\"\"],\"resources\":[\"pods\"]}]},"
-	    "\"validations\":[]}}", why, sizeof(why)));
-	CHECK(!same("{\"metadata\":{\"name\":\"p\"},\"spec\":{\"failurePolicy\":"
-	    "\"Fail\",\"matchConstraints\":{\"resourceRules\":[{\"apiGroups\":"
-	    "[\"\"],\"resources\":[\"pods\"]}]},\"validations\":[{"
-	    "\"expression\":\"a\"}]}}", why, sizeof(why)));
-	CHECK(strstr(why, "label app differs") != NULL);
-	CHECK(!same("{\"metadata\":{\"name\":\"p\"}}", why, sizeof(why)));
+	for (size_t i = 0; i < nitems(changed); i++) {
+		why[0] = '\0';
+		CHECK_CASE(!same(changed[i].have, why, sizeof(why)),
+		    changed[i].have);
+		CHECK_CASE(strstr(why, changed[i].why) != NULL,
+		    changed[i].have);
+	}
 }
 
 TEST(bodies)
