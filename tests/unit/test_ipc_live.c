@@ -106,19 +106,28 @@ on_reply(struct ipc_client *c, int err, const struct ipc_msg *reply,
 	w.replies++;
 }
 
+/* Answer req with NS_RESULT: found (a resolved claim) or not. */
+static int
+answer(struct ipc_req *req, bool found)
+{
+	struct ipc_msg r;
+
+	memset(&r, 0, sizeof(r));
+	r.type = IPC_NS_RESULT;
+	if (found) {
+		r.u.ns_result.found = true;
+		r.u.ns_result.resolved = "{\"claimName\":\"c\"}";
+	}
+	return ipc_req_reply(req, &r);
+}
+
 /* NS_LOOKUP: "now" answers at once; anything else is held for later. */
 static void
 h_lookup(struct ipc_req *req, const struct ipc_msg *m, void *arg)
 {
-	struct ipc_msg r;
-
 	(void)arg;
 	if (strcmp(m->u.ns_lookup.ns, "now") == 0) {
-		memset(&r, 0, sizeof(r));
-		r.type = IPC_NS_RESULT;
-		r.u.ns_result.found = true;
-		r.u.ns_result.resolved = "{\"claimName\":\"c\"}";
-		(void)ipc_req_reply(req, &r);
+		(void)answer(req, true);
 		return;
 	}
 	w.held = req;
@@ -237,6 +246,27 @@ send_req(enum ipc_type t, const char *ns, unsigned timeout_ms)
 	return ipc_client_request(w.cli, &m, timeout_ms, on_reply, NULL, NULL);
 }
 
+/*
+ * Set up, connect, and send a lookup (deadline timeout_ms) that the server
+ * holds in w.held; false if any step fails.
+ */
+static bool
+setup_held(unsigned timeout_ms)
+{
+	setup(0);
+	return run_until(&w.connected, 1) &&
+	    send_req(IPC_NS_LOOKUP, "later", timeout_ms) == 0 &&
+	    run_until(&w.nheld, 1);
+}
+
+/* Whether a PING is answered with PONG as the replies-th reply. */
+static bool
+pong(int replies)
+{
+	return send_req(IPC_PING, NULL, 2000) == 0 &&
+	    run_until(&w.replies, replies) && w.last_type == IPC_PONG;
+}
+
 TEST(reply_and_push)
 {
 	setup(0);
@@ -252,20 +282,14 @@ TEST(reply_and_push)
 	CHECK_INT(w.last_type, IPC_SNAPSHOT_BEGIN);
 	CHECK_INT(w.push_types[0], IPC_CHANGE);
 	CHECK_INT(w.push_types[1], IPC_SNAPSHOT_END);
-	CHECK_INT(send_req(IPC_PING, NULL, 2000), 0);
-	REQUIRE(run_until(&w.replies, 3));
-	CHECK_INT(w.last_type, IPC_PONG);
+	CHECK(pong(3));
 	CHECK_INT(ipc_client_npending(w.cli), 0);
 	teardown();
 }
 
 TEST(deadline_expires_locally_and_late_reply_is_dropped)
 {
-	struct ipc_msg r;
-
-	setup(0);
-	REQUIRE(run_until(&w.connected, 1));
-	CHECK_INT(send_req(IPC_NS_LOOKUP, "later", 50), 0);
+	REQUIRE(setup_held(50));
 	REQUIRE(run_until(&w.replies, 1));
 	CHECK_INT(w.last_err, -ETIMEDOUT);
 	CHECK_INT(w.last_type, IPC_NONE);
@@ -274,13 +298,9 @@ TEST(deadline_expires_locally_and_late_reply_is_dropped)
 	CHECK(ipc_req_deadline(w.held) != 0);
 	CHECK(w.held_remaining <= 50);
 	/* the late answer reaches the client, which ignores it */
-	memset(&r, 0, sizeof(r));
-	r.type = IPC_NS_RESULT;
-	CHECK_INT(ipc_req_reply(w.held, &r), 0);
+	CHECK_INT(answer(w.held, false), 0);
 	w.held = NULL;
-	CHECK_INT(send_req(IPC_PING, NULL, 2000), 0);
-	REQUIRE(run_until(&w.replies, 2));
-	CHECK_INT(w.last_type, IPC_PONG);
+	CHECK(pong(2));
 	CHECK_INT(w.replies, 2);
 	CHECK_INT(w.disconnected, 0);
 	teardown();
@@ -288,12 +308,7 @@ TEST(deadline_expires_locally_and_late_reply_is_dropped)
 
 TEST(answer_after_peer_left)
 {
-	struct ipc_msg r;
-
-	setup(0);
-	REQUIRE(run_until(&w.connected, 1));
-	CHECK_INT(send_req(IPC_NS_LOOKUP, "later", 5000), 0);
-	REQUIRE(run_until(&w.nheld, 1));
+	REQUIRE(setup_held(5000));
 	ipc_req_on_cancel(w.held, on_cancel, NULL);
 	CHECK(ipc_req_alive(w.held));
 	ipc_client_free(w.cli);		/* pending request gets -ECANCELED */
@@ -303,9 +318,7 @@ TEST(answer_after_peer_left)
 	REQUIRE(run_until(&w.cancelled, 1));
 	CHECK(!ipc_req_alive(w.held));
 	CHECK(ipc_req_conn(w.held) == NULL);
-	memset(&r, 0, sizeof(r));
-	r.type = IPC_NS_RESULT;
-	CHECK_INT(ipc_req_reply(w.held, &r), -ENOTCONN);
+	CHECK_INT(answer(w.held, false), -ENOTCONN);
 	CHECK_INT(w.closed, 1);
 	CHECK_INT(ipc_server_nconns(w.srv), 0);
 	teardown();
@@ -315,10 +328,7 @@ TEST(reconnects_after_server_restart)
 {
 	struct ipc_server_config sc;
 
-	setup(0);
-	REQUIRE(run_until(&w.connected, 1));
-	CHECK_INT(send_req(IPC_NS_LOOKUP, "later", 5000), 0);
-	REQUIRE(run_until(&w.nheld, 1));
+	REQUIRE(setup_held(5000));
 	ipc_req_on_cancel(w.held, on_cancel, NULL);
 	ipc_server_free(w.srv);		/* the held request is cancelled */
 	CHECK_INT(w.cancelled, 1);
@@ -334,9 +344,7 @@ TEST(reconnects_after_server_restart)
 	sc.allowed_types = IPC_BIT(IPC_PING);
 	REQUIRE(ipc_server_new(w.base, &sc, &w.srv) == 0);
 	REQUIRE(run_until(&w.connected, 2));
-	CHECK_INT(send_req(IPC_PING, NULL, 2000), 0);
-	REQUIRE(run_until(&w.replies, 2));
-	CHECK_INT(w.last_type, IPC_PONG);
+	CHECK(pong(2));
 	teardown();
 }
 

@@ -46,43 +46,41 @@ TEST(strset_key_format)
 	CHECK(strset_key(buf, sizeof(buf), "abcd", "efgh") == -ENAMETOOLONG);
 }
 
-/* A watch end of the given reason, status and event count. */
-static struct kube_watch_end
-end_of(enum kube_watch_reason reason, long status, unsigned long events)
-{
-	struct kube_watch_end e = { reason, status, 0, "", "", events };
-
-	return e;
-}
+/* Ways a watch ends (reason, status, events, ran for ms), what follows. */
+static const struct {
+	enum kube_watch_reason	 reason;
+	long			 status;
+	unsigned long		 events;
+	uint64_t		 ran_ms;
+	enum reflector_next	 next;
+} watch_ends[] = {
+	{ KUBE_WATCH_EXPIRED, 410, 3, 5000, REFL_NEXT_RELIST },
+	{ KUBE_WATCH_HTTP_ERROR, 410, 0, 5, REFL_NEXT_RELIST },
+	{ KUBE_WATCH_HTTP_ERROR, 500, 0, 5, REFL_NEXT_WATCH_LATER },
+	{ KUBE_WATCH_HTTP_ERROR, 429, 0, 5, REFL_NEXT_WATCH_LATER },
+	/* a normal timeout: renew at once */
+	{ KUBE_WATCH_CLOSED, 200, 0, 300000, REFL_NEXT_WATCH },
+	{ KUBE_WATCH_CLOSED, 200, 4, 10, REFL_NEXT_WATCH },
+	/* a very short empty watch is an error: back off */
+	{ KUBE_WATCH_CLOSED, 200, 0, 10, REFL_NEXT_WATCH_LATER },
+	{ KUBE_WATCH_STALLED, 200, 0, 10, REFL_NEXT_WATCH },
+	{ KUBE_WATCH_PARSE_ERROR, 200, 1, 10, REFL_NEXT_WATCH_LATER },
+	{ KUBE_WATCH_TRANSPORT, 0, 0, 10, REFL_NEXT_WATCH_LATER },
+	{ KUBE_WATCH_ERROR_EVENT, 500, 0, 10, REFL_NEXT_WATCH_LATER },
+};
 
 TEST(after_watch_decisions)
 {
-	struct kube_watch_end e;
+	for (size_t i = 0; i < nitems(watch_ends); i++) {
+		struct kube_watch_end e = { watch_ends[i].reason,
+		    watch_ends[i].status, 0, "", "", watch_ends[i].events };
+		enum reflector_next got;
 
-	e = end_of(KUBE_WATCH_EXPIRED, 410, 3);
-	CHECK_INT(reflector_after_watch(&e, 5000), REFL_NEXT_RELIST);
-	e = end_of(KUBE_WATCH_HTTP_ERROR, 410, 0);
-	CHECK_INT(reflector_after_watch(&e, 5), REFL_NEXT_RELIST);
-	e = end_of(KUBE_WATCH_HTTP_ERROR, 500, 0);
-	CHECK_INT(reflector_after_watch(&e, 5), REFL_NEXT_WATCH_LATER);
-	e = end_of(KUBE_WATCH_HTTP_ERROR, 429, 0);
-	CHECK_INT(reflector_after_watch(&e, 5), REFL_NEXT_WATCH_LATER);
-	/* a normal timeout: renew at once */
-	e = end_of(KUBE_WATCH_CLOSED, 200, 0);
-	CHECK_INT(reflector_after_watch(&e, 300000), REFL_NEXT_WATCH);
-	e = end_of(KUBE_WATCH_CLOSED, 200, 4);
-	CHECK_INT(reflector_after_watch(&e, 10), REFL_NEXT_WATCH);
-	/* a very short empty watch is an error: back off */
-	e = end_of(KUBE_WATCH_CLOSED, 200, 0);
-	CHECK_INT(reflector_after_watch(&e, 10), REFL_NEXT_WATCH_LATER);
-	e = end_of(KUBE_WATCH_STALLED, 200, 0);
-	CHECK_INT(reflector_after_watch(&e, 10), REFL_NEXT_WATCH);
-	e = end_of(KUBE_WATCH_PARSE_ERROR, 200, 1);
-	CHECK_INT(reflector_after_watch(&e, 10), REFL_NEXT_WATCH_LATER);
-	e = end_of(KUBE_WATCH_TRANSPORT, 0, 0);
-	CHECK_INT(reflector_after_watch(&e, 10), REFL_NEXT_WATCH_LATER);
-	e = end_of(KUBE_WATCH_ERROR_EVENT, 500, 0);
-	CHECK_INT(reflector_after_watch(&e, 10), REFL_NEXT_WATCH_LATER);
+		got = reflector_after_watch(&e, watch_ends[i].ran_ms);
+		if (got != watch_ends[i].next)
+			test_fail(__FILE__, __LINE__, "case %zu: next %d, not %d",
+			    i, (int)got, (int)watch_ends[i].next);
+	}
 }
 
 TEST(backoff_doubles_caps_and_jitters)
