@@ -75,14 +75,17 @@ load(const char *name, struct plan_instance *in)
 	return r;
 }
 
-/* Build the plan of a fixture with a configuration. */
+/* Build the plan of a fixture with a configuration (NULL: the defaults). */
 static struct plan *
 build(const char *name, const struct plan_config *cfg)
 {
+	static const struct plan_config defaults;
 	static struct plan_instance in;
 	struct plan *p = NULL;
 	char err[512];
 
+	if (cfg == NULL)
+		cfg = &defaults;
 	if (load(name, &in) < 0)
 		return NULL;
 	if (plan_build(&in, cfg, &p, err, sizeof(err)) < 0)
@@ -100,42 +103,98 @@ key(const struct plan *p, const char *name)
 	return -1;
 }
 
-/* Parse the plan's Namespace annotation as admit will. */
-static int
-resolved_of(const struct plan *p, struct resolved *r)
+/* The plan's Namespace annotation parsed as admit will (to free), or NULL. */
+static struct resolved *
+resolved_of(const struct plan *p)
 {
+	struct resolved *r = calloc(1, sizeof(*r));
 	char err[256];
 
-	return resolved_parse(p->resolved, strlen(p->resolved), r, err,
-	    sizeof(err));
+	if (r != NULL && resolved_parse(p->resolved, strlen(p->resolved), r,
+	    err, sizeof(err)) != 0) {
+		test_fail(__FILE__, __LINE__, "resolved: %s", err);
+		free(r);
+		r = NULL;
+	}
+	return r;
 }
+
+/* A string a JSON document must hold at a path. */
+struct want_str {
+	const char	*path;
+	const char	*want;
+};
+
+/* Check the strings of j at the paths of w (up to a NULL path). */
+static void
+check_strs(json_t *j, const struct want_str *w)
+{
+	for (; w->path != NULL; w++) {
+		const char *have = jstr(j, w->path);
+
+		if (have == NULL || strcmp(have, w->want) != 0)
+			test_fail(__FILE__, __LINE__, "%s: \"%s\" != \"%s\"",
+			    w->path, have ? have : "(null)", w->want);
+	}
+}
+
+/* The quota keys of a class and of the claim count. */
+#define CLASS_KEY(c)	c ".deviceclass.resource.k8s.io/devices"
+#define CLAIMS_KEY	"count/resourceclaims.resource.k8s.io"
+
+/* A quota key a plan must hold with that value (-1: not at all). */
+struct want_key {
+	const char	*name;
+	int		 value;
+};
+
+/*
+ * Check a plan: closed or not, its number of keys (-1: any) and the keys
+ * of w (up to a NULL name).
+ */
+static void
+check_plan(const struct plan *p, bool closed, int nkeys,
+    const struct want_key *w)
+{
+	CHECK(p->closed == closed);
+	if (nkeys >= 0)
+		CHECK_INT(p->nkeys, nkeys);
+	for (; w->name != NULL; w++)
+		if (key(p, w->name) != w->value)
+			test_fail(__FILE__, __LINE__, "key %s: %d, not %d",
+			    w->name, key(p, w->name), w->value);
+}
+
+/* The strings of the exclusive fixture's ResourceClaimTemplate. */
+static const struct want_str exclusive_claim[] = {
+	{ "apiVersion", "resource.k8s.io/v1" },
+	{ "kind", "ResourceClaimTemplate" },
+	{ "metadata>name", "agent-team-a-gpu" },
+	{ "metadata>namespace", "team-a" },
+	{ "metadata>labels>app.kubernetes.io/managed-by", "kpgpud" },
+	{ "metadata>annotations>" PLAN_INSTANCE_ANNOT, "Agent/team-a" },
+	{ "spec>spec>devices>requests>0>name", "gpu" },
+	{ "spec>spec>devices>requests>0>exactly>deviceClassName",
+	  "gpu.nvidia.com" },
+	{ "spec>spec>devices>requests>0>exactly>allocationMode",
+	  "ExactCount" },
+	{ "spec>metadata>labels>" PLAN_INSTANCE_LABEL, "agent-team-a" },
+	{ NULL, NULL },
+};
 
 TEST(exclusive_template)
 {
-	struct plan_config cfg = { 0 };
-	struct plan *p = build("exclusive", &cfg);
-	struct resolved *r = calloc(1, sizeof(*r));
+	struct plan *p = build("exclusive", NULL);
+	struct resolved *r;
 	json_t *c;
 
-	REQUIRE(p != NULL && r != NULL);
+	REQUIRE(p != NULL);
 	c = p->claim;
 	CHECK(p->device_class == NULL);
 	CHECK(p->claim_is_template);
-	CHECK_STR(jstr(c, "apiVersion"), "resource.k8s.io/v1");
-	CHECK_STR(jstr(c, "kind"), "ResourceClaimTemplate");
-	CHECK_STR(jstr(c, "metadata>name"), "agent-team-a-gpu");
-	CHECK_STR(jstr(c, "metadata>namespace"), "team-a");
-	CHECK_STR(jstr(c, "metadata>labels>app.kubernetes.io/managed-by"),
-	    "kpgpud");
-	CHECK_STR(jstr(c, "metadata>annotations>" PLAN_INSTANCE_ANNOT),
-	    "Agent/team-a");
+	check_strs(c, exclusive_claim);
 	/* the instance lives in "default": no cross-namespace owner */
 	CHECK(jget(c, "metadata>ownerReferences") == NULL);
-	CHECK_STR(jstr(c, "spec>spec>devices>requests>0>name"), "gpu");
-	CHECK_STR(jstr(c, "spec>spec>devices>requests>0>exactly>"
-	    "deviceClassName"), "gpu.nvidia.com");
-	CHECK_STR(jstr(c, "spec>spec>devices>requests>0>exactly>"
-	    "allocationMode"), "ExactCount");
 	CHECK_INT(json_integer_value(jget(c, "spec>spec>devices>requests>0>"
 	    "exactly>count")), 1);
 	CHECK(jget(c, "spec>spec>devices>requests>0>exactly>selectors") ==
@@ -144,8 +203,6 @@ TEST(exclusive_template)
 	    NULL);
 	CHECK(jget(c, "spec>spec>devices>constraints") == NULL);
 	CHECK(jget(c, "spec>spec>devices>config") == NULL);
-	CHECK_STR(jstr(c, "spec>metadata>labels>" PLAN_INSTANCE_LABEL),
-	    "agent-team-a");
 	/* kpgpud's own quota, never KubePlus's agent-team-a */
 	CHECK_STR(p->quota_name, "kpgpud-gpu");
 	CHECK_INT(p->nkeys, 2);
@@ -153,7 +210,7 @@ TEST(exclusive_template)
 	CHECK_INT(key(p, "gpu.nvidia.com.deviceclass.resource.k8s.io/"
 	    "devices"), 2);
 	CHECK_INT(p->nevents, 0);
-	REQUIRE(resolved_of(p, r) == 0);
+	REQUIRE((r = resolved_of(p)) != NULL);
 	CHECK_STR(r->claim_template, "agent-team-a-gpu");
 	CHECK_STR(r->claim, "");
 	CHECK_STR(r->sharing, "exclusive");
@@ -171,42 +228,44 @@ TEST(exclusive_template)
 TEST(sidecar_containers_sources)
 {
 	struct plan_config cfg = { 0 };
-	struct resolved *r = calloc(1, sizeof(*r));
+	struct resolved *r;
 	struct plan *p;
 	char err[256];
 	json_t *d;
 
-	REQUIRE(r != NULL);
 	cfg.sidecars = "my-mesh,istio-proxy";
 	REQUIRE((p = build("exclusive", &cfg)) != NULL);
-	REQUIRE(resolved_of(p, r) == 0);
+	REQUIRE((r = resolved_of(p)) != NULL);
 	CHECK_INT(r->nsidecar_names, 2);
 	CHECK(resolved_sidecar(r, "my-mesh"));
 	CHECK(!resolved_sidecar(r, "linkerd-proxy"));
 	d = plan_ns_annotations(p);
 	CHECK_STR(jstr(d, PLAN_NS_SIDECAR_ANNOT), "my-mesh,istio-proxy");
 	json_decref(d);
+	free(r);
 	plan_free(p);
 	/* the instance's own list wins */
 	REQUIRE((p = build("exclusive-sidecars", &cfg)) != NULL);
-	REQUIRE(resolved_of(p, r) == 0);
+	REQUIRE((r = resolved_of(p)) != NULL);
 	CHECK_INT(r->nsidecar_names, 1);
 	CHECK_STR(r->sidecar_names[0], "my-proxy");
+	free(r);
 	plan_free(p);
 	/* the operator says none: every container gets the claim */
 	cfg.sidecars = "none";
 	REQUIRE((p = build("exclusive", &cfg)) != NULL);
-	REQUIRE(resolved_of(p, r) == 0);
+	REQUIRE((r = resolved_of(p)) != NULL);
 	CHECK_INT(r->nsidecar_names, 0);
 	CHECK(strstr(p->resolved, "sidecar") == NULL);
 	d = plan_ns_annotations(p);
 	CHECK_STR(jstr(d, PLAN_NS_SIDECAR_ANNOT), "none");
 	json_decref(d);
+	free(r);
 	plan_free(p);
 	/* unset: the built-in list */
 	cfg.sidecars = NULL;
 	REQUIRE((p = build("exclusive", &cfg)) != NULL);
-	REQUIRE(resolved_of(p, r) == 0);
+	REQUIRE((r = resolved_of(p)) != NULL);
 	CHECK(resolved_sidecar(r, "vault-agent-init"));
 	plan_free(p);
 	free(r);
@@ -221,12 +280,11 @@ TEST(sidecar_containers_sources)
 
 TEST(exclusive_optional_fields)
 {
-	struct plan_config cfg = { 0 };
-	struct plan *p = build("exclusive-full", &cfg);
-	struct resolved *r = calloc(1, sizeof(*r));
+	struct plan *p = build("exclusive-full", NULL);
+	struct resolved *r;
 	json_t *d;
 
-	REQUIRE(p != NULL && r != NULL);
+	REQUIRE(p != NULL);
 	d = jget(p->claim, "spec>spec>devices");
 	CHECK_INT(json_integer_value(jget(d, "requests>0>exactly>count")), 2);
 	CHECK_INT(json_array_size(jget(d, "requests>0>exactly>selectors")),
@@ -243,7 +301,7 @@ TEST(exclusive_optional_fields)
 	    "resource.kubernetes.io/pcieRoot");
 	CHECK_STR(jstr(d, "constraints>0>requests>0"), "gpu");
 	CHECK_INT(key(p, "count/resourceclaims.resource.k8s.io"), 4);
-	REQUIRE(resolved_of(p, r) == 0);
+	REQUIRE((r = resolved_of(p)) != NULL);
 	CHECK_INT(r->init, RESOLVED_INIT_NAMED);
 	CHECK_INT(r->ninit_names, 2);
 	CHECK_STR(r->init_names[0], "setup");
@@ -270,8 +328,7 @@ TEST(exclusive_optional_fields)
 
 TEST(mig_class_and_template)
 {
-	struct plan_config cfg = { 0 };
-	struct plan *p = build("mig", &cfg);
+	struct plan *p = build("mig", NULL);
 	json_t *dc;
 
 	REQUIRE(p != NULL);
@@ -308,9 +365,9 @@ TEST(mig_suffix_profile_and_parent_uuid)
 {
 	struct plan_config cfg = { .class_prefix = "tenant-gpu-" };
 	struct plan *p = build("mig-topology", &cfg);
-	struct resolved *r = calloc(1, sizeof(*r));
+	struct resolved *r;
 
-	REQUIRE(p != NULL && r != NULL);
+	REQUIRE(p != NULL);
 	CHECK_STR(p->class_name, "tenant-gpu-1g.10gb-me");
 	CHECK_STR(jstr(p->device_class, "metadata>labels>"
 	    PLAN_PROFILE_LABEL), "1g.10gb-me");
@@ -320,7 +377,7 @@ TEST(mig_suffix_profile_and_parent_uuid)
 	    "matchAttribute"), "gpu.nvidia.com/parentUUID");
 	CHECK_INT(json_integer_value(jget(p->claim, "spec>spec>devices>"
 	    "requests>0>exactly>count")), 2);
-	REQUIRE(resolved_of(p, r) == 0);
+	REQUIRE((r = resolved_of(p)) != NULL);
 	CHECK_INT(r->init, RESOLVED_INIT_ALL);
 	free(r);
 	plan_free(p);
@@ -346,10 +403,10 @@ TEST(time_slicing_shared_claim)
 {
 	struct plan_config cfg = { .driver_gates = PLAN_GATE_TIME_SLICING };
 	struct plan *p = build("time-slicing", &cfg);
-	struct resolved *r = calloc(1, sizeof(*r));
+	struct resolved *r;
 	json_t *c;
 
-	REQUIRE(p != NULL && r != NULL);
+	REQUIRE(p != NULL);
 	c = p->claim;
 	CHECK(!p->claim_is_template);
 	CHECK(p->device_class == NULL);
@@ -374,7 +431,7 @@ TEST(time_slicing_shared_claim)
 	    "strategy"), "TimeSlicing");
 	CHECK_STR(jstr(c, "spec>devices>config>0>opaque>parameters>sharing>"
 	    "timeSlicingConfig>interval"), "Long");
-	REQUIRE(resolved_of(p, r) == 0);
+	REQUIRE((r = resolved_of(p)) != NULL);
 	CHECK_STR(r->claim, p->claim_name);
 	CHECK_STR(r->claim_template, "");
 	c = plan_ns_annotations(p);
@@ -586,38 +643,39 @@ TEST(owner_references_where_scope_allows)
 	plan_free(p);
 }
 
+/* Strict plans: fixture, strict classes, key count and some keys. */
+static const struct {
+	const char	*fixture;
+	const char	*strict_classes;
+	int		 nkeys;
+	struct want_key	 keys[4];
+} strict_cases[] = {
+	{ "exclusive", NULL, 4, {
+		{ CLASS_KEY("gpu.nvidia.com"), 2 },
+		{ CLASS_KEY("mig.nvidia.com"), 0 },
+		{ CLASS_KEY("vfio.gpu.nvidia.com"), 0 },
+		{ NULL, 0 } } },
+	{ "mig", NULL, 5, {
+		{ CLASS_KEY("gpu.nvidia.com"), 0 },
+		{ CLASS_KEY("kpgpud-mig-1g.10gb"), 1 },
+		{ NULL, 0 } } },
+	{ "exclusive", "a.example.com, b.example.com,a.example.com", 4, {
+		{ CLASS_KEY("b.example.com"), 0 },
+		{ NULL, 0 } } },
+};
+
 TEST(strict_zeroes_other_classes)
 {
-	struct plan_config cfg = { .strict = true };
-	struct plan *p;
+	for (size_t i = 0; i < nitems(strict_cases); i++) {
+		struct plan_config cfg = { .strict = true,
+		    .strict_classes = strict_cases[i].strict_classes };
+		struct plan *p = build(strict_cases[i].fixture, &cfg);
 
-	p = build("exclusive", &cfg);
-	REQUIRE(p != NULL);
-	CHECK_INT(p->nkeys, 4);
-	CHECK_INT(key(p, "gpu.nvidia.com.deviceclass.resource.k8s.io/"
-	    "devices"), 2);
-	CHECK_INT(key(p, "mig.nvidia.com.deviceclass.resource.k8s.io/"
-	    "devices"), 0);
-	CHECK_INT(key(p, "vfio.gpu.nvidia.com.deviceclass.resource.k8s.io/"
-	    "devices"), 0);
-	plan_free(p);
-
-	p = build("mig", &cfg);
-	REQUIRE(p != NULL);
-	CHECK_INT(p->nkeys, 5);
-	CHECK_INT(key(p, "gpu.nvidia.com.deviceclass.resource.k8s.io/"
-	    "devices"), 0);
-	CHECK_INT(key(p, "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/"
-	    "devices"), 1);
-	plan_free(p);
-
-	cfg.strict_classes = "a.example.com, b.example.com,a.example.com";
-	p = build("exclusive", &cfg);
-	REQUIRE(p != NULL);
-	CHECK_INT(p->nkeys, 4);
-	CHECK_INT(key(p, "b.example.com.deviceclass.resource.k8s.io/"
-	    "devices"), 0);
-	plan_free(p);
+		REQUIRE(p != NULL);
+		check_plan(p, false, strict_cases[i].nkeys,
+		    strict_cases[i].keys);
+		plan_free(p);
+	}
 }
 
 TEST(config_errors)
@@ -793,6 +851,20 @@ TEST(older_instance_wins)
 	CHECK(plan_instance_cmp(&a, &b) < 0);	/* unknown age loses */
 }
 
+/* The strings of the mig fixture's plan document (strict). */
+static const struct want_str mig_document[] = {
+	{ "instance", "Agent/team-c" },
+	{ "sharing", "mig" },
+	{ "objects>0>kind", "DeviceClass" },
+	{ "objects>1>kind", "ResourceClaimTemplate" },
+	{ "quota>name", "kpgpud-gpu" },
+	{ "quota>namespace", "team-c" },
+	{ "quota>hard>" CLAIMS_KEY, "1" },
+	{ "quota>hard>" CLASS_KEY("mig.nvidia.com"), "0" },
+	{ "namespace>labels>" RESOLVED_LABEL, "true" },
+	{ NULL, NULL },
+};
+
 TEST(plan_document)
 {
 	struct plan_config cfg = { .strict = true };
@@ -802,18 +874,8 @@ TEST(plan_document)
 	REQUIRE(p != NULL);
 	j = plan_to_json(p);
 	REQUIRE(j != NULL);
-	CHECK_STR(jstr(j, "instance"), "Agent/team-c");
-	CHECK_STR(jstr(j, "sharing"), "mig");
+	check_strs(j, mig_document);
 	CHECK_INT(json_array_size(jget(j, "objects")), 2);
-	CHECK_STR(jstr(j, "objects>0>kind"), "DeviceClass");
-	CHECK_STR(jstr(j, "objects>1>kind"), "ResourceClaimTemplate");
-	CHECK_STR(jstr(j, "quota>name"), "kpgpud-gpu");
-	CHECK_STR(jstr(j, "quota>namespace"), "team-c");
-	CHECK_STR(jstr(j, "quota>hard>count/resourceclaims.resource.k8s.io"),
-	    "1");
-	CHECK_STR(jstr(j, "quota>hard>mig.nvidia.com.deviceclass.resource."
-	    "k8s.io/devices"), "0");
-	CHECK_STR(jstr(j, "namespace>labels>" RESOLVED_LABEL), "true");
 	CHECK_STR(jstr(j, "namespace>annotations>" RESOLVED_ANNOTATION),
 	    p->resolved);
 	CHECK_INT(json_array_size(jget(j, "events")), 0);
@@ -895,6 +957,29 @@ TEST(class_classification_fails_closed)
 	CHECK(!plan_drivers_valid("Bad_Driver"));
 }
 
+/* The mig tenant's keys when every GPU class is closed. */
+static const struct want_key mig_keys[] = {
+	{ CLAIMS_KEY, 1 },
+	{ CLASS_KEY("kpgpud-mig-1g.10gb"), 1 },
+	{ CLASS_KEY("kpgpud-mig-2g.20gb"), 0 },
+	{ CLASS_KEY("a.example.com"), 0 },
+	{ CLASS_KEY("gpu.nvidia.com"), 0 },
+	{ NULL, 0 },
+};
+
+/* As many GPU classes as a quota keys: all closed, claims as asked. */
+static const struct want_key most_keys[] = {
+	{ CLAIMS_KEY, 2 },
+	{ CLASS_KEY("c0255.example.com"), 0 },
+	{ NULL, 0 },
+};
+
+/* A plan that fails closed: no claims. */
+static const struct want_key closed_keys[] = {
+	{ CLAIMS_KEY, 0 },
+	{ NULL, 0 },
+};
+
 TEST(strict_closes_every_gpu_class)
 {
 	const char *cls[] = { "a.example.com", "gpu.nvidia.com",
@@ -908,18 +993,8 @@ TEST(strict_closes_every_gpu_class)
 	/* the tenant's own class keeps maxDevices, every other one is 0 */
 	p = build("mig", &cfg);
 	REQUIRE(p != NULL);
-	CHECK(!p->closed);
-	CHECK_INT(key(p, "count/resourceclaims.resource.k8s.io"), 1);
-	CHECK_INT(key(p, "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/"
-	    "devices"), 1);
-	CHECK_INT(key(p, "kpgpud-mig-2g.20gb.deviceclass.resource.k8s.io/"
-	    "devices"), 0);
-	CHECK_INT(key(p, "a.example.com.deviceclass.resource.k8s.io/"
-	    "devices"), 0);
-	CHECK_INT(key(p, "gpu.nvidia.com.deviceclass.resource.k8s.io/"
-	    "devices"), 0);
 	/* claims, own, 3 strict defaults (gpu in both lists), 2 observed */
-	CHECK_INT(p->nkeys, 7);
+	check_plan(p, false, 7, mig_keys);
 	plan_free(p);
 
 	/* strict off: the tenant's class only (unsafe, documented) */
@@ -942,16 +1017,12 @@ TEST(strict_closes_every_gpu_class)
 	cfg.nclasses = PLAN_MAX_CLASSES;
 	p = build("exclusive", &cfg);
 	REQUIRE(p != NULL);
-	CHECK(!p->closed);
-	CHECK_INT(key(p, "count/resourceclaims.resource.k8s.io"), 2);
-	CHECK_INT(key(p, "c0255.example.com.deviceclass.resource.k8s.io/"
-	    "devices"), 0);
+	check_plan(p, false, -1, most_keys);
 	plan_free(p);
 	cfg.nclasses = PLAN_MAX_CLASSES + 1;
 	p = build("exclusive", &cfg);
 	REQUIRE(p != NULL);
-	CHECK(p->closed);
-	CHECK_INT(key(p, "count/resourceclaims.resource.k8s.io"), 0);
+	check_plan(p, true, -1, closed_keys);
 	CHECK_INT(p->nevents, 1);
 	CHECK_STR(p->events[0].reason, "GPUClassesNotLimited");
 	plan_free(p);
@@ -965,8 +1036,7 @@ TEST(strict_closes_every_gpu_class)
 		cfg.nclasses = 1;
 		p = build("exclusive", &cfg);
 		REQUIRE(p != NULL);
-		CHECK(p->closed);
-		CHECK_INT(key(p, "count/resourceclaims.resource.k8s.io"), 0);
+		check_plan(p, true, -1, closed_keys);
 		plan_free(p);
 	}
 	free(many);
