@@ -65,12 +65,7 @@ int	 ipc_peer_cred(int fd, struct ipc_cred *ret);
  * process's own effective uid.
  */
 bool	 ipc_uid_allowed(const uid_t *uids, size_t nuids, uid_t uid);
-
-/*
- * Parse a comma-separated uid list ("0,65534") into uids (at most
- * IPC_UIDS_MAX). Returns the count or -EINVAL / -E2BIG.
- */
-int	 ipc_uids_parse(const char *s, uid_t *uids, size_t max);
+/* (uid lists are parsed by common/util.h parse_uid_list) */
 
 /* ---- server (server.c) ---- */
 

@@ -39,32 +39,3 @@ ipc_uid_allowed(const uid_t *uids, size_t nuids, uid_t uid)
 			return true;
 	return false;
 }
-
-/* Parse "0,65534" into at most max uids. */
-int
-ipc_uids_parse(const char *s, uid_t *uids, size_t max)
-{
-	size_t n = 0;
-
-	if (s == NULL || *s == '\0')
-		return 0;
-	for (;;) {
-		char *end;
-		unsigned long v;
-
-		if (*s < '0' || *s > '9')
-			return -EINVAL;
-		errno = 0;
-		v = strtoul(s, &end, 10);
-		if (errno != 0 || v >= (unsigned long)(uid_t)-1)
-			return -EINVAL;
-		if (n == max)
-			return -E2BIG;
-		uids[n++] = (uid_t)v;
-		if (*end == '\0')
-			return (int)n;
-		if (*end != ',')
-			return -EINVAL;
-		s = end + 1;
-	}
-}

@@ -21,6 +21,7 @@
 #include <event2/event.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "ipc/ipc.h"
 
 #define TS_MAX_NS	32
@@ -129,17 +130,16 @@ parse_args(int argc, char **argv, struct ipc_server_config *sc,
 		{ "ns", required_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c, n;
-	char *eq;
+	char *eq, bad[64];
+	int c;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p': sc->path = optarg; break;
 		case 'u':
-			if ((n = ipc_uids_parse(optarg, sc->uids,
-			    IPC_UIDS_MAX)) < 0)
-				fatal("bad --uids");
-			sc->nuids = (size_t)n;
+			if (parse_uid_list(optarg, sc->uids, IPC_UIDS_MAX,
+			    &sc->nuids, bad, sizeof(bad)) < 0)
+				fatal("bad --uids item \"%s\"", bad);
 			break;
 		case 't': sc->allowed_types = parse_bits(optarg, type_lookup);
 			break;

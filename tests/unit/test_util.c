@@ -417,9 +417,13 @@ TEST(uid_lists)
 	CHECK(u[0] == 1000 && u[1] == 1001 && u[2] == 0);
 	CHECK_INT(parse_uid_list("", u, 4, &n, bad, sizeof(bad)), 0);
 	CHECK_INT(n, 0);
+	CHECK_INT(parse_uid_list("0,65534", u, 4, &n, bad, sizeof(bad)), 0);
+	CHECK(n == 2 && u[0] == 0 && u[1] == 65534);
 	u[0] = 9;
 	CHECK_INT(parse_uid_list("1,2,3,4,5", u, 4, &n, bad, sizeof(bad)),
 	    -E2BIG);
+	CHECK_INT(parse_uid_list("1,2,3", u, 2, &n, bad, sizeof(bad)), -E2BIG);
+	CHECK_STR(bad, "3");
 	CHECK_INT(parse_uid_list("1,,2", u, 4, &n, bad, sizeof(bad)), -EINVAL);
 	CHECK_INT(parse_uid_list("1,", u, 4, &n, bad, sizeof(bad)), -EINVAL);
 	CHECK_INT(parse_uid_list("-1", u, 4, &n, bad, sizeof(bad)), -ENOENT);
