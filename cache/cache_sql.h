@@ -1,6 +1,7 @@
 /*
- * The cache's SQL, private to cache/: the statement ids and the text of the
- * migrations and statements (cache_sql.c). Included by the files of cache/ only.
+ * The cache's SQL, private to cache/: the statement ids of the cache and of
+ * its usage ledger; the text of the migrations and statements is in
+ * cache_sql.c. Included by the files of cache/ only.
  */
 #ifndef KPGPUD_CACHE_SQL_H
 #define KPGPUD_CACHE_SQL_H
@@ -21,10 +22,25 @@ enum cache_stmt {
 	ST__COUNT
 };
 
+/* The usage ledger's statements (usage.c). */
+enum usage_stmt {
+	U_OPEN_GET, U_OPEN_ALL, U_ADD, U_CLOSE, U_PREV_END,
+	U_CONS_ADD, U_CONS_TIMES, U_POD_SET, U_POD_SPANS,
+	U_SET_START, U_SET_START_C, U_SET_END,
+	U_ALIVE_GET, U_ALIVE_SET,
+	U_Q_TENANT, U_Q_CLAIM, U_Q_POD, U_Q_DEVICE, U_HELD,
+	U_OLD, U_HOUR_ADD, U_DEL_OLD, U_DEL_OLD_C, U_CNT, U_CNT_H,
+	U_LOST_ADD, U_LOST_SUM, U_CLOSED_INC, U_CLOSED_GET, U_CLOSED_SET,
+	U_DEL_HOURS, U_HAS_CLAIM, U_POD_PUT, U_POD_GET, U_POD_DEL, U_POD_ALL,
+	U__COUNT
+};
+
 /* Schema migrations: entry i takes user_version i to i + 1. */
 extern const char *const cache_migrations[CACHE_SCHEMA_VERSION];
 /* Every statement, by id, prepared once at open. */
 extern const char *const cache_sql[ST__COUNT];
+/* Every statement of the usage ledger, by id, prepared by usage.c. */
+extern const char *const usage_sql[U__COUNT];
 
 /* The connection, for the other files of cache/ (usage.c). */
 struct sqlite3;
