@@ -90,8 +90,21 @@ const char *const cache_migrations[CACHE_SCHEMA_VERSION] = {
 	" isolation, deleted, gen"
 #define OW_COLS "kind, ns, name, uid, rv, data, gen"
 #define TB_COLS "tbl, key, kind, ns, name, gen"
+/* One row of instances / owned by its key. */
+#define IN_KEY " FROM instances WHERE gvr = ?1 AND ns = ?2 AND name = ?3"
+#define OW_KEY " FROM owned WHERE kind = ?1 AND ns = ?2 AND name = ?3"
+/* The rows of tbl changed since generation ?1 where cond, in order. */
+#define SINCE(cols, tbl, cond, order) "SELECT " cols " FROM " tbl \
+	" WHERE " cond "gen > ?1 ORDER BY " order
+/* Insert a row into tbl or, when key is taken, update that row by set. */
+#define UPSERT(tbl, cols, vals, key, set) "INSERT INTO " tbl "(" cols ")" \
+	" VALUES(" vals ") ON CONFLICT(" key ") DO UPDATE SET " set
 #define TB_UPSERT " ON CONFLICT(tbl, key, ns, name) DO UPDATE" \
 	" SET kind = excluded.kind, gen = excluded.gen"
+/* A counter of the meta table by key: read it, set it to ?1. */
+#define META_GET(key) "SELECT value FROM meta WHERE key = '" key "'"
+#define META_SET(key) UPSERT("meta", "key, value", "'" key "', ?1", "key", \
+	"value = excluded.value")
 
 /* Every statement, prepared once at open. */
 const char *const cache_sql[ST__COUNT] = {
@@ -99,82 +112,66 @@ const char *const cache_sql[ST__COUNT] = {
 	[ST_BEGIN_W] = "BEGIN IMMEDIATE",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
-	[ST_GEN_GET] = "SELECT value FROM meta WHERE key = 'generation'",
-	[ST_GEN_SET] = "INSERT INTO meta(key, value) VALUES('generation', ?1)"
-	    " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-	[ST_NS_PUT] = "INSERT INTO namespaces(" NS_COLS ")"
-	    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
-	    " ON CONFLICT(name) DO UPDATE SET uid = excluded.uid,"
+	[ST_GEN_GET] = META_GET("generation"),
+	[ST_GEN_SET] = META_SET("generation"),
+	[ST_NS_PUT] = UPSERT("namespaces", NS_COLS,
+	    "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9", "name", "uid = excluded.uid,"
 	    " rv = excluded.rv, phase = excluded.phase,"
 	    " isolated = excluded.isolated, resolved = excluded.resolved,"
 	    " labels = excluded.labels, annotations = excluded.annotations,"
-	    " gen = excluded.gen"
+	    " gen = excluded.gen")
 	    " WHERE rv IS NOT excluded.rv OR uid IS NOT excluded.uid",
 	[ST_NS_DEL] = "DELETE FROM namespaces WHERE name = ?1",
 	[ST_NS_GET] = "SELECT " NS_COLS " FROM namespaces WHERE name = ?1",
-	[ST_NS_ALL] = "SELECT " NS_COLS " FROM namespaces WHERE gen > ?1"
-	    " ORDER BY name",
+	[ST_NS_ALL] = SINCE(NS_COLS, "namespaces", "", "name"),
 	[ST_NS_RANGE] = "SELECT " NS_COLS " FROM namespaces WHERE name > ?1"
 	    " AND name >= ?2 ORDER BY name LIMIT ?3",
-	[ST_IN_PUT] = "INSERT INTO instances(" IN_COLS ")"
-	    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
-	    " ON CONFLICT(gvr, ns, name) DO UPDATE SET kind = excluded.kind,"
-	    " uid = excluded.uid, rv = excluded.rv,"
+	[ST_IN_PUT] = UPSERT("instances", IN_COLS,
+	    "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11", "gvr, ns, name",
+	    "kind = excluded.kind, uid = excluded.uid, rv = excluded.rv,"
 	    " generation = excluded.generation, created = excluded.created,"
 	    " isolation = excluded.isolation, deleted = excluded.deleted,"
-	    " gen = excluded.gen"
+	    " gen = excluded.gen")
 	    " WHERE rv IS NOT excluded.rv OR uid IS NOT excluded.uid",
-	[ST_IN_DEL] = "DELETE FROM instances WHERE gvr = ?1 AND ns = ?2"
-	    " AND name = ?3",
-	[ST_IN_GET] = "SELECT " IN_COLS " FROM instances WHERE gvr = ?1"
-	    " AND ns = ?2 AND name = ?3",
-	[ST_IN_ALL] = "SELECT " IN_COLS " FROM instances WHERE gen > ?1"
-	    " ORDER BY gvr, ns, name",
-	[ST_IN_GVR] = "SELECT " IN_COLS " FROM instances WHERE gvr = ?2"
-	    " AND gen > ?1 ORDER BY gvr, ns, name",
-	[ST_OW_PUT] = "INSERT INTO owned(" OW_COLS ")"
-	    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"
-	    " ON CONFLICT(kind, ns, name) DO UPDATE SET uid = excluded.uid,"
-	    " rv = excluded.rv, data = excluded.data, gen = excluded.gen"
+	[ST_IN_DEL] = "DELETE" IN_KEY,
+	[ST_IN_GET] = "SELECT " IN_COLS IN_KEY,
+	[ST_IN_ALL] = SINCE(IN_COLS, "instances", "", "gvr, ns, name"),
+	[ST_IN_GVR] = SINCE(IN_COLS, "instances", "gvr = ?2 AND ",
+	    "gvr, ns, name"),
+	[ST_OW_PUT] = UPSERT("owned", OW_COLS, "?1, ?2, ?3, ?4, ?5, ?6, ?7",
+	    "kind, ns, name", "uid = excluded.uid, rv = excluded.rv,"
+	    " data = excluded.data, gen = excluded.gen")
 	    " WHERE data IS NOT excluded.data OR uid IS NOT excluded.uid",
-	[ST_OW_DEL] = "DELETE FROM owned WHERE kind = ?1 AND ns = ?2"
-	    " AND name = ?3",
-	[ST_OW_GET] = "SELECT " OW_COLS " FROM owned WHERE kind = ?1"
-	    " AND ns = ?2 AND name = ?3",
-	[ST_OW_ALL] = "SELECT " OW_COLS " FROM owned WHERE gen > ?1"
-	    " ORDER BY ns, kind, name",
-	[ST_OW_NS] = "SELECT " OW_COLS " FROM owned WHERE ns = ?2"
-	    " AND gen > ?1 ORDER BY ns, kind, name",
-	[ST_OW_KIND] = "SELECT " OW_COLS " FROM owned WHERE kind = ?3"
-	    " AND gen > ?1 ORDER BY ns, kind, name",
-	[ST_OW_NSKIND] = "SELECT " OW_COLS " FROM owned WHERE ns = ?2"
-	    " AND kind = ?3 AND gen > ?1 ORDER BY ns, kind, name",
+	[ST_OW_DEL] = "DELETE" OW_KEY,
+	[ST_OW_GET] = "SELECT " OW_COLS OW_KEY,
+	[ST_OW_ALL] = SINCE(OW_COLS, "owned", "", "ns, kind, name"),
+	[ST_OW_NS] = SINCE(OW_COLS, "owned", "ns = ?2 AND ", "ns, kind, name"),
+	[ST_OW_KIND] = SINCE(OW_COLS, "owned", "kind = ?3 AND ",
+	    "ns, kind, name"),
+	[ST_OW_NSKIND] = SINCE(OW_COLS, "owned", "ns = ?2 AND kind = ?3 AND ",
+	    "ns, kind, name"),
 	[ST_CNT_NS] = "SELECT count(*) FROM namespaces",
 	[ST_CNT_IN] = "SELECT count(*) FROM instances",
 	[ST_CNT_OW] = "SELECT kind, count(*) FROM owned GROUP BY kind",
 	[ST_WS_GET] = "SELECT rv FROM watch_state WHERE key = ?1",
-	[ST_WS_SET] = "INSERT INTO watch_state(key, rv) VALUES(?1, ?2)"
-	    " ON CONFLICT(key) DO UPDATE SET rv = excluded.rv",
+	[ST_WS_SET] = UPSERT("watch_state", "key, rv", "?1, ?2", "key",
+	    "rv = excluded.rv"),
 	[ST_WS_DEL] = "DELETE FROM watch_state WHERE key = ?1",
 	[ST_TB_NS] = "INSERT INTO tombstones(" TB_COLS ") SELECT 1, '',"
 	    " 'Namespace', name, name, ?2 FROM namespaces WHERE name = ?1"
 	    TB_UPSERT,
 	[ST_TB_IN] = "INSERT INTO tombstones(" TB_COLS ") SELECT 2, gvr,"
-	    " kind, ns, name, ?4 FROM instances WHERE gvr = ?1 AND ns = ?2"
-	    " AND name = ?3" TB_UPSERT,
+	    " kind, ns, name, ?4" IN_KEY TB_UPSERT,
 	[ST_TB_OW] = "INSERT INTO tombstones(" TB_COLS ") SELECT 4, kind,"
-	    " kind, ns, name, ?4 FROM owned WHERE kind = ?1 AND ns = ?2"
-	    " AND name = ?3" TB_UPSERT,
+	    " kind, ns, name, ?4" OW_KEY TB_UPSERT,
 	[ST_TB_CLR] = "DELETE FROM tombstones WHERE tbl = ?1 AND key = ?2"
 	    " AND ns = ?3 AND name = ?4",
-	[ST_TB_ALL] = "SELECT " TB_COLS " FROM tombstones WHERE gen > ?1"
-	    " ORDER BY gen",
+	[ST_TB_ALL] = SINCE(TB_COLS, "tombstones", "", "gen"),
 	[ST_TB_NTH] = "SELECT gen FROM tombstones ORDER BY gen DESC"
 	    " LIMIT 1 OFFSET ?1",
 	[ST_TB_PRUNE] = "DELETE FROM tombstones WHERE gen <= ?1",
-	[ST_HZ_GET] = "SELECT value FROM meta WHERE key = 'horizon'",
-	[ST_HZ_SET] = "INSERT INTO meta(key, value) VALUES('horizon', ?1)"
-	    " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+	[ST_HZ_GET] = META_GET("horizon"),
+	[ST_HZ_SET] = META_SET("horizon"),
 };
 
 /* The overlap of a row (alias i) with the window ?1 since, ?2 until, ?3 now. */
@@ -194,6 +191,8 @@ const char *const cache_sql[ST__COUNT] = {
 	" WHERE hour_us >= ?1 AND hour_us < ?2" \
 	" GROUP BY ns, instance, device_class, profile"
 #define QEND " GROUP BY 1, 2, 3, 4, 5"
+/* The rows of one interval (claim uid ?1, start ?2). */
+#define IV_KEY " WHERE claim_uid = ?1 AND start_us = ?2"
 #define QORDER ") GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5"
 
 /* Every statement of the usage ledger, prepared by usage_store_open. */
@@ -209,8 +208,7 @@ const char *const usage_sql[U__COUNT] = {
 	    " ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
 	    " ON CONFLICT(claim_uid, start_us, dev) DO NOTHING",
 	[U_CLOSE] = "UPDATE usage_intervals SET end_us = ?3, end_how = ?4,"
-	    " hi_us = ?5 WHERE claim_uid = ?1 AND start_us = ?2"
-	    " AND end_us IS NULL",
+	    " hi_us = ?5" IV_KEY " AND end_us IS NULL",
 	[U_PREV_END] = "SELECT max(end_us) FROM usage_intervals"
 	    " WHERE driver = ?1 AND pool = ?2 AND device = ?3",
 	[U_CONS_ADD] = "INSERT INTO usage_consumers(claim_uid, start_us,"
@@ -219,9 +217,9 @@ const char *const usage_sql[U__COUNT] = {
 	    " WHERE uid = ?3), 0), coalesce((SELECT finish_us FROM usage_pods"
 	    " WHERE uid = ?3), 0))"
 	    " ON CONFLICT(claim_uid, start_us, pod_uid) DO NOTHING",
-	[U_POD_PUT] = "INSERT INTO usage_pods(uid, ns, name, start_us,"
-	    " finish_us) VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(uid) DO UPDATE"
-	    " SET start_us = excluded.start_us, finish_us = excluded.finish_us"
+	[U_POD_PUT] = UPSERT("usage_pods", "uid, ns, name, start_us, finish_us",
+	    "?1, ?2, ?3, ?4, ?5", "uid", "start_us = excluded.start_us,"
+	    " finish_us = excluded.finish_us")
 	    " WHERE start_us != excluded.start_us OR"
 	    " finish_us != excluded.finish_us",
 	[U_POD_GET] = "SELECT start_us, finish_us FROM usage_pods"
@@ -230,8 +228,7 @@ const char *const usage_sql[U__COUNT] = {
 	[U_POD_ALL] = "SELECT ns, name FROM usage_pods",
 	[U_CONS_TIMES] = "SELECT min(nullif(pod_start_us, 0)),"
 	    " CASE WHEN sum(pod_finish_us = 0) > 0 THEN 0"
-	    " ELSE max(pod_finish_us) END FROM usage_consumers"
-	    " WHERE claim_uid = ?1 AND start_us = ?2",
+	    " ELSE max(pod_finish_us) END FROM usage_consumers" IV_KEY,
 	[U_POD_SET] = "UPDATE usage_consumers SET pod_start_us = ?2,"
 	    " pod_finish_us = ?3 WHERE pod_uid = ?1 AND"
 	    " (pod_start_us != ?2 OR pod_finish_us != ?3)",
@@ -242,14 +239,12 @@ const char *const usage_sql[U__COUNT] = {
 	    " AND i.start_us = c.start_us AND i.dev = 0"
 	    " WHERE c.pod_uid = ?1",
 	[U_SET_START] = "UPDATE usage_intervals SET start_us = ?3,"
-	    " start_how = ?4 WHERE claim_uid = ?1 AND start_us = ?2",
-	[U_SET_START_C] = "UPDATE usage_consumers SET start_us = ?3"
-	    " WHERE claim_uid = ?1 AND start_us = ?2",
+	    " start_how = ?4" IV_KEY,
+	[U_SET_START_C] = "UPDATE usage_consumers SET start_us = ?3" IV_KEY,
 	[U_SET_END] = "UPDATE usage_intervals SET end_us = ?3, end_how = ?4"
-	    " WHERE claim_uid = ?1 AND start_us = ?2 AND end_us IS NOT NULL",
-	[U_ALIVE_GET] = "SELECT value FROM meta WHERE key = 'usage_alive'",
-	[U_ALIVE_SET] = "INSERT INTO meta(key, value) VALUES('usage_alive',"
-	    " ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+	    IV_KEY " AND end_us IS NOT NULL",
+	[U_ALIVE_GET] = META_GET("usage_alive"),
+	[U_ALIVE_SET] = META_SET("usage_alive"),
 	[U_Q_TENANT] = QSEL("''") QWHERE QEND QHOURS QORDER,
 	[U_Q_CLAIM] = QSEL("i.claim") QWHERE QEND QHOURS QORDER,
 	[U_Q_DEVICE] = QSEL("i.driver || '/' || i.pool || '/' || i.device")
@@ -277,11 +272,12 @@ const char *const usage_sql[U__COUNT] = {
 	    " ORDER BY 1, 2, 4, 5",
 	[U_OLD] = "SELECT ns, instance, device_class, profile, start_us,"
 	    " end_us, share FROM usage_intervals WHERE end_us < ?1",
-	[U_HOUR_ADD] = "INSERT INTO usage_hourly(ns, instance, device_class,"
-	    " profile, hour_us, device_us, gpu_us) VALUES(?1, ?2, ?3, ?4,"
-	    " ?5, ?6, ?7) ON CONFLICT(ns, instance, device_class, profile,"
-	    " hour_us) DO UPDATE SET device_us = device_us +"
-	    " excluded.device_us, gpu_us = gpu_us + excluded.gpu_us",
+	[U_HOUR_ADD] = UPSERT("usage_hourly", "ns, instance, device_class,"
+	    " profile, hour_us, device_us, gpu_us",
+	    "?1, ?2, ?3, ?4, ?5, ?6, ?7",
+	    "ns, instance, device_class, profile, hour_us", "device_us ="
+	    " device_us + excluded.device_us, gpu_us = gpu_us +"
+	    " excluded.gpu_us"),
 	[U_DEL_OLD] = "DELETE FROM usage_intervals WHERE end_us < ?1",
 	[U_DEL_OLD_C] = "DELETE FROM usage_consumers WHERE NOT EXISTS"
 	    " (SELECT 1 FROM usage_intervals i WHERE i.claim_uid ="
@@ -292,14 +288,13 @@ const char *const usage_sql[U__COUNT] = {
 	    " WHERE ns = ?1 AND claim = ?2 LIMIT 1)",
 	[U_CNT] = "SELECT count(*) FROM usage_intervals",
 	[U_CNT_H] = "SELECT count(*) FROM usage_hourly",
-	[U_LOST_ADD] = "INSERT INTO usage_lost(at_us, intervals, note)"
-	    " VALUES(?1, ?2, ?3) ON CONFLICT(at_us) DO UPDATE SET"
-	    " intervals = intervals + excluded.intervals",
+	[U_LOST_ADD] = UPSERT("usage_lost", "at_us, intervals, note",
+	    "?1, ?2, ?3", "at_us",
+	    "intervals = intervals + excluded.intervals"),
 	[U_LOST_SUM] = "SELECT coalesce(sum(intervals), 0), count(*)"
 	    " FROM usage_lost",
-	[U_CLOSED_INC] = "INSERT INTO meta(key, value) VALUES('usage_closed',"
-	    " 1) ON CONFLICT(key) DO UPDATE SET value = value + 1",
-	[U_CLOSED_GET] = "SELECT value FROM meta WHERE key = 'usage_closed'",
-	[U_CLOSED_SET] = "INSERT INTO meta(key, value) VALUES('usage_closed',"
-	    " ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+	[U_CLOSED_INC] = UPSERT("meta", "key, value", "'usage_closed', 1",
+	    "key", "value = value + 1"),
+	[U_CLOSED_GET] = META_GET("usage_closed"),
+	[U_CLOSED_SET] = META_SET("usage_closed"),
 };
