@@ -108,43 +108,69 @@ has(const char *s, const char *sub)
 	return false;
 }
 
+/* One test's options struct, parser and last parse's action and error. */
+struct tcase {
+	struct tconf		 t;
+	struct config		*c;
+	enum config_action	 act;
+	char			 err[512];
+};
+
+/* A parser over tc->t for prog (topts); NULL on failure. */
+static struct config *
+tc_new(struct tcase *tc, const char *prog, int flags)
+{
+	tc->act = CONFIG_HELP;	/* a parse must set it */
+	tc->err[0] = '\0';
+	tc->c = config_new(prog, topts, nitems(topts), &tc->t, sizeof(tc->t),
+	    flags);
+	return tc->c;
+}
+
+/* Reload into ch (8 entries), *n of them; tc->err says why it failed. */
+static int
+tc_reload(struct tcase *tc, struct config_change *ch, size_t *n)
+{
+	return config_reload(tc->c, ch, 8, n, tc->err, sizeof(tc->err));
+}
+
+/* Parse args into tc->t; config_parse's result, tc->err saying why. */
+static int
+tc_parse(struct tcase *tc, const char **args)
+{
+	return parse(tc->c, args, &tc->act, tc->err, sizeof(tc->err));
+}
+
 TEST(defaults_apply)
 {
-	struct tconf t;
-	struct config *c;
-	enum config_action act = CONFIG_HELP;
-	char err[256];
+	struct tcase tc;
 
 	clear_env();
-	t.untouched = 42;
-	c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
-	REQUIRE(c != NULL);
-	t.untouched = 42;
-	CHECK_INT(parse(c, NULL, &act, err, sizeof(err)), 0);
-	CHECK_INT(act, CONFIG_RUN);
-	CHECK_STR(t.name, "kp");
-	CHECK_STR(t.dir, "/run/kpgpud");
-	CHECK_INT(t.workers, 4);
-	CHECK(!t.debug);
-	CHECK_INT(t.timeout_ms, 5000);
-	CHECK_INT(t.policy, 0);
-	CHECK_INT(t.peers.n, 0);
-	CHECK(t.token == NULL);
-	CHECK_INT(t.untouched, 42);	/* non-option fields left alone */
-	CHECK(config_source_of(c, config_find(c, "workers")) ==
+	tc.t.untouched = 42;
+	REQUIRE(tc_new(&tc, "kpgpud-test", 0) != NULL);
+	tc.t.untouched = 42;
+	CHECK_INT(tc_parse(&tc, NULL), 0);
+	CHECK_INT(tc.act, CONFIG_RUN);
+	CHECK_STR(tc.t.name, "kp");
+	CHECK_STR(tc.t.dir, "/run/kpgpud");
+	CHECK_INT(tc.t.workers, 4);
+	CHECK(!tc.t.debug);
+	CHECK_INT(tc.t.timeout_ms, 5000);
+	CHECK_INT(tc.t.policy, 0);
+	CHECK_INT(tc.t.peers.n, 0);
+	CHECK(tc.t.token == NULL);
+	CHECK_INT(tc.t.untouched, 42);	/* non-option fields left alone */
+	CHECK(config_source_of(tc.c, config_find(tc.c, "workers")) ==
 	    CONFIG_SRC_DEFAULT);
-	CHECK(config_find(c, "nope") == NULL);
-	config_free(c);
+	CHECK(config_find(tc.c, "nope") == NULL);
+	config_free(tc.c);
 }
 
 TEST(precedence_file_env_flag)
 {
 	const char *args[] = { "--timeout", "250ms", "-w", "9", NULL };
 	const char *path;
-	struct tconf t;
-	struct config *c;
-	enum config_action act;
-	char err[256];
+	struct tcase tc;
 
 	clear_env();
 	path = write_conf("# comment\n\n  workers = 2\n"
@@ -154,27 +180,28 @@ TEST(precedence_file_env_flag)
 	setenv("KPGPUD_TIMEOUT", "30s", 1);
 	setenv("KPGPUD_WORKERS", "3", 1);
 	setenv("KPGPUD_DEBUG", "yes", 1);
-	c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
-	REQUIRE(c != NULL);
-	CHECK_INT(parse(c, args, &act, err, sizeof(err)), 0);
-	CHECK_STR(err, "");
-	CHECK_STR(t.name, "from-file");		/* file only */
-	CHECK_INT(t.policy, 1);
-	CHECK(t.debug);				/* env only */
-	CHECK_INT(t.workers, 9);		/* file < env < flag */
-	CHECK_INT(t.timeout_ms, 250);
-	CHECK_STR(config_file(c), path);
-	CHECK(config_source_of(c, config_find(c, "name")) == CONFIG_SRC_FILE);
-	CHECK(config_source_of(c, config_find(c, "debug")) == CONFIG_SRC_ENV);
-	CHECK(config_source_of(c, config_find(c, "workers")) ==
+	REQUIRE(tc_new(&tc, "kpgpud-test", 0) != NULL);
+	CHECK_INT(tc_parse(&tc, args), 0);
+	CHECK_STR(tc.err, "");
+	CHECK_STR(tc.t.name, "from-file");	/* file only */
+	CHECK_INT(tc.t.policy, 1);
+	CHECK(tc.t.debug);			/* env only */
+	CHECK_INT(tc.t.workers, 9);		/* file < env < flag */
+	CHECK_INT(tc.t.timeout_ms, 250);
+	CHECK_STR(config_file(tc.c), path);
+	CHECK(config_source_of(tc.c, config_find(tc.c, "name")) ==
+	    CONFIG_SRC_FILE);
+	CHECK(config_source_of(tc.c, config_find(tc.c, "debug")) ==
+	    CONFIG_SRC_ENV);
+	CHECK(config_source_of(tc.c, config_find(tc.c, "workers")) ==
 	    CONFIG_SRC_FLAG);
 	CHECK_STR(config_source_name(CONFIG_SRC_ENV), "environment");
 	/* env beats file without a flag */
 	const char *none[] = { NULL };
-	CHECK_INT(parse(c, none, &act, err, sizeof(err)), 0);
-	CHECK_INT(t.workers, 3);
-	CHECK_INT(t.timeout_ms, 30000);
-	config_free(c);
+	CHECK_INT(tc_parse(&tc, none), 0);
+	CHECK_INT(tc.t.workers, 3);
+	CHECK_INT(tc.t.timeout_ms, 30000);
+	config_free(tc.c);
 	clear_env();
 	unlink(path);
 }
@@ -185,50 +212,42 @@ TEST(flag_forms)
 	    "-w12", "--peer-uids", "1000, 1001,0", "--token=s3cret",
 	    "--config", "/nonexistent-but-unused", NULL };
 	const char *args2[] = { "--debug=off", "-nshort", NULL };
-	struct tconf t;
-	struct config *c;
-	enum config_action act;
-	char err[256];
+	struct tcase tc;
 
 	clear_env();
-	c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
-	REQUIRE(c != NULL);
+	REQUIRE(tc_new(&tc, "kpgpud-test", 0) != NULL);
 	/* the missing --config file is an error naming it */
-	CHECK_INT(parse(c, args, &act, err, sizeof(err)), -ENOENT);
-	CHECK(has(err, "/nonexistent-but-unused"));
+	CHECK_INT(tc_parse(&tc, args), -ENOENT);
+	CHECK(has(tc.err, "/nonexistent-but-unused"));
 	args[8] = NULL;
-	CHECK_INT(parse(c, args, &act, err, sizeof(err)), 0);
-	CHECK_STR(t.name, "x");
-	CHECK(t.debug);
-	CHECK_INT(t.workers, 12);
-	CHECK_INT(t.peers.n, 3);
-	CHECK(config_uids_has(&t.peers, 1001));
-	CHECK(config_uids_has(&t.peers, 0));
-	CHECK(!config_uids_has(&t.peers, 1002));
-	CHECK_STR(t.token, "s3cret");
-	CHECK_INT(parse(c, args2, &act, err, sizeof(err)), 0);
-	CHECK(!t.debug);
-	CHECK_STR(t.name, "short");
-	CHECK(t.token == NULL);	/* a new parse starts from the defaults */
-	config_free(c);
+	CHECK_INT(tc_parse(&tc, args), 0);
+	CHECK_STR(tc.t.name, "x");
+	CHECK(tc.t.debug);
+	CHECK_INT(tc.t.workers, 12);
+	CHECK_INT(tc.t.peers.n, 3);
+	CHECK(config_uids_has(&tc.t.peers, 1001));
+	CHECK(config_uids_has(&tc.t.peers, 0));
+	CHECK(!config_uids_has(&tc.t.peers, 1002));
+	CHECK_STR(tc.t.token, "s3cret");
+	CHECK_INT(tc_parse(&tc, args2), 0);
+	CHECK(!tc.t.debug);
+	CHECK_STR(tc.t.name, "short");
+	CHECK(tc.t.token == NULL);	/* a new parse starts from defaults */
+	config_free(tc.c);
 }
 
 /* Parse args and expect -EINVAL with an error containing each word. */
 static void
 expect_err(const char **args, const char *w1, const char *w2)
 {
-	struct tconf t;
-	struct config *c;
-	enum config_action act;
-	char err[512];
+	struct tcase tc;
 
-	c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
-	REQUIRE(c != NULL);
-	if (parse(c, args, &act, err, sizeof(err)) != -EINVAL)
+	REQUIRE(tc_new(&tc, "kpgpud-test", 0) != NULL);
+	if (tc_parse(&tc, args) != -EINVAL)
 		test_fail(__FILE__, __LINE__, "%s accepted", args[0]);
-	else if (!has(err, w1) || (w2 != NULL && !has(err, w2)))
+	else if (!has(tc.err, w1) || (w2 != NULL && !has(tc.err, w2)))
 		test_fail(__FILE__, __LINE__, "bad message for %s", args[0]);
-	config_free(c);
+	config_free(tc.c);
 }
 
 TEST(flag_errors_name_option)
@@ -272,14 +291,11 @@ TEST(env_errors_name_variable)
 	expect_err(none, "environment KPGPUD_WORKERS", "workers");
 	clear_env();
 	setenv("KPGPUD_WORKERS", "", 1);	/* empty = unset */
-	struct tconf t;
-	struct config *c = config_new("p", topts, nitems(topts), &t, sizeof(t), 0);
-	enum config_action act;
-	char err[256];
-	REQUIRE(c != NULL);
-	CHECK_INT(parse(c, none, &act, err, sizeof(err)), 0);
-	CHECK_INT(t.workers, 4);
-	config_free(c);
+	struct tcase tc;
+	REQUIRE(tc_new(&tc, "p", 0) != NULL);
+	CHECK_INT(tc_parse(&tc, none), 0);
+	CHECK_INT(tc.t.workers, 4);
+	config_free(tc.c);
 	clear_env();
 }
 
@@ -316,26 +332,22 @@ TEST(file_values_and_quotes)
 	const char *path = write_conf("name = \"  spaced # not a comment \"\n"
 	    "token=abc=def\r\n  debug=on  \npeer-uids = root\n");
 	const char *args[] = { "--config", path, NULL };
-	struct tconf t;
-	struct config *c;
-	enum config_action act;
-	char err[256];
+	struct tcase tc;
 
 	clear_env();
-	c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
-	REQUIRE(c != NULL && path != NULL);
-	CHECK_INT(parse(c, args, &act, err, sizeof(err)), 0);
-	CHECK_STR(err, "");
-	CHECK_STR(t.name, "  spaced # not a comment ");
-	CHECK_STR(t.token, "abc=def");
-	CHECK(t.debug);
-	CHECK_INT(t.peers.n, 1);
-	CHECK_INT(t.peers.uid[0], 0);
+	REQUIRE(tc_new(&tc, "kpgpud-test", 0) != NULL && path != NULL);
+	CHECK_INT(tc_parse(&tc, args), 0);
+	CHECK_STR(tc.err, "");
+	CHECK_STR(tc.t.name, "  spaced # not a comment ");
+	CHECK_STR(tc.t.token, "abc=def");
+	CHECK(tc.t.debug);
+	CHECK_INT(tc.t.peers.n, 1);
+	CHECK_INT(tc.t.peers.uid[0], 0);
 	/* an empty value unsets a string with a default */
 	write_conf("name =\nruntime-dir = \"\"\n");
-	CHECK_INT(parse(c, args, &act, err, sizeof(err)), 0);
-	CHECK(t.name == NULL && t.dir == NULL);
-	config_free(c);
+	CHECK_INT(tc_parse(&tc, args), 0);
+	CHECK(tc.t.name == NULL && tc.t.dir == NULL);
+	config_free(tc.c);
 	unlink(path);
 }
 
@@ -344,17 +356,13 @@ TEST(check_config_dump_redacts)
 	const char *args[] = { "--check-config", "--token", "s3cret",
 	    "--name", " x", "--peer-uids=7,8", NULL };
 	struct buf b = BUF_INIT(0);
-	struct tconf t;
-	struct config *c;
-	enum config_action act;
-	char err[256];
+	struct tcase tc;
 
 	clear_env();
-	c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
-	REQUIRE(c != NULL);
-	CHECK_INT(parse(c, args, &act, err, sizeof(err)), 0);
-	CHECK_INT(act, CONFIG_CHECK);
-	CHECK_INT(config_dump(c, &b), 0);
+	REQUIRE(tc_new(&tc, "kpgpud-test", 0) != NULL);
+	CHECK_INT(tc_parse(&tc, args), 0);
+	CHECK_INT(tc.act, CONFIG_CHECK);
+	CHECK_INT(config_dump(tc.c, &b), 0);
 	CHECK_STR(buf_str(&b),
 	    "name = \" x\"\n"
 	    "runtime-dir = /run/kpgpud\n"
@@ -367,7 +375,7 @@ TEST(check_config_dump_redacts)
 	    "queue-size = 100\n");
 	CHECK(strstr(buf_str(&b), "s3cret") == NULL);
 	buf_free(&b);
-	config_free(c);
+	config_free(tc.c);
 }
 
 TEST(dump_reads_back)
@@ -375,30 +383,26 @@ TEST(dump_reads_back)
 	const char *args[] = { "--name", "a \"q\" \\ b\t", "--timeout=45s",
 	    "--debug", NULL };
 	struct buf b1 = BUF_INIT(0), b2 = BUF_INIT(0);
-	struct tconf t;
-	struct config *c;
-	enum config_action act;
-	char err[256];
+	struct tcase tc;
 	const char *path;
 
 	clear_env();
-	c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
-	REQUIRE(c != NULL);
-	CHECK_INT(parse(c, args, &act, err, sizeof(err)), 0);
-	CHECK_INT(config_dump(c, &b1), 0);
+	REQUIRE(tc_new(&tc, "kpgpud-test", 0) != NULL);
+	CHECK_INT(tc_parse(&tc, args), 0);
+	CHECK_INT(config_dump(tc.c, &b1), 0);
 	/* the dump (minus empty values) is itself a valid config file */
 	path = write_conf(buf_str(&b1));
 	const char *args2[] = { "--config", path, NULL };
-	CHECK_INT(parse(c, args2, &act, err, sizeof(err)), 0);
-	CHECK_STR(err, "");
-	CHECK_INT(config_dump(c, &b2), 0);
+	CHECK_INT(tc_parse(&tc, args2), 0);
+	CHECK_STR(tc.err, "");
+	CHECK_INT(config_dump(tc.c, &b2), 0);
 	CHECK_STR(buf_str(&b1), buf_str(&b2));
-	CHECK_STR(t.name, "a \"q\" \\ b\t");
-	CHECK(t.token == NULL);
+	CHECK_STR(tc.t.name, "a \"q\" \\ b\t");
+	CHECK(tc.t.token == NULL);
 	CHECK(strstr(buf_str(&b1), "timeout = 45s\n") != NULL);
 	buf_free(&b1);
 	buf_free(&b2);
-	config_free(c);
+	config_free(tc.c);
 	unlink(path);
 }
 
@@ -416,8 +420,7 @@ run_main(const char **args, char *out, size_t outlen)
 	if ((pid = fork()) == 0) {
 		char *argv[16];
 		int argc = 0;
-		struct tconf t;
-		struct config *c;
+		struct tcase tc;
 
 		dup2(p[1], 1);
 		close(p[0]);
@@ -427,10 +430,9 @@ run_main(const char **args, char *out, size_t outlen)
 			argc++;
 		}
 		argv[argc] = NULL;
-		c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
-		if (c != NULL)
-			config_main(c, argc, argv);
-		_exit(c != NULL ? 99 : 98);
+		if (tc_new(&tc, "kpgpud-test", 0) != NULL)
+			config_main(tc.c, argc, argv);
+		_exit(tc.c != NULL ? 99 : 98);
 	}
 	close(p[1]);
 	while ((n = read(p[0], out + got, outlen - 1 - (size_t)got)) > 0)
@@ -474,67 +476,58 @@ TEST(main_help_version_check)
 TEST(reload_reports_changes)
 {
 	struct config_change ch[8];
-	struct tconf t;
-	struct config *c;
-	enum config_action act;
-	char err[256];
+	struct tcase tc;
 	size_t n = 99;
 	const char *path = write_conf("workers = 2\nqueue-size = 10\n"
 	    "name = one\n");
 	const char *args[] = { "--config", path, "--debug", NULL };
 
 	clear_env();
-	c = config_new("kpgpud-test", topts, nitems(topts), &t, sizeof(t), 0);
-	REQUIRE(c != NULL && path != NULL);
-	CHECK_INT(parse(c, args, &act, err, sizeof(err)), 0);
-	CHECK_INT(config_reload(c, ch, 8, &n, err, sizeof(err)), 0);
+	REQUIRE(tc_new(&tc, "kpgpud-test", 0) != NULL && path != NULL);
+	CHECK_INT(tc_parse(&tc, args), 0);
+	CHECK_INT(tc_reload(&tc, ch, &n), 0);
 	CHECK_INT(n, 0);
 	write_conf("workers = 3\nqueue-size = 20\nname = one\n"
 	    "debug = false\n");
-	CHECK_INT(config_reload(c, ch, 8, &n, err, sizeof(err)), 0);
+	CHECK_INT(tc_reload(&tc, ch, &n), 0);
 	REQUIRE(n == 2);
 	CHECK_STR(ch[0].opt->name, "workers");
 	CHECK(ch[0].applied);
 	CHECK_STR(ch[1].opt->name, "queue-size");
 	CHECK(!ch[1].applied);
-	CHECK_INT(t.workers, 3);
-	CHECK_INT(t.restart_only, 10);	/* CONFIG_NORELOAD kept */
-	CHECK(t.debug);			/* the flag still wins */
+	CHECK_INT(tc.t.workers, 3);
+	CHECK_INT(tc.t.restart_only, 10); /* CONFIG_NORELOAD kept */
+	CHECK(tc.t.debug);		/* the flag still wins */
 	/* a broken file keeps every current value */
 	write_conf("workers = 4\nname = two\nbogus = 1\n");
-	CHECK_INT(config_reload(c, ch, 8, &n, err, sizeof(err)), -EINVAL);
-	CHECK(has(err, ":3: unknown key"));
-	CHECK_INT(t.workers, 3);
-	CHECK_STR(t.name, "one");
+	CHECK_INT(tc_reload(&tc, ch, &n), -EINVAL);
+	CHECK(has(tc.err, ":3: unknown key"));
+	CHECK_INT(tc.t.workers, 3);
+	CHECK_STR(tc.t.name, "one");
 	unlink(path);
-	CHECK_INT(config_reload(c, ch, 8, &n, err, sizeof(err)), -ENOENT);
-	CHECK_STR(t.name, "one");
-	config_free(c);
+	CHECK_INT(tc_reload(&tc, ch, &n), -ENOENT);
+	CHECK_STR(tc.t.name, "one");
+	config_free(tc.c);
 }
 
 TEST(positional_args)
 {
 	const char *args[] = { "-w", "2", "render", "--name", "x", NULL };
 	const char *args2[] = { "--", "-w", NULL };
-	struct tconf t;
-	struct config *c;
-	enum config_action act;
-	char err[256];
+	struct tcase tc;
 
 	clear_env();
-	c = config_new("kpgpuctl", topts, nitems(topts), &t, sizeof(t),
-	    CONFIG_F_ARGS);
-	REQUIRE(c != NULL);
-	CHECK_INT(parse(c, args, &act, err, sizeof(err)), 0);
-	CHECK_INT(t.workers, 2);
-	CHECK_STR(t.name, "kp");	/* options after the operand are its */
-	REQUIRE(config_nargs(c) == 3);
-	CHECK_STR(config_args(c)[0], "render");
-	CHECK_STR(config_args(c)[1], "--name");
-	CHECK_INT(parse(c, args2, &act, err, sizeof(err)), 0);
-	REQUIRE(config_nargs(c) == 1);
-	CHECK_STR(config_args(c)[0], "-w");
-	config_free(c);
+	REQUIRE(tc_new(&tc, "kpgpuctl", CONFIG_F_ARGS) != NULL);
+	CHECK_INT(tc_parse(&tc, args), 0);
+	CHECK_INT(tc.t.workers, 2);
+	CHECK_STR(tc.t.name, "kp");	/* options after the operand are its */
+	REQUIRE(config_nargs(tc.c) == 3);
+	CHECK_STR(config_args(tc.c)[0], "render");
+	CHECK_STR(config_args(tc.c)[1], "--name");
+	CHECK_INT(tc_parse(&tc, args2), 0);
+	REQUIRE(config_nargs(tc.c) == 1);
+	CHECK_STR(config_args(tc.c)[0], "-w");
+	config_free(tc.c);
 }
 
 struct rconf {

@@ -10,6 +10,20 @@
 #include "common/metrics.h"
 #include "tests/unit/test.h"
 
+/* Render m and check that the text is want (a failure names line). */
+static void
+check_render(struct metrics *m, int line, const char *want)
+{
+	struct buf b = BUF_INIT(0);
+
+	if (metrics_render(m, &b) != 0)
+		test_fail(__FILE__, line, "metrics_render failed");
+	else if (strcmp(buf_str(&b), want) != 0)
+		test_fail(__FILE__, line, "rendered:\n%s\nwant:\n%s",
+		    buf_str(&b), want);
+	buf_free(&b);
+}
+
 TEST(names_follow_convention)
 {
 	struct metrics *m = metrics_new("sync");
@@ -57,7 +71,6 @@ TEST(render_counter_and_gauge)
 {
 	struct metrics *m = metrics_new("admit");
 	struct metric *req = NULL, *up = NULL, *ns = NULL;
-	struct buf b = BUF_INIT(0);
 
 	REQUIRE(m != NULL);
 	REQUIRE(metrics_counter(m, "kpgpud_admit_reviews_total",
@@ -77,8 +90,7 @@ TEST(render_counter_and_gauge)
 	CHECK_INT(metric_inc(NULL, "ignored", NULL), 0);
 	CHECK_INT(metric_inc(req, "team-a", NULL), -EINVAL);
 	CHECK_INT(metric_observe(req, "team-a", "x", 1), -EINVAL);
-	CHECK_INT(metrics_render(m, &b), 0);
-	CHECK_STR(buf_str(&b),
+	check_render(m, __LINE__,
 	    "# HELP kpgpud_admit_reviews_total Admission reviews answered.\n"
 	    "# TYPE kpgpud_admit_reviews_total counter\n"
 	    "kpgpud_admit_reviews_total{namespace=\"team-a\",result=\"patched\"}"
@@ -92,7 +104,6 @@ TEST(render_counter_and_gauge)
 	    "# HELP kpgpud_admit_cache_entries Namespaces cached.\n"
 	    "# TYPE kpgpud_admit_cache_entries gauge\n"
 	    "kpgpud_admit_cache_entries{state=\"fresh\"} -0.25\n");
-	buf_free(&b);
 	metrics_free(m);
 }
 
@@ -101,7 +112,6 @@ TEST(render_histogram_buckets)
 	static const double bounds[] = { 0.005, 0.1, 1 };
 	struct metrics *m = metrics_new("quota");
 	struct metric *h = NULL, *u = NULL;
-	struct buf b = BUF_INIT(0);
 	double count = 0;
 
 	REQUIRE(m != NULL);
@@ -116,8 +126,7 @@ TEST(render_histogram_buckets)
 	CHECK_INT(metric_inc(h, "mig", NULL), -EINVAL);
 	CHECK_INT(metric_get(h, "mig", NULL, &count), 0);
 	CHECK(count == 4);
-	CHECK_INT(metrics_render(m, &b), 0);
-	CHECK_STR(buf_str(&b),
+	check_render(m, __LINE__,
 	    "# HELP kpgpud_quota_reconcile_seconds Time per reconcile.\n"
 	    "# TYPE kpgpud_quota_reconcile_seconds histogram\n"
 	    "kpgpud_quota_reconcile_seconds_bucket{mode=\"mig\",le=\"0.005\"} 1\n"
@@ -134,7 +143,6 @@ TEST(render_histogram_buckets)
 	    "kpgpud_quota_apply_seconds_bucket{le=\"+Inf\"} 0\n"
 	    "kpgpud_quota_apply_seconds_sum 0\n"
 	    "kpgpud_quota_apply_seconds_count 0\n");
-	buf_free(&b);
 	metrics_free(m);
 }
 
@@ -159,19 +167,16 @@ TEST(escaping)
 {
 	struct metrics *m = metrics_new("ctl");
 	struct metric *c = NULL;
-	struct buf b = BUF_INIT(0);
 
 	REQUIRE(m != NULL);
 	REQUIRE(metrics_counter(m, "kpgpud_ctl_errors_total",
 	    "Errors \\ with\nnewline \"quoted\".", "reason", NULL, 0, &c) == 0);
 	CHECK_INT(metric_inc(c, "a\"b\\c\nd", NULL), 0);
-	CHECK_INT(metrics_render(m, &b), 0);
-	CHECK_STR(buf_str(&b),
+	check_render(m, __LINE__,
 	    "# HELP kpgpud_ctl_errors_total Errors \\\\ with\\nnewline "
 	    "\"quoted\".\n"
 	    "# TYPE kpgpud_ctl_errors_total counter\n"
 	    "kpgpud_ctl_errors_total{reason=\"a\\\"b\\\\c\\nd\"} 1\n");
-	buf_free(&b);
 	metrics_free(m);
 }
 
@@ -179,7 +184,6 @@ TEST(series_cap_and_overflow)
 {
 	struct metrics *m = metrics_new("sync");
 	struct metric *c = NULL, *g = NULL;
-	struct buf b = BUF_INIT(0);
 	double v = 0;
 
 	REQUIRE(m != NULL);
@@ -198,8 +202,7 @@ TEST(series_cap_and_overflow)
 	CHECK_INT(metric_set(g, "x", NULL, 10), 0);
 	CHECK_INT(metric_set(g, "y", NULL, 20), 1);
 	CHECK_INT(metric_set(g, "z", NULL, 30), 1);
-	CHECK_INT(metrics_render(m, &b), 0);
-	CHECK_STR(buf_str(&b),
+	check_render(m, __LINE__,
 	    "# HELP kpgpud_sync_objects_total Objects.\n"
 	    "# TYPE kpgpud_sync_objects_total counter\n"
 	    "kpgpud_sync_objects_total{namespace=\"a\",kind=\"Pod\"} 2\n"
@@ -216,7 +219,6 @@ TEST(series_cap_and_overflow)
 	CHECK_INT(metric_inc(c, "e", "Pod"), 0);
 	CHECK_INT(metric_get(c, "e", "Pod", &v), 0);
 	CHECK(v == 1);
-	buf_free(&b);
 	metrics_free(m);
 }
 
