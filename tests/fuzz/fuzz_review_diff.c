@@ -18,6 +18,7 @@
 #include "common/resolved.h"
 #include "kpgpud-admit/jscan.h"
 #include "kpgpud-admit/review.h"
+#include "tests/fuzz/review_specs.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -49,25 +50,20 @@ diff_same_reply(int e1, const struct review_reply *a, const char *err1,
 static int
 diff_answers(const struct review *fast, const struct review *full)
 {
-	static const char *const specs[] = {
-		"{\"claimTemplateName\":\"gpu\"}",
-		"{\"claimName\":\"shared\",\"initContainers\":\"all\","
-		    "\"legacyGPU\":\"translate\"}",
-		"{\"claimName\":\"shared\",\"initContainers\":[\"a\",\"init\"],"
-		    "\"legacyGPU\":\"allow\"}",
-	};
+	const size_t nspecs = sizeof(review_specs) / sizeof(review_specs[0]);
 	char err1[256], err2[256];
 	struct resolved r;
 	int bad = 0;
 
-	for (size_t i = 0; i < 3 + 5 && !bad; i++) {
-		enum review_ns ns = i < 3 ? REVIEW_NS_ISOLATED :
-		    (enum review_ns)(i - 2);
+	/* every spec isolated, then the five other states */
+	for (size_t i = 0; i < nspecs + 5 && !bad; i++) {
+		enum review_ns ns = i < nspecs ? REVIEW_NS_ISOLATED :
+		    (enum review_ns)(i - nspecs + 1);
+		const char *spec = review_specs[i % nspecs];
 		struct review_reply *a = NULL, *b = NULL;
 		int e1, e2;
 
-		if (resolved_parse(specs[i % 3], strlen(specs[i % 3]), &r, NULL,
-		    0) < 0)
+		if (resolved_parse(spec, strlen(spec), &r, NULL, 0) < 0)
 			return 1;
 		err1[0] = err2[0] = '\0';
 		e1 = review_answer(fast, ns, &r, &a, err1, sizeof(err1));

@@ -1,9 +1,11 @@
 /* Runs the registered unit tests and prints "N passed, N failed". */
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "tests/unit/test.h"
 
 #define MAX_TESTS	1024
@@ -51,6 +53,43 @@ test_srcpath(const char *rel)
 
 	snprintf(buf, sizeof(buf), "%s/%s", top ? top : ".", rel);
 	return buf;
+}
+
+/* scandir filter: every name but the hidden ones (and . and ..). */
+static int
+visible(const struct dirent *de)
+{
+	return de->d_name[0] != '.';
+}
+
+int
+test_each_file(const char *rel, size_t cap,
+    void (*fn)(const char *name, const char *body, size_t len, void *arg),
+    void *arg)
+{
+	char dir[4096], path[4096 + 256], *buf;
+	struct dirent **names;
+	size_t len;
+	int n, done = 0;
+
+	snprintf(dir, sizeof(dir), "%s", test_srcpath(rel));
+	if ((n = scandir(dir, &names, visible, alphasort)) < 0) {
+		test_fail(__FILE__, __LINE__, "cannot open %s", rel);
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]->d_name);
+		if (read_file_capped(path, cap, &buf, &len) < 0)
+			test_fail(__FILE__, __LINE__, "cannot read %s", path);
+		else {
+			fn(names[i]->d_name, buf, len, arg);
+			free(buf);
+			done++;
+		}
+		free(names[i]);
+	}
+	free(names);
+	return done;
 }
 
 /* Whether test name was selected on the command line. */

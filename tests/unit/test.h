@@ -8,6 +8,7 @@
 #define KPGPUD_TEST_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 typedef void (*test_fn)(void);
@@ -17,6 +18,15 @@ void test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Absolute path of a file under the source tree (tests/fixtures/...). */
 const char *test_srcpath(const char *rel);
+/*
+ * Call fn with the contents of every file (names not starting with '.') of
+ * the source-tree directory rel, in name order, each read whole up to cap
+ * bytes; a directory or file that cannot be read fails the test. Returns
+ * how many files fn got.
+ */
+int test_each_file(const char *rel, size_t cap,
+    void (*fn)(const char *name, const char *body, size_t len, void *arg),
+    void *arg);
 
 #define TEST(name)							\
 	static void test_##name(void);					\

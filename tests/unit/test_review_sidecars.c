@@ -6,7 +6,6 @@
  * sidecar name the two replies are byte-identical, and for the fixture
  * with sidecars they differ (so the comparison can fail).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,34 +16,20 @@
 #include "common/resolved.h"
 #include "common/util.h"
 #include "kpgpud-admit/review.h"
+#include "tests/fuzz/review_specs.h"
 #include "tests/unit/test.h"
 
 #define BODY_MAX	(4 * 1024 * 1024)
 
-static const char *const specs[] = {
-	"{\"claimTemplateName\":\"gpu\"}",
-	"{\"claimName\":\"shared\",\"initContainers\":\"all\","
-	    "\"legacyGPU\":\"translate\"}",
-	"{\"claimName\":\"shared\",\"initContainers\":[\"a\",\"init\"],"
-	    "\"legacyGPU\":\"allow\"}",
-};
-
 static int same, differ, with_sidecars;
 
-/* Whether one list of containers names a default sidecar. */
+/* Whether n (NULL: no name) is one of the default sidecar names. */
 static bool
-list_has_sidecar(const json_t *list)
+default_sidecar(const char *n)
 {
-	const json_t *c;
-	size_t i;
-
-	json_array_foreach(list, i, c) {
-		const char *n = json_string_value(json_object_get(c, "name"));
-
-		for (int k = 0; n != NULL && resolved_default_sidecars[k]; k++)
-			if (strcmp(n, resolved_default_sidecars[k]) == 0)
-				return true;
-	}
+	for (int k = 0; n != NULL && resolved_default_sidecars[k]; k++)
+		if (strcmp(n, resolved_default_sidecars[k]) == 0)
+			return true;
 	return false;
 }
 
@@ -52,12 +37,17 @@ list_has_sidecar(const json_t *list)
 static bool
 has_sidecar(const char *body, size_t len)
 {
+	static const char *const lists[] = { "containers", "initContainers" };
 	json_t *j = json_loadb(body, len, 0, NULL);
 	const json_t *spec = json_object_get(json_object_get(json_object_get(
-	    j, "request"), "object"), "spec");
-	bool r = list_has_sidecar(json_object_get(spec, "containers")) ||
-	    list_has_sidecar(json_object_get(spec, "initContainers"));
+	    j, "request"), "object"), "spec"), *c;
+	bool r = false;
+	size_t i;
 
+	for (size_t l = 0; l < nitems(lists); l++)
+		json_array_foreach(json_object_get(spec, lists[l]), i, c)
+			r = r || default_sidecar(json_string_value(
+			    json_object_get(c, "name")));
 	json_decref(j);
 	return r;
 }
@@ -80,19 +70,20 @@ answer(const char *body, size_t len, const struct resolved *r, char *err,
 
 /* Compare the replies to one body without and with the default list. */
 static void
-compare(const char *what, const char *body, size_t len)
+compare(const char *what, const char *body, size_t len, void *arg)
 {
 	bool side = has_sidecar(body, len);
 
+	(void)arg;
 	with_sidecars += side;
-	for (size_t s = 0; s < nitems(specs); s++) {
+	for (size_t s = 0; s < nitems(review_specs); s++) {
 		struct resolved plain, listed;
 		struct review_reply *a, *b;
 		char e1[256] = "", e2[256] = "";
 		bool eq;
 
 		memset(&plain, 0, sizeof(plain));
-		if (resolved_parse(specs[s], strlen(specs[s]), &plain, NULL,
+		if (resolved_parse(review_specs[s], strlen(review_specs[s]), &plain, NULL,
 		    0) < 0) {
 			test_fail(__FILE__, __LINE__, "spec %zu", s);
 			return;
@@ -118,78 +109,35 @@ compare(const char *what, const char *body, size_t len)
 	}
 }
 
-/* Every file of one seed directory. */
+/* One pod fixture (other kinds are skipped) wrapped in a Pod CREATE review. */
 static void
-replay_dir(const char *rel)
+compare_pod(const char *what, const char *body, size_t len, void *arg)
 {
-	char path[1024], *buf;
-	struct dirent *de;
-	size_t len;
-	DIR *d;
-
-	if ((d = opendir(test_srcpath(rel))) == NULL) {
-		test_fail(__FILE__, __LINE__, "cannot open %s", rel);
-		return;
-	}
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", test_srcpath(rel),
-		    de->d_name);
-		if (read_file_capped(path, BODY_MAX, &buf, &len) < 0) {
-			test_fail(__FILE__, __LINE__, "cannot read %s", path);
-			continue;
-		}
-		compare(de->d_name, buf, len);
-		free(buf);
-	}
-	closedir(d);
-}
-
-/* Every pod fixture wrapped in a Pod CREATE review. */
-static void
-replay_fixtures(void)
-{
-	const char *rel = "tests/fixtures/pods";
-	char path[1024], *s;
-	struct dirent *de;
 	json_t *pod, *rv;
-	DIR *d;
+	char *s;
 
-	if ((d = opendir(test_srcpath(rel))) == NULL) {
-		test_fail(__FILE__, __LINE__, "cannot open %s", rel);
+	if ((pod = json_loadb(body, len, 0, NULL)) == NULL ||
+	    strcmp(json_string_value(json_object_get(pod, "kind")) ?
+	    json_string_value(json_object_get(pod, "kind")) : "", "Pod") != 0) {
+		json_decref(pod);
 		return;
 	}
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", test_srcpath(rel),
-		    de->d_name);
-		if ((pod = json_load_file(path, 0, NULL)) == NULL ||
-		    strcmp(json_string_value(json_object_get(pod, "kind")) ?
-		    json_string_value(json_object_get(pod, "kind")) : "",
-		    "Pod") != 0) {
-			json_decref(pod);
-			continue;
-		}
-		rv = json_pack("{s:s, s:s, s:{s:s, s:{s:s,s:s,s:s}, s:s, s:s, "
-		    "s:o}}", "apiVersion", "admission.k8s.io/v1", "kind",
-		    "AdmissionReview", "request", "uid", "u-1", "kind", "group",
-		    "", "version", "v1", "kind", "Pod", "namespace", "team-a",
-		    "operation", "CREATE", "object", pod);
-		if ((s = json_dumps(rv, JSON_COMPACT)) != NULL)
-			compare(de->d_name, s, strlen(s));
-		free(s);
-		json_decref(rv);
-	}
-	closedir(d);
+	rv = json_pack("{s:s, s:s, s:{s:s, s:{s:s,s:s,s:s}, s:s, s:s, s:o}}",
+	    "apiVersion", "admission.k8s.io/v1", "kind", "AdmissionReview",
+	    "request", "uid", "u-1", "kind", "group", "", "version", "v1",
+	    "kind", "Pod", "namespace", "team-a", "operation", "CREATE",
+	    "object", pod);
+	if ((s = json_dumps(rv, JSON_COMPACT)) != NULL)
+		compare(what, s, strlen(s), arg);
+	free(s);
+	json_decref(rv);
 }
 
 TEST(replies_unchanged_without_sidecar_names)
 {
-	replay_dir("tests/fuzz/seed-review");
-	replay_dir("tests/fuzz/seed-review_diff");
-	replay_fixtures();
+	test_each_file("tests/fuzz/seed-review", BODY_MAX, compare, NULL);
+	test_each_file("tests/fuzz/seed-review_diff", BODY_MAX, compare, NULL);
+	test_each_file("tests/fixtures/pods", BODY_MAX, compare_pod, NULL);
 	printf("    %d replies identical, %d changed; %d inputs with "
 	    "sidecar names\n", same, differ, with_sidecars);
 	CHECK(same >= 30);
