@@ -505,15 +505,24 @@ TEST(damaged_pages_moved_aside)
 	cleanup();
 }
 
+/* A fresh database that sqlite3 made: a foreign table, user_version v. */
+static bool
+foreign_db(int v)
+{
+	char cmd[256];
+
+	if (fresh() == NULL)
+		return false;
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'PRAGMA user_version=%d;"
+	    " CREATE TABLE t(x);'", tpath, v);
+	return system(cmd) == 0;
+}
+
 TEST(foreign_schema_moved_aside)
 {
 	struct cache *c;
-	char cmd[256];
 
-	REQUIRE(fresh() != NULL);
-	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'PRAGMA user_version=77;"
-	    " CREATE TABLE t(x);'", tpath);
-	REQUIRE(system(cmd) == 0);
+	REQUIRE(foreign_db(77));
 	CHECK(cache_open(tpath, CACHE_OPEN_RDONLY, &c) == -EPROTO);
 	REQUIRE(open_rw(&c) == 0);
 	CHECK(cache_recovered(c));
@@ -526,12 +535,8 @@ TEST(foreign_schema_moved_aside)
 TEST(same_version_foreign_tables_moved_aside)
 {
 	struct cache *c;
-	char cmd[256];
 
-	REQUIRE(fresh() != NULL);
-	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'PRAGMA user_version=%d;"
-	    " CREATE TABLE t(x);'", tpath, CACHE_SCHEMA_VERSION);
-	REQUIRE(system(cmd) == 0);
+	REQUIRE(foreign_db(CACHE_SCHEMA_VERSION));
 	REQUIRE(open_rw(&c) == 0);
 	CHECK(cache_recovered(c));
 	CHECK(put_ns(c, "a", "1", false, NULL) == 0);
@@ -551,6 +556,23 @@ collect_tb(const struct cache_tomb *t, void *arg)
 	return 0;
 }
 
+/* The tombstones after generation since, oldest first, space-separated. */
+static const char *
+tombs(struct cache *c, uint64_t since)
+{
+	static char buf[1024];
+	struct collect k = { 0 };
+	size_t off = 0;
+
+	buf[0] = '\0';
+	if (cache_tomb_foreach(c, since, collect_tb, &k) != 0)
+		return "(error)";
+	for (int i = 0; i < k.n && off < sizeof(buf); i++)
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s%s",
+		    i > 0 ? " " : "", k.names[i]);
+	return buf;
+}
+
 TEST(tombstones_and_horizon)
 {
 	struct cache *c;
@@ -558,7 +580,6 @@ TEST(tombstones_and_horizon)
 	    .name = "q", .uid = "u", .rv = "1" };
 	struct cache_instance in = { .gvr = "g/v1/rs", .kind = "R",
 	    .ns = "x", .name = "i" };
-	struct collect k = { 0 };
 	uint64_t g, h, mark;
 
 	REQUIRE(fresh() != NULL);
@@ -574,24 +595,15 @@ TEST(tombstones_and_horizon)
 	CHECK(cache_owned_delete(c, o.kind, "a", "q", &g) == 0 && g == g0 + 5);
 	CHECK(cache_instance_delete(c, "g/v1/rs", "x", "i", &g) == 0 &&
 	    g == g0 + 6);
-	CHECK(cache_tomb_foreach(c, mark, collect_tb, &k) == 0);
-	CHECK_INT(k.n, 3);
-	CHECK_STR(k.names[0], "1:Namespace:a/a");
-	CHECK_STR(k.names[1], "4:ResourceQuota:a/q");
-	CHECK_STR(k.names[2], "2:R:x/i");
+	CHECK_STR(tombs(c, mark),
+	    "1:Namespace:a/a 4:ResourceQuota:a/q 2:R:x/i");
 	/* re-creating a deleted row removes its tombstone */
 	CHECK(put_ns(c, "a", "9", false, &g) == 0 && g == g0 + 7);
-	k.n = 0;
-	CHECK(cache_tomb_foreach(c, 0, collect_tb, &k) == 0);
-	CHECK_INT(k.n, 2);
-	CHECK_STR(k.names[0], "4:ResourceQuota:a/q");
+	CHECK_STR(tombs(c, 0), "4:ResourceQuota:a/q 2:R:x/i");
 	/* keep one tombstone: the horizon moves to the pruned one's gen */
 	CHECK(cache_tomb_prune(c, 1) == 0);
 	CHECK(cache_horizon(c, &h) == 0 && h == g0 + 5);
-	k.n = 0;
-	CHECK(cache_tomb_foreach(c, 0, collect_tb, &k) == 0);
-	CHECK_INT(k.n, 1);
-	CHECK_STR(k.names[0], "2:R:x/i");
+	CHECK_STR(tombs(c, 0), "2:R:x/i");
 	CHECK(cache_tomb_prune(c, 5) == 0);
 	CHECK(cache_horizon(c, &h) == 0 && h == g0 + 5);
 	cache_free(c);

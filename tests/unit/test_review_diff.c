@@ -406,44 +406,50 @@ TEST(escaped_and_duplicate_keys_read_like_jansson)
 	    "\"spec \":{\"containers\":[" GPU "]},\"Spec\":1}"), REVIEW_PATCHED);
 }
 
+/* The envelope and a Pod CREATE request's head, as the cases below share. */
+#define ENVELOPE	"{\"kind\":\"AdmissionReview\"," \
+			    "\"apiVersion\":\"admission.k8s.io/v1\","
+#define CREATE_POD	"\"request\":{\"uid\":\"u\",\"operation\":" \
+			    "\"CREATE\",\"kind\":{\"kind\":\"Pod\"},"
+#define OK_TAIL		"\"request\":{\"object\":{\"spec\":" \
+			    "{\"containers\":[" PLAIN "]}},\"namespace\":" \
+			    "\"team-a\",\"operation\":\"CREATE\",\"kind\":" \
+			    "{\"kind\":\"Pod\"},\"uid\":\"u\"}}"
+
 TEST(envelope_duplicates_and_order_read_like_jansson)
 {
-	static const char ok_tail[] = "\"request\":{\"object\":{\"spec\":"
-	    "{\"containers\":[" PLAIN "]}},\"namespace\":\"team-a\","
-	    "\"operation\":\"CREATE\",\"kind\":{\"kind\":\"Pod\"},"
-	    "\"uid\":\"u\"}}";
-	char s[1024];
+	static const struct { int line; const char *body; int want; } c[] = {
+		{ __LINE__, ENVELOPE OK_TAIL, REVIEW_PATCHED },
+		{ __LINE__, "{\"kind\":\"Nope\",\"kind\":\"AdmissionReview\","
+		    "\"apiVersion\":\"admission.k8s.io/v1\"," OK_TAIL,
+		    REVIEW_PATCHED },
+		/* of duplicate keys the last counts: a second request */
+		{ __LINE__, ENVELOPE CREATE_POD "\"namespace\":\"team-a\","
+		    "\"object\":{\"spec\":{\"containers\":[" GPU "]}}},"
+		    "\"request\":{\"uid\":\"u\",\"operation\":\"UPDATE\"}}",
+		    REVIEW_SKIPPED },
+		/* a second (escaped) operation */
+		{ __LINE__, ENVELOPE "\"request\":{\"uid\":\"u\",\"operation\":"
+		    "\"UPDATE\",\"operation\":\"CRE\\u0041TE\",\"kind\":{"
+		    "\"kind\":\"Pod\"},\"namespace\":\"team-a\",\"object\":{"
+		    "\"spec\":{\"containers\":[" GPU "]}}}}", REVIEW_DENIED },
+		/* a second metadata, with its namespace */
+		{ __LINE__, ENVELOPE CREATE_POD "\"object\":{\"metadata\":"
+		    "{\"namespace\":\"a\"},\"metadata\":{\"namespace\":"
+		    "\"Bad!\"},\"spec\":{\"containers\":[" PLAIN "]}}}}", -1 },
+		{ __LINE__, ENVELOPE CREATE_POD "\"object\":{\"metadata\":"
+		    "{\"namespace\":\"Bad!\"},\"metadata\":{\"namespace\":"
+		    "\"a\"},\"spec\":{\"containers\":[" PLAIN "]}}}}",
+		    REVIEW_PATCHED },
+	};
 
-	snprintf(s, sizeof(s), "{\"kind\":\"AdmissionReview\","
-	    "\"apiVersion\":\"admission.k8s.io/v1\",%s", ok_tail);
-	CHECK_INT(result_of(s, __LINE__), REVIEW_PATCHED);
-	snprintf(s, sizeof(s), "{\"kind\":\"Nope\",\"kind\":\"AdmissionReview\","
-	    "\"apiVersion\":\"admission.k8s.io/v1\",%s", ok_tail);
-	CHECK_INT(result_of(s, __LINE__), REVIEW_PATCHED);
-	snprintf(s, sizeof(s), "{\"kind\":\"AdmissionReview\",\"apiVersion\":"
-	    "\"admission.k8s.io/v1\",\"request\":{\"uid\":\"u\",\"operation\":"
-	    "\"CREATE\",\"kind\":{\"kind\":\"Pod\"},\"namespace\":\"team-a\","
-	    "\"object\":{\"spec\":{\"containers\":[" GPU "]}}},"
-	    "\"request\":{\"uid\":\"u\",\"operation\":\"UPDATE\"}}");
-	CHECK_INT(result_of(s, __LINE__), REVIEW_SKIPPED);
-	snprintf(s, sizeof(s), "{\"kind\":\"AdmissionReview\",\"apiVersion\":"
-	    "\"admission.k8s.io/v1\",\"request\":{\"uid\":\"u\",\"operation\":"
-	    "\"UPDATE\",\"operation\":\"CRE\\u0041TE\",\"kind\":{\"kind\":"
-	    "\"Pod\"},\"namespace\":\"team-a\",\"object\":{\"spec\":{"
-	    "\"containers\":[" GPU "]}}}}");
-	CHECK_INT(result_of(s, __LINE__), REVIEW_DENIED);
-	snprintf(s, sizeof(s), "{\"kind\":\"AdmissionReview\",\"apiVersion\":"
-	    "\"admission.k8s.io/v1\",\"request\":{\"uid\":\"u\",\"operation\":"
-	    "\"CREATE\",\"kind\":{\"kind\":\"Pod\"},\"object\":{\"metadata\":"
-	    "{\"namespace\":\"a\"},\"metadata\":{\"namespace\":\"Bad!\"},"
-	    "\"spec\":{\"containers\":[" PLAIN "]}}}}");
-	CHECK_INT(result_of(s, __LINE__), -1);
-	snprintf(s, sizeof(s), "{\"kind\":\"AdmissionReview\",\"apiVersion\":"
-	    "\"admission.k8s.io/v1\",\"request\":{\"uid\":\"u\",\"operation\":"
-	    "\"CREATE\",\"kind\":{\"kind\":\"Pod\"},\"object\":{\"metadata\":"
-	    "{\"namespace\":\"Bad!\"},\"metadata\":{\"namespace\":\"a\"},"
-	    "\"spec\":{\"containers\":[" PLAIN "]}}}}");
-	CHECK_INT(result_of(s, __LINE__), REVIEW_PATCHED);
+	for (size_t i = 0; i < nitems(c); i++) {
+		int got = result_of(c[i].body, c[i].line);
+
+		if (got != c[i].want)
+			test_fail(__FILE__, c[i].line, "result %d, want %d",
+			    got, c[i].want);
+	}
 }
 
 TEST(wrong_types_read_like_jansson)

@@ -78,6 +78,53 @@ tenant(struct topo_tenant *t, const char *ns, const char *ann,
 	topo_tenant_init(t, ns, &a, prev);
 }
 
+static void
+clear(struct topo_tenant *t, int n)
+{
+	for (int i = 0; i < n; i++)
+		topo_tenant_clear(&t[i]);
+}
+
+/* One test's fleet, tenants (in priority order) and selectors. */
+struct topo_case {
+	struct topo_fleet	 f;
+	struct topo_tenant	 t[3];
+	int			 n;
+	json_t			*sel;
+};
+
+/* Free what a topo_case holds. */
+static void
+tc_free(struct topo_case *x)
+{
+	json_decref(x->sel);
+	clear(x->t, x->n);
+	topo_fleet_free(&x->f);
+}
+
+/* Assign domains to the tenants of x. */
+static int
+assign(struct topo_case *x)
+{
+	return topo_assign(&x->f, x->t, x->n);
+}
+
+/* The next tenant of x: exclusive, max devices, isolation iso (or none). */
+static void
+exclusive(struct topo_case *x, const char *ns, int max, const char *iso,
+    const char *prev)
+{
+	char ann[128];
+
+	if (iso != NULL)
+		snprintf(ann, sizeof(ann), "{\"sharing\":\"exclusive\","
+		    "\"maxDevices\":%d,\"isolation\":\"%s\"}", max, iso);
+	else
+		snprintf(ann, sizeof(ann), "{\"sharing\":\"exclusive\","
+		    "\"maxDevices\":%d}", max);
+	tenant(&x->t[x->n++], ns, ann, prev);
+}
+
 static char *
 val(const struct topo_tenant *t)
 {
@@ -87,13 +134,6 @@ val(const struct topo_tenant *t)
 	snprintf(buf, sizeof(buf), "%s", v ? v : "(null)");
 	free(v);
 	return buf;
-}
-
-static void
-clear(struct topo_tenant *t, int n)
-{
-	for (int i = 0; i < n; i++)
-		topo_tenant_clear(&t[i]);
 }
 
 TEST(fleet_reads_nvidia_devices_only)
@@ -131,27 +171,22 @@ TEST(fleet_reads_nvidia_devices_only)
 
 TEST(gpu_and_root_tenants_get_disjoint_domains)
 {
-	struct topo_fleet f = { 0 };
-	struct topo_tenant t[3];
+	struct topo_case x = { 0 };
 
-	add(&f, mkslice("n1", 4, 0, false));
-	add(&f, mkslice("n2", 2, 0, false));
-	tenant(&t[0], "a", "{\"sharing\":\"exclusive\",\"maxDevices\":2,"
-	    "\"isolation\":\"gpu\"}", NULL);
-	tenant(&t[1], "b", "{\"sharing\":\"exclusive\",\"maxDevices\":3,"
-	    "\"isolation\":\"pcie-root\"}", NULL);
-	tenant(&t[2], "c", "{\"sharing\":\"exclusive\",\"maxDevices\":2,"
-	    "\"isolation\":\"pcie-root\"}", NULL);
-	REQUIRE(topo_assign(&f, t, 3) == 0);
-	CHECK_STR(val(&t[0]), "gpu/GPU-n1-0,gpu/GPU-n1-1");
-	CHECK_INT(t[0].have, 2);
+	add(&x.f, mkslice("n1", 4, 0, false));
+	add(&x.f, mkslice("n2", 2, 0, false));
+	exclusive(&x, "a", 2, "gpu", NULL);
+	exclusive(&x, "b", 3, "pcie-root", NULL);
+	exclusive(&x, "c", 2, "pcie-root", NULL);
+	REQUIRE(assign(&x) == 0);
+	CHECK_STR(val(&x.t[0]), "gpu/GPU-n1-0,gpu/GPU-n1-1");
+	CHECK_INT(x.t[0].have, 2);
 	/* b: root 10 of n1 holds a's GPUs; 20 and 30 have 2 each */
-	CHECK_STR(val(&t[1]), "root/n1/pci0000:20,root/n1/pci0000:30");
-	CHECK_INT(t[1].have, 4);
-	CHECK_STR(val(&t[2]), "root/n1/pci0000:40");
-	CHECK(!t[2].exhausted);
-	clear(t, 3);
-	topo_fleet_free(&f);
+	CHECK_STR(val(&x.t[1]), "root/n1/pci0000:20,root/n1/pci0000:30");
+	CHECK_INT(x.t[1].have, 4);
+	CHECK_STR(val(&x.t[2]), "root/n1/pci0000:40");
+	CHECK(!x.t[2].exhausted);
+	tc_free(&x);
 }
 
 TEST(assignment_ignores_slice_order)
@@ -182,87 +217,74 @@ TEST(assignment_ignores_slice_order)
 
 TEST(previous_domains_kept_lost_ones_replaced)
 {
-	struct topo_fleet f = { 0 };
-	struct topo_tenant t[2];
+	struct topo_case x = { 0 };
 
-	add(&f, mkslice("n1", 4, 0, false));
+	add(&x.f, mkslice("n1", 4, 0, false));
 	/* b had n1's last root; a (first in priority) is new */
-	tenant(&t[0], "a", "{\"sharing\":\"exclusive\",\"maxDevices\":2,"
-	    "\"isolation\":\"pcie-root\"}", NULL);
-	tenant(&t[1], "b", "{\"sharing\":\"exclusive\",\"maxDevices\":2,"
-	    "\"isolation\":\"pcie-root\"}", "root/n1/pci0000:40");
-	REQUIRE(topo_assign(&f, t, 2) == 0);
-	CHECK_STR(val(&t[0]), "root/n1/pci0000:10");
-	CHECK_STR(val(&t[1]), "root/n1/pci0000:40");
-	CHECK_INT(t[1].nlost, 0);
+	exclusive(&x, "a", 2, "pcie-root", NULL);
+	exclusive(&x, "b", 2, "pcie-root", "root/n1/pci0000:40");
+	REQUIRE(assign(&x) == 0);
+	CHECK_STR(val(&x.t[0]), "root/n1/pci0000:10");
+	CHECK_STR(val(&x.t[1]), "root/n1/pci0000:40");
+	CHECK_INT(x.t[1].nlost, 0);
 	/* n1's slice gone, n2 added: b loses its root and gets another */
-	topo_fleet_free(&f);
-	add(&f, mkslice("n2", 2, 0, false));
-	t[0].prev = "root/n1/pci0000:10";
-	REQUIRE(topo_assign(&f, t, 2) == 0);
-	CHECK_STR(val(&t[0]), "root/n2/pci0000:10");
-	CHECK_INT(t[0].nlost, 1);
-	CHECK_STR(t[0].lost, "root/n1/pci0000:10");
-	CHECK_STR(val(&t[1]), "root/n2/pci0000:20");
-	CHECK_INT(t[1].nlost, 1);
+	topo_fleet_free(&x.f);
+	add(&x.f, mkslice("n2", 2, 0, false));
+	x.t[0].prev = "root/n1/pci0000:10";
+	REQUIRE(assign(&x) == 0);
+	CHECK_STR(val(&x.t[0]), "root/n2/pci0000:10");
+	CHECK_INT(x.t[0].nlost, 1);
+	CHECK_STR(x.t[0].lost, "root/n1/pci0000:10");
+	CHECK_STR(val(&x.t[1]), "root/n2/pci0000:20");
+	CHECK_INT(x.t[1].nlost, 1);
 	/* a level change lets the old domains go without a loss */
-	t[1].prev = "root/n2/pci0000:20";
-	t[1].level = ANNOTATION_ISOLATION_GPU;
-	REQUIRE(topo_assign(&f, t, 2) == 0);
-	CHECK_INT(t[1].nlost, 0);
-	CHECK_STR(val(&t[1]), "gpu/GPU-n2-4,gpu/GPU-n2-5");
-	clear(t, 2);
-	topo_fleet_free(&f);
+	x.t[1].prev = "root/n2/pci0000:20";
+	x.t[1].level = ANNOTATION_ISOLATION_GPU;
+	REQUIRE(assign(&x) == 0);
+	CHECK_INT(x.t[1].nlost, 0);
+	CHECK_STR(val(&x.t[1]), "gpu/GPU-n2-4,gpu/GPU-n2-5");
+	tc_free(&x);
 }
 
 TEST(exhausted_fleet_fails_closed)
 {
-	struct topo_fleet f = { 0 };
-	struct topo_tenant t[2];
-	json_t *sel = json_array();
+	struct topo_case x = { .sel = json_array() };
 
-	add(&f, mkslice("n1", 2, 0, false));
-	tenant(&t[0], "a", "{\"sharing\":\"exclusive\",\"maxDevices\":9,"
-	    "\"isolation\":\"pcie-root\"}", NULL);
-	tenant(&t[1], "b", "{\"sharing\":\"exclusive\",\"maxDevices\":1,"
-	    "\"isolation\":\"gpu\"}", NULL);
-	REQUIRE(topo_assign(&f, t, 2) == 0);
-	CHECK_STR(val(&t[0]), "root/n1/pci0000:10,root/n1/pci0000:20");
-	CHECK(t[0].exhausted);
-	CHECK_INT(t[0].have, 8);
-	CHECK_STR(val(&t[1]), "");
-	CHECK(t[1].exhausted);
-	REQUIRE(topo_selectors(&f, t, 2, 1, sel) == 0);
-	CHECK_INT(json_array_size(sel), 2);
+	add(&x.f, mkslice("n1", 2, 0, false));
+	exclusive(&x, "a", 9, "pcie-root", NULL);
+	exclusive(&x, "b", 1, "gpu", NULL);
+	REQUIRE(assign(&x) == 0);
+	CHECK_STR(val(&x.t[0]), "root/n1/pci0000:10,root/n1/pci0000:20");
+	CHECK(x.t[0].exhausted);
+	CHECK_INT(x.t[0].have, 8);
+	CHECK_STR(val(&x.t[1]), "");
+	CHECK(x.t[1].exhausted);
+	REQUIRE(topo_selectors(&x.f, x.t, x.n, 1, x.sel) == 0);
+	CHECK_INT(json_array_size(x.sel), 2);
 	CHECK(strstr(json_string_value(json_object_get(json_object_get(
-	    json_array_get(sel, 0), "cel"), "expression")), " in []") != NULL);
-	json_decref(sel);
-	clear(t, 2);
-	topo_fleet_free(&f);
+	    json_array_get(x.sel, 0), "cel"), "expression")), " in []") !=
+	    NULL);
+	tc_free(&x);
 }
 
 TEST(selectors_admit_own_exclude_others_and_multi)
 {
-	struct topo_fleet f = { 0 };
-	struct topo_tenant t[2];
-	json_t *sel = json_array();
+	struct topo_case x = { .sel = json_array() };
 	const char *e0, *e1;
 
-	add(&f, mkslice("n1", 4, 0, false));
-	add(&f, mkslice("n2", 2, 0, true));
-	tenant(&t[0], "a", "{\"sharing\":\"exclusive\",\"maxDevices\":1,"
-	    "\"isolation\":\"gpu\"}", NULL);
-	tenant(&t[1], "b", "{\"sharing\":\"exclusive\",\"maxDevices\":1}",
-	    NULL);
-	REQUIRE(topo_assign(&f, t, 2) == 0);
-	CHECK_STR(val(&t[0]), "gpu/GPU-n1-0");
-	CHECK_STR(val(&t[1]), "");
-	REQUIRE(topo_selectors(&f, t, 2, 0, sel) == 0);
-	REQUIRE(json_array_size(sel) == 2);
+	add(&x.f, mkslice("n1", 4, 0, false));
+	add(&x.f, mkslice("n2", 2, 0, true));
+	exclusive(&x, "a", 1, "gpu", NULL);
+	exclusive(&x, "b", 1, NULL, NULL);
+	REQUIRE(assign(&x) == 0);
+	CHECK_STR(val(&x.t[0]), "gpu/GPU-n1-0");
+	CHECK_STR(val(&x.t[1]), "");
+	REQUIRE(topo_selectors(&x.f, x.t, x.n, 0, x.sel) == 0);
+	REQUIRE(json_array_size(x.sel) == 2);
 	e0 = json_string_value(json_object_get(json_object_get(
-	    json_array_get(sel, 0), "cel"), "expression"));
+	    json_array_get(x.sel, 0), "cel"), "expression"));
 	e1 = json_string_value(json_object_get(json_object_get(
-	    json_array_get(sel, 1), "cel"), "expression"));
+	    json_array_get(x.sel, 1), "cel"), "expression"));
 	CHECK_STR(e0, "'uuid' in device.attributes['gpu.nvidia.com'] && "
 	    "('parentUUID' in device.attributes['gpu.nvidia.com'] ? "
 	    "device.attributes['gpu.nvidia.com'].parentUUID : "
@@ -273,69 +295,59 @@ TEST(selectors_admit_own_exclude_others_and_multi)
 	    "|| !(") == e1);
 	CHECK(strstr(e1, "'GPU-n2-0','GPU-n2-1'") != NULL);
 	CHECK(strstr(e1, "'GPU-n2-7']") != NULL);
-	json_array_clear(sel);
+	json_array_clear(x.sel);
 	/* b (device level): no allow list; a's GPU and n2's are denied */
-	REQUIRE(topo_selectors(&f, t, 2, 1, sel) == 0);
-	REQUIRE(json_array_size(sel) == 1);
+	REQUIRE(topo_selectors(&x.f, x.t, x.n, 1, x.sel) == 0);
+	REQUIRE(json_array_size(x.sel) == 1);
 	e0 = json_string_value(json_object_get(json_object_get(
-	    json_array_get(sel, 0), "cel"), "expression"));
+	    json_array_get(x.sel, 0), "cel"), "expression"));
 	CHECK(strstr(e0, "['GPU-n1-0','GPU-n2-0',") != NULL);
-	json_decref(sel);
-	clear(t, 2);
-	topo_fleet_free(&f);
+	tc_free(&x);
 }
 
 TEST(too_many_denied_gpus_is_an_error)
 {
-	struct topo_fleet f = { 0 };
-	struct topo_tenant t;
-	json_t *sel = json_array();
+	struct topo_case x = { .sel = json_array() };
 	char node[16];
 
 	/* 29 selectors' worth of multi-allocatable GPUs */
 	for (int i = 0; i < (TOPO_MAX_SELECTORS + 1) * TOPO_UUIDS_PER_SEL / 8
 	    + 1; i++) {
 		snprintf(node, sizeof(node), "n%d", i);
-		add(&f, mkslice(node, 2, 0, true));
+		add(&x.f, mkslice(node, 2, 0, true));
 	}
-	tenant(&t, "a", "{\"sharing\":\"exclusive\"}", NULL);
-	REQUIRE(topo_assign(&f, &t, 1) == 0);
-	CHECK_INT(topo_selectors(&f, &t, 1, 0, sel), -E2BIG);
-	CHECK_INT(json_array_size(sel), 0);
-	json_decref(sel);
-	clear(&t, 1);
-	topo_fleet_free(&f);
+	tenant(&x.t[x.n++], "a", "{\"sharing\":\"exclusive\"}", NULL);
+	REQUIRE(assign(&x) == 0);
+	CHECK_INT(topo_selectors(&x.f, x.t, x.n, 0, x.sel), -E2BIG);
+	CHECK_INT(json_array_size(x.sel), 0);
+	tc_free(&x);
 }
 
 TEST(gpus_busy_with_another_namespace_are_not_handed_out)
 {
-	struct topo_fleet f = { 0 };
-	struct topo_tenant t[2];
+	struct topo_case x = { 0 };
 
-	add(&f, mkslice("n1", 4, 0, false));
+	add(&x.f, mkslice("n1", 4, 0, false));
 	/* d (device level) holds gpu-0; a holds gpu-2 already */
-	REQUIRE(topo_fleet_busy(&f, "n1", "gpu-0", "d") == 0);
-	REQUIRE(topo_fleet_busy(&f, "n1", "gpu-2", "a") == 0);
-	REQUIRE(topo_fleet_busy(&f, "n1", "no-such", "a") == 0);
-	REQUIRE(topo_fleet_busy(&f, "n9", "gpu-1", "a") == 0);
-	tenant(&t[0], "a", "{\"sharing\":\"exclusive\",\"maxDevices\":4,"
-	    "\"isolation\":\"pcie-root\"}", NULL);
-	tenant(&t[1], "b", "{\"sharing\":\"exclusive\",\"maxDevices\":1,"
-	    "\"isolation\":\"gpu\"}", NULL);
-	REQUIRE(topo_assign(&f, t, 2) == 0);
+	REQUIRE(topo_fleet_busy(&x.f, "n1", "gpu-0", "d") == 0);
+	REQUIRE(topo_fleet_busy(&x.f, "n1", "gpu-2", "a") == 0);
+	REQUIRE(topo_fleet_busy(&x.f, "n1", "no-such", "a") == 0);
+	REQUIRE(topo_fleet_busy(&x.f, "n9", "gpu-1", "a") == 0);
+	exclusive(&x, "a", 4, "pcie-root", NULL);
+	exclusive(&x, "b", 1, "gpu", NULL);
+	REQUIRE(assign(&x) == 0);
 	/* root 10 holds d's device: skipped; root 20 holds a's own: fine */
-	CHECK_STR(val(&t[0]), "root/n1/pci0000:20,root/n1/pci0000:30");
+	CHECK_STR(val(&x.t[0]), "root/n1/pci0000:20,root/n1/pci0000:30");
 	/* b: gpu-0 busy with d, 2-5 a's; gpu-1 is free */
-	CHECK_STR(val(&t[1]), "gpu/GPU-n1-1");
+	CHECK_STR(val(&x.t[1]), "gpu/GPU-n1-1");
 	/* two namespaces on one (multi-allocatable) device: busy for all */
-	REQUIRE(topo_fleet_busy(&f, "n1", "gpu-1", "x") == 0);
-	REQUIRE(topo_fleet_busy(&f, "n1", "gpu-1", "b") == 0);
-	REQUIRE(topo_assign(&f, t, 2) == 0);
-	CHECK_STR(val(&t[1]), "gpu/GPU-n1-6");
+	REQUIRE(topo_fleet_busy(&x.f, "n1", "gpu-1", "x") == 0);
+	REQUIRE(topo_fleet_busy(&x.f, "n1", "gpu-1", "b") == 0);
+	REQUIRE(assign(&x) == 0);
+	CHECK_STR(val(&x.t[1]), "gpu/GPU-n1-6");
 	/* a domain already held is kept, busy or not */
-	t[1].prev = "gpu/GPU-n1-1";
-	REQUIRE(topo_assign(&f, t, 2) == 0);
-	CHECK_STR(val(&t[1]), "gpu/GPU-n1-1");
-	clear(t, 2);
-	topo_fleet_free(&f);
+	x.t[1].prev = "gpu/GPU-n1-1";
+	REQUIRE(assign(&x) == 0);
+	CHECK_STR(val(&x.t[1]), "gpu/GPU-n1-1");
+	tc_free(&x);
 }
