@@ -137,6 +137,64 @@ response_of(const struct review_reply *rep)
 	return resp;
 }
 
+/* A review answered: the reply and its response member. */
+struct answered {
+	struct review_reply	*rep;
+	json_t			*resp;
+};
+
+/*
+ * Answer body in a namespace in state ns (resolved: its annotation) and
+ * check the reply: allowed or not, the result, a patch only when patched.
+ * False when there is no reply to look at.
+ */
+static bool
+answer(struct answered *a, const char *body, enum review_ns ns,
+    const char *resolved, bool allowed, enum review_result result)
+{
+	json_t *ok;
+
+	a->resp = NULL;
+	if ((a->rep = run(body, ns, resolved)) == NULL)
+		return false;
+	CHECK(a->rep->allowed == allowed);
+	CHECK_INT(a->rep->result, result);
+	CHECK((a->rep->patch != NULL) == (result == REVIEW_PATCHED));
+	if ((a->resp = response_of(a->rep)) == NULL)
+		return false;
+	ok = json_object_get(a->resp, "allowed");
+	CHECK(json_is_boolean(ok) && json_boolean_value(ok) == allowed);
+	CHECK((json_object_get(a->resp, "patch") != NULL) ==
+	    (result == REVIEW_PATCHED));
+	return true;
+}
+
+/* The first warning of an answer, or NULL. */
+static const char *
+warning(const struct answered *a)
+{
+	return json_string_value(json_array_get(json_object_get(a->resp,
+	    "warnings"), 0));
+}
+
+/* The message of a denial, whose status code is checked to be code. */
+static const char *
+denial(const struct answered *a, int code)
+{
+	json_t *st = json_object_get(a->resp, "status");
+
+	CHECK_INT(json_integer_value(json_object_get(st, "code")), code);
+	return json_string_value(json_object_get(st, "message"));
+}
+
+/* Free what answer() made. */
+static void
+answered_free(struct answered *a)
+{
+	json_decref(a->resp);
+	review_reply_free(a->rep);
+}
+
 TEST(pod_create_in_isolated_namespace_is_patched)
 {
 	static const char *const pods[][2] = {
@@ -151,20 +209,16 @@ TEST(pod_create_in_isolated_namespace_is_patched)
 
 	for (size_t i = 0; i < nitems(pods); i++) {
 		char *body = review_of(pods[i][0]), *patch, err[256];
-		struct review_reply *rep;
-		json_t *resp, *ops, *req, *out;
+		struct answered a;
+		json_t *ops, *req, *out;
 
 		REQUIRE(body != NULL);
-		REQUIRE((rep = run(body, REVIEW_NS_ISOLATED, pods[i][1])) !=
-		    NULL);
-		CHECK(rep->allowed);
-		CHECK_INT(rep->result, REVIEW_PATCHED);
-		REQUIRE((resp = response_of(rep)) != NULL);
-		CHECK(json_is_true(json_object_get(resp, "allowed")));
-		patch = unbase64(json_string_value(json_object_get(resp,
+		REQUIRE(answer(&a, body, REVIEW_NS_ISOLATED, pods[i][1], true,
+		    REVIEW_PATCHED));
+		patch = unbase64(json_string_value(json_object_get(a.resp,
 		    "patch")));
 		REQUIRE(patch != NULL);
-		CHECK_STR(patch, rep->patch);
+		CHECK_STR(patch, a.rep->patch);
 		mods[strlen(patch) % 3] = 1;
 		ops = json_loads(patch, 0, NULL);
 		req = json_loads(body, 0, NULL);
@@ -177,9 +231,8 @@ TEST(pod_create_in_isolated_namespace_is_patched)
 		json_decref(out);
 		json_decref(req);
 		json_decref(ops);
-		json_decref(resp);
 		free(patch);
-		review_reply_free(rep);
+		answered_free(&a);
 		free(body);
 	}
 	/* Every base64 padding case was exercised. */
@@ -225,9 +278,9 @@ TEST(non_pod_and_non_create_pass)
 
 	REQUIRE(body != NULL);
 	for (size_t i = 0; i < nitems(edits); i++) {
-		json_t *j = json_loads(body, 0, NULL), *resp;
-		struct review_reply *rep;
+		json_t *j = json_loads(body, 0, NULL);
 		struct review *rv = NULL;
+		struct answered a;
 		char *s;
 
 		json_object_set_new(json_object_get(j, "request"), edits[i][0],
@@ -236,14 +289,9 @@ TEST(non_pod_and_non_create_pass)
 		REQUIRE(review_parse(s, strlen(s), &rv, NULL, 0) == 0);
 		CHECK(review_namespace(rv) == NULL);
 		review_free(rv);
-		REQUIRE((rep = run(s, REVIEW_NS_ISOLATED, TMPL)) != NULL);
-		CHECK(rep->allowed);
-		CHECK_INT(rep->result, REVIEW_SKIPPED);
-		CHECK(rep->patch == NULL);
-		resp = response_of(rep);
-		CHECK(json_object_get(resp, "patch") == NULL);
-		json_decref(resp);
-		review_reply_free(rep);
+		REQUIRE(answer(&a, s, REVIEW_NS_ISOLATED, TMPL, true,
+		    REVIEW_SKIPPED));
+		answered_free(&a);
 		free(s);
 		json_decref(j);
 	}
@@ -253,80 +301,48 @@ TEST(non_pod_and_non_create_pass)
 TEST(open_namespace_and_miss_policies)
 {
 	char *body = fixture_text("review-pod-create.json");
-	struct review_reply *rep;
-	json_t *resp;
+	struct answered a;
 
 	REQUIRE(body != NULL);
-	REQUIRE((rep = run(body, REVIEW_NS_OPEN, NULL)) != NULL);
-	CHECK(rep->allowed);
-	CHECK_INT(rep->result, REVIEW_OPEN);
-	resp = response_of(rep);
-	CHECK(json_object_get(resp, "patch") == NULL);
-	CHECK(json_object_get(resp, "warnings") == NULL);
-	json_decref(resp);
-	review_reply_free(rep);
+	REQUIRE(answer(&a, body, REVIEW_NS_OPEN, NULL, true, REVIEW_OPEN));
+	CHECK(json_object_get(a.resp, "warnings") == NULL);
+	answered_free(&a);
 
-	REQUIRE((rep = run(body, REVIEW_NS_MISS_ALLOW, NULL)) != NULL);
-	CHECK(rep->allowed);
-	CHECK_INT(rep->result, REVIEW_MISS_ALLOWED);
-	resp = response_of(rep);
-	CHECK(json_object_get(resp, "patch") == NULL);
-	CHECK(strstr(json_string_value(json_array_get(json_object_get(resp,
-	    "warnings"), 0)), "team-a") != NULL);
-	json_decref(resp);
-	review_reply_free(rep);
+	REQUIRE(answer(&a, body, REVIEW_NS_MISS_ALLOW, NULL, true,
+	    REVIEW_MISS_ALLOWED));
+	CHECK(strstr(warning(&a), "team-a") != NULL);
+	answered_free(&a);
 
-	REQUIRE((rep = run(body, REVIEW_NS_MISS_DENY, NULL)) != NULL);
-	CHECK(!rep->allowed);
-	CHECK_INT(rep->result, REVIEW_MISS_DENIED);
-	resp = response_of(rep);
-	CHECK(json_is_false(json_object_get(resp, "allowed")));
-	CHECK_INT(json_integer_value(json_object_get(json_object_get(resp,
-	    "status"), "code")), 503);
-	CHECK(strstr(json_string_value(json_object_get(json_object_get(resp,
-	    "status"), "message")), "\"team-a\"") != NULL);
-	CHECK(strstr(rep->message, "cannot tell whether namespace") != NULL);
-	CHECK(strstr(rep->message, "not known yet") != NULL);
-	json_decref(resp);
-	review_reply_free(rep);
+	REQUIRE(answer(&a, body, REVIEW_NS_MISS_DENY, NULL, false,
+	    REVIEW_MISS_DENIED));
+	CHECK(strstr(denial(&a, 503), "\"team-a\"") != NULL);
+	CHECK(strstr(a.rep->message, "cannot tell whether namespace") != NULL);
+	CHECK(strstr(a.rep->message, "not known yet") != NULL);
+	answered_free(&a);
 	free(body);
 }
 
 TEST(unresolved_namespace_is_not_called_unknown)
 {
 	char *body = fixture_text("review-pod-create.json");
-	struct review_reply *rep;
+	struct answered a;
 	const char *w, *m;
-	json_t *resp;
 
 	REQUIRE(body != NULL);
-	REQUIRE((rep = run(body, REVIEW_NS_UNRESOLVED_ALLOW, NULL)) != NULL);
-	CHECK(rep->allowed);
-	CHECK_INT(rep->result, REVIEW_MISS_ALLOWED);
-	resp = response_of(rep);
-	CHECK(json_object_get(resp, "patch") == NULL);
-	w = json_string_value(json_array_get(json_object_get(resp,
-	    "warnings"), 0));
-	REQUIRE(w != NULL);
+	REQUIRE(answer(&a, body, REVIEW_NS_UNRESOLVED_ALLOW, NULL, true,
+	    REVIEW_MISS_ALLOWED));
+	REQUIRE((w = warning(&a)) != NULL);
 	CHECK(strstr(w, "team-a") != NULL);
 	CHECK(strstr(w, "labelled for GPU isolation") != NULL);
 	CHECK(strstr(w, "kubeplus.io/gpu-isolation-resolved") != NULL);
 	CHECK(strstr(w, "kpgpud-quota") != NULL);
 	CHECK(strstr(w, "not known yet") == NULL);
-	json_decref(resp);
-	review_reply_free(rep);
+	answered_free(&a);
 
-	REQUIRE((rep = run(body, REVIEW_NS_UNRESOLVED_DENY, NULL)) != NULL);
-	CHECK(!rep->allowed);
-	CHECK_INT(rep->result, REVIEW_MISS_DENIED);
-	resp = response_of(rep);
-	CHECK(json_is_false(json_object_get(resp, "allowed")));
-	CHECK_INT(json_integer_value(json_object_get(json_object_get(resp,
-	    "status"), "code")), 503);
-	m = json_string_value(json_object_get(json_object_get(resp, "status"),
-	    "message"));
-	REQUIRE(m != NULL);
-	CHECK_STR(m, rep->message);
+	REQUIRE(answer(&a, body, REVIEW_NS_UNRESOLVED_DENY, NULL, false,
+	    REVIEW_MISS_DENIED));
+	REQUIRE((m = denial(&a, 503)) != NULL);
+	CHECK_STR(m, a.rep->message);
 	CHECK(strstr(m, "\"team-a\"") != NULL);
 	CHECK(strstr(m, "labelled for GPU isolation") != NULL);
 	CHECK(strstr(m, "not (yet) resolved") != NULL);
@@ -335,66 +351,51 @@ TEST(unresolved_namespace_is_not_called_unknown)
 	CHECK(strstr(m, "kpgpud-quota") != NULL);
 	CHECK(strstr(m, "cannot tell") == NULL);
 	CHECK(strstr(m, "cache is unavailable") == NULL);
-	json_decref(resp);
-	review_reply_free(rep);
+	answered_free(&a);
 	free(body);
 }
 
-TEST(legacy_request_is_denied_with_reason)
+/*
+ * Pod fixtures in an isolated namespace: a legacy GPU request is denied
+ * (403, naming the resource) or translated with one short warning; a pod
+ * that carries the claim already is left unchanged.
+ */
+static const struct {
+	const char		*fixture;
+	const char		*resolved;
+	bool			 allowed;
+	enum review_result	 result;
+	size_t			 nwarnings;
+	const char		*denial;	/* in the 403 message */
+} pod_answers[] = {
+	{ "legacy.json", TMPL, false, REVIEW_DENIED, 0, "kubeplus-gpu" },
+	{ "legacy.json", "{\"claimTemplateName\":\"gpu-1g10gb\","
+	  "\"legacyGPU\":\"translate\"}", true, REVIEW_PATCHED, 1, NULL },
+	{ "already-patched.json", TMPL, true, REVIEW_UNCHANGED, 0, NULL },
+};
+
+TEST(legacy_and_already_patched_pods)
 {
-	char *body = review_of("legacy.json");
-	struct review_reply *rep;
-	json_t *resp, *st;
+	for (size_t i = 0; i < nitems(pod_answers); i++) {
+		char *body = review_of(pod_answers[i].fixture);
+		struct answered a;
+		json_t *ws;
 
-	REQUIRE(body != NULL);
-	REQUIRE((rep = run(body, REVIEW_NS_ISOLATED, TMPL)) != NULL);
-	CHECK(!rep->allowed);
-	CHECK_INT(rep->result, REVIEW_DENIED);
-	resp = response_of(rep);
-	st = json_object_get(resp, "status");
-	CHECK_INT(json_integer_value(json_object_get(st, "code")), 403);
-	CHECK(strstr(json_string_value(json_object_get(st, "message")),
-	    "kubeplus-gpu") != NULL);
-	CHECK(json_object_get(resp, "patch") == NULL);
-	json_decref(resp);
-	review_reply_free(rep);
-	free(body);
-}
-
-TEST(translate_warns)
-{
-	char *body = review_of("legacy.json");
-	struct review_reply *rep;
-	json_t *resp;
-
-	REQUIRE(body != NULL);
-	REQUIRE((rep = run(body, REVIEW_NS_ISOLATED, "{\"claimTemplateName\":"
-	    "\"gpu-1g10gb\",\"legacyGPU\":\"translate\"}")) != NULL);
-	CHECK(rep->allowed);
-	resp = response_of(rep);
-	CHECK_INT(json_array_size(json_object_get(resp, "warnings")), 1);
-	CHECK(strlen(json_string_value(json_array_get(json_object_get(resp,
-	    "warnings"), 0))) <= 120);
-	json_decref(resp);
-	review_reply_free(rep);
-	free(body);
-}
-
-TEST(already_patched_is_unchanged)
-{
-	char *body = review_of("already-patched.json");
-	struct review_reply *rep;
-	json_t *resp;
-
-	REQUIRE(body != NULL);
-	REQUIRE((rep = run(body, REVIEW_NS_ISOLATED, TMPL)) != NULL);
-	CHECK(rep->allowed);
-	CHECK_INT(rep->result, REVIEW_UNCHANGED);
-	resp = response_of(rep);
-	CHECK(json_object_get(resp, "patch") == NULL);
-	json_decref(resp);
-	review_reply_free(rep);
-	free(body);
+		REQUIRE(body != NULL);
+		REQUIRE(answer(&a, body, REVIEW_NS_ISOLATED,
+		    pod_answers[i].resolved, pod_answers[i].allowed,
+		    pod_answers[i].result));
+		ws = json_object_get(a.resp, "warnings");
+		CHECK_INT(json_array_size(ws), pod_answers[i].nwarnings);
+		for (size_t k = 0; k < json_array_size(ws); k++)
+			CHECK(strlen(json_string_value(json_array_get(ws, k)))
+			    <= 120);
+		if (pod_answers[i].denial != NULL)
+			CHECK(strstr(denial(&a, 403), pod_answers[i].denial)
+			    != NULL);
+		answered_free(&a);
+		free(body);
+	}
 }
 
 TEST(malformed_requests)
