@@ -5,6 +5,7 @@
  * change nothing else, and yield an empty patch when patched again.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,81 +264,163 @@ verify(const json_t *pod, const struct resolved *r, struct patch_out **ret)
 	return out;
 }
 
-TEST(no_claims)
+/* A fixture patched and verified: the pod, the patched pod, the patch. */
+struct patched {
+	json_t			*pod;
+	json_t			*out;
+	struct patch_out	*p;
+};
+
+/*
+ * Patch pod (owned from now on; NULL: a load failed) under the annotation
+ * annot with verify(); false when there is no patched pod to look at.
+ */
+static bool
+patch_pod(struct patched *t, json_t *pod, const char *annot)
 {
-	struct resolved r = spec(TMPL);
-	json_t *pod = fixture("plain.json"), *out;
-	struct patch_out *p;
+	struct resolved r = spec(annot);
+
+	t->pod = pod;
+	t->out = NULL;
+	t->p = NULL;
+	return pod != NULL && (t->out = verify(pod, &r, &t->p)) != NULL;
+}
+
+/* patch_pod() of tests/fixtures/pods/name. */
+static bool
+patch_fixture(struct patched *t, const char *name, const char *annot)
+{
+	return patch_pod(t, fixture(name), annot);
+}
+
+/* Free what patch_pod() made. */
+static void
+patched_free(struct patched *t)
+{
+	patch_out_free(t->p);
+	json_decref(t->out);
+	json_decref(t->pod);
+}
+
+/* Member i of the array at spec.list of a pod. */
+static json_t *
+spec_item(const json_t *pod, const char *list, size_t i)
+{
+	return json_array_get(json_object_get(json_object_get(pod, "spec"),
+	    list), i);
+}
+
+/* The size of the array at spec.list of a pod. */
+static size_t
+spec_size(const json_t *pod, const char *list)
+{
+	return json_array_size(json_object_get(json_object_get(pod, "spec"),
+	    list));
+}
+
+/* Member name of the patch's operation i. */
+static const char *
+op_member(const struct patch_out *p, size_t i, const char *name)
+{
+	return json_string_value(json_object_get(json_array_get(ops(p), i),
+	    name));
+}
+
+/* A string at a '/'-free member chain of j (NULL-terminated), or NULL. */
+static const char *
+str_at(const json_t *j, ...)
+{
+	const char *k;
+	va_list ap;
+
+	va_start(ap, j);
+	while ((k = va_arg(ap, const char *)) != NULL)
+		j = json_object_get(j, k);
+	va_end(ap);
+	return json_string_value(j);
+}
+
+/*
+ * Patch tests/fixtures/pods/name under annot: it is denied, with no
+ * operation and a message holding each of says (NULL-terminated).
+ */
+static void
+check_denied(const char *name, const char *annot, ...)
+{
+	struct resolved r = spec(annot);
+	json_t *pod = fixture(name);
+	struct patch_out *p = NULL;
+	const char *say;
+	va_list ap;
 
 	REQUIRE(pod != NULL);
-	REQUIRE((out = verify(pod, &r, &p)) != NULL);
-	CHECK_INT(json_array_size(ops(p)), 2);
-	CHECK_STR(json_string_value(json_object_get(json_array_get(ops(p), 0),
-	    "path")), "/spec/resourceClaims");
-	CHECK_STR(json_string_value(json_object_get(json_array_get(ops(p), 1),
-	    "path")), "/spec/containers/0/resources/claims");
-	CHECK_INT(json_array_size(json_object_get(json_object_get(out, "spec"),
-	    "resourceClaims")), 1);
-	CHECK_INT(p->nwarnings, 0);
+	REQUIRE(patch_build(pod, &r, &p, NULL, 0) == 0);
+	CHECK(p->deny);
+	CHECK_INT(json_array_size(ops(p)), 0);
+	va_start(ap, annot);
+	while ((say = va_arg(ap, const char *)) != NULL)
+		if (strstr(p->message, say) == NULL)
+			test_fail(__FILE__, __LINE__, "%s: \"%s\" lacks \"%s\"",
+			    name, p->message, say);
+	va_end(ap);
 	patch_out_free(p);
-	json_decref(out);
 	json_decref(pod);
+}
+
+/* The patched pod has the one pod claim, and nothing was warned of. */
+static void
+check_plain(const struct patched *t)
+{
+	CHECK_INT(spec_size(t->out, "resourceClaims"), 1);
+	CHECK_INT(t->p->nwarnings, 0);
+}
+
+#define SHARED	"{\"claimName\":\"team-a-gpu\"}"
+#define SIDECAR_ENVOY "{\"claimTemplateName\":\"gpu-1g10gb\"," \
+	"\"sidecarContainers\":[\"envoy\"]"
+#define TRANSLATE "{\"claimTemplateName\":\"gpu-1g10gb\"," \
+	"\"legacyGPU\":\"translate\"}"
+#define ALLOW	"{\"claimTemplateName\":\"gpu-1g10gb\"," \
+	"\"legacyGPU\":\"allow\"}"
+
+TEST(no_claims)
+{
+	struct patched t;
+
+	REQUIRE(patch_fixture(&t, "plain.json", TMPL));
+	CHECK_INT(json_array_size(ops(t.p)), 2);
+	CHECK_STR(op_member(t.p, 0, "path"), "/spec/resourceClaims");
+	CHECK_STR(op_member(t.p, 1, "path"),
+	    "/spec/containers/0/resources/claims");
+	check_plain(&t);
+	patched_free(&t);
 }
 
 TEST(shared_claim_mode)
 {
-	struct resolved r = spec("{\"claimName\":\"team-a-gpu\"}");
-	json_t *pod = fixture("plain.json"), *out;
+	struct patched t;
 	const json_t *pc;
 
-	REQUIRE(pod != NULL);
-	REQUIRE((out = verify(pod, &r, NULL)) != NULL);
-	pc = json_array_get(json_object_get(json_object_get(out, "spec"),
-	    "resourceClaims"), 0);
-	CHECK_STR(json_string_value(json_object_get(pc, "resourceClaimName")),
-	    "team-a-gpu");
+	REQUIRE(patch_fixture(&t, "plain.json", SHARED));
+	pc = spec_item(t.out, "resourceClaims", 0);
+	CHECK_STR(str_at(pc, "resourceClaimName", NULL), "team-a-gpu");
 	CHECK(json_object_get(pc, "resourceClaimTemplateName") == NULL);
-	json_decref(out);
-	json_decref(pod);
-}
-
-TEST(container_without_resources)
-{
-	struct resolved r = spec(TMPL);
-	json_t *pod = fixture("no-resources.json"), *out;
-	const json_t *c;
-
-	REQUIRE(pod != NULL);
-	REQUIRE((out = verify(pod, &r, NULL)) != NULL);
-	c = json_array_get(json_object_get(json_object_get(out, "spec"),
-	    "containers"), 2);
-	CHECK_STR(json_string_value(json_object_get(json_object_get(
-	    json_object_get(c, "resources"), "limits"), "cpu")), "1");
-	json_decref(out);
-	json_decref(pod);
+	patched_free(&t);
 }
 
 TEST(existing_pod_and_container_claims)
 {
-	struct resolved r = spec(TMPL);
-	json_t *pod = fixture("chart-claims.json"), *out;
-	const json_t *spec_, *cl;
-	struct patch_out *p;
+	struct patched t;
+	const json_t *cl;
 
-	REQUIRE(pod != NULL);
-	REQUIRE((out = verify(pod, &r, &p)) != NULL);
-	spec_ = json_object_get(out, "spec");
-	CHECK_INT(json_array_size(json_object_get(spec_, "resourceClaims")), 3);
-	cl = json_object_get(json_object_get(json_array_get(json_object_get(
-	    spec_, "containers"), 0), "resources"), "claims");
+	REQUIRE(patch_fixture(&t, "chart-claims.json", TMPL));
+	CHECK_INT(spec_size(t.out, "resourceClaims"), 3);
+	cl = json_object_get(json_object_get(spec_item(t.out, "containers",
+	    0), "resources"), "claims");
 	CHECK_INT(json_array_size(cl), 3);
-	CHECK_STR(json_string_value(json_object_get(json_array_get(cl, 1),
-	    "request")), "port0");
-	CHECK_STR(json_string_value(json_object_get(json_array_get(ops(p), 0),
-	    "path")), "/spec/resourceClaims/-");
-	patch_out_free(p);
-	json_decref(out);
-	json_decref(pod);
+	CHECK_STR(str_at(json_array_get(cl, 1), "request", NULL), "port0");
+	CHECK_STR(op_member(t.p, 0, "path"), "/spec/resourceClaims/-");
+	patched_free(&t);
 }
 
 TEST(already_patched_pod_gets_nothing)
@@ -356,40 +439,29 @@ TEST(already_patched_pod_gets_nothing)
 
 TEST(foreign_claim_of_our_name_is_replaced)
 {
-	struct resolved r = spec("{\"claimName\":\"team-a-gpu\"}");
-	json_t *pod = fixture("already-patched.json"), *out;
-	struct patch_out *p;
+	struct patched t;
 
-	REQUIRE(pod != NULL);
-	REQUIRE((out = verify(pod, &r, &p)) != NULL);
-	CHECK_INT(json_array_size(ops(p)), 1);
-	CHECK_STR(json_string_value(json_object_get(json_array_get(ops(p), 0),
-	    "op")), "replace");
-	CHECK_INT(p->nwarnings, 1);
-	patch_out_free(p);
-	json_decref(out);
-	json_decref(pod);
+	REQUIRE(patch_fixture(&t, "already-patched.json", SHARED));
+	CHECK_INT(json_array_size(ops(t.p)), 1);
+	CHECK_STR(op_member(t.p, 0, "op"), "replace");
+	CHECK_INT(t.p->nwarnings, 1);
+	patched_free(&t);
 }
 
 TEST(null_claim_lists)
 {
-	struct resolved r = spec(TMPL);
-	json_t *pod = json_pack("{s:{s:n, s:[{s:s, s:{s:n}}]}}", "spec",
-	    "resourceClaims", "containers", "name", "a", "resources",
-	    "claims"), *out;
+	struct patched t;
 
-	REQUIRE(pod != NULL);
-	out = verify(pod, &r, NULL);
-	CHECK(out != NULL);
-	json_decref(out);
-	json_decref(pod);
+	CHECK(patch_pod(&t, json_pack("{s:{s:n, s:[{s:s, s:{s:n}}]}}", "spec",
+	    "resourceClaims", "containers", "name", "a", "resources",
+	    "claims"), TMPL));
+	patched_free(&t);
 }
 
 TEST(hundred_containers)
 {
-	struct resolved r = spec(TMPL);
-	json_t *pod = fixture("chart-claims.json"), *list, *out;
-	struct patch_out *p;
+	struct patched t;
+	json_t *pod = fixture("chart-claims.json"), *list;
 
 	REQUIRE(pod != NULL);
 	list = json_object_get(json_object_get(pod, "spec"), "containers");
@@ -409,11 +481,9 @@ TEST(hundred_containers)
 			    "scratch"));
 	}
 	REQUIRE(json_array_size(list) == 100);
-	REQUIRE((out = verify(pod, &r, &p)) != NULL);
-	CHECK_INT(json_array_size(ops(p)), 101);
-	patch_out_free(p);
-	json_decref(out);
-	json_decref(pod);
+	REQUIRE(patch_pod(&t, pod, TMPL));
+	CHECK_INT(json_array_size(ops(t.p)), 101);
+	patched_free(&t);
 }
 
 TEST(init_containers_by_policy)
@@ -425,27 +495,20 @@ TEST(init_containers_by_policy)
 		    "[\"warmup\",\"absent\"]}",
 	};
 	static const int want[3][3] = { { 0, 0, 0 }, { 1, 1, 1 }, { 0, 1, 0 } };
-	json_t *pod = fixture("init.json"), *out;
-	const json_t *inits, *eph;
 
-	REQUIRE(pod != NULL);
 	for (int s = 0; s < 3; s++) {
-		struct resolved r = spec(specs[s]);
+		struct patched t;
 
-		REQUIRE((out = verify(pod, &r, NULL)) != NULL);
-		inits = json_object_get(json_object_get(out, "spec"),
-		    "initContainers");
+		REQUIRE(patch_fixture(&t, "init.json", specs[s]));
 		for (int i = 0; i < 3; i++)
-			CHECK_INT(refs_gpu(json_array_get(inits, i)),
-			    want[s][i]);
+			CHECK_INT(refs_gpu(spec_item(t.out, "initContainers",
+			    i)), want[s][i]);
 		/* Ephemeral containers never. */
-		eph = json_object_get(json_object_get(out, "spec"),
-		    "ephemeralContainers");
-		CHECK(json_equal(eph, json_object_get(json_object_get(pod,
-		    "spec"), "ephemeralContainers")));
-		json_decref(out);
+		CHECK(json_equal(json_object_get(json_object_get(t.out,
+		    "spec"), "ephemeralContainers"), json_object_get(
+		    json_object_get(t.pod, "spec"), "ephemeralContainers")));
+		patched_free(&t);
 	}
-	json_decref(pod);
 }
 
 /*
@@ -470,30 +533,21 @@ TEST(sidecars_get_no_claim)
 	/* init containers istio-init, linkerd-proxy, setup */
 	static const int want_i[3][3] = { { 0, 0, 1 }, { 1, 1, 1 },
 	    { 0, 0, 1 } };
-	json_t *pod = fixture("sidecars.json"), *out;
-	const json_t *sp;
-	struct patch_out *p;
 
-	REQUIRE(pod != NULL);
 	for (int s = 0; s < 3; s++) {
-		struct resolved r = spec(specs[s]);
+		struct patched t;
 
-		REQUIRE((out = verify(pod, &r, &p)) != NULL);
-		sp = json_object_get(out, "spec");
+		REQUIRE(patch_fixture(&t, "sidecars.json", specs[s]));
 		for (int i = 0; i < 3; i++) {
-			CHECK_INT(refs_gpu(json_array_get(json_object_get(sp,
-			    "containers"), i)), want_c[s][i]);
-			CHECK_INT(refs_gpu(json_array_get(json_object_get(sp,
-			    "initContainers"), i)), want_i[s][i]);
+			CHECK_INT(refs_gpu(spec_item(t.out, "containers", i)),
+			    want_c[s][i]);
+			CHECK_INT(refs_gpu(spec_item(t.out, "initContainers",
+			    i)), want_i[s][i]);
 		}
 		/* the pod claim is there either way */
-		CHECK_INT(json_array_size(json_object_get(sp,
-		    "resourceClaims")), 1);
-		CHECK_INT(p->nwarnings, 0);
-		patch_out_free(p);
-		json_decref(out);
+		check_plain(&t);
+		patched_free(&t);
 	}
-	json_decref(pod);
 }
 
 /*
@@ -503,80 +557,70 @@ TEST(sidecars_get_no_claim)
  */
 TEST(legacy_in_sidecar)
 {
-	struct resolved rej = spec("{\"claimTemplateName\":\"gpu-1g10gb\","
-	    "\"sidecarContainers\":[\"envoy\"]}");
-	struct resolved tr = spec("{\"claimTemplateName\":\"gpu-1g10gb\","
-	    "\"sidecarContainers\":[\"envoy\"],\"legacyGPU\":\"translate\"}");
-	struct resolved al = spec("{\"claimTemplateName\":\"gpu-1g10gb\","
-	    "\"sidecarContainers\":[\"envoy\"],\"legacyGPU\":\"allow\"}");
-	json_t *pod = fixture("legacy-sidecar.json"), *out;
-	const json_t *envoy;
-	struct patch_out *p = NULL;
+	struct patched t;
 
-	REQUIRE(pod != NULL);
-	REQUIRE(patch_build(pod, &rej, &p, NULL, 0) == 0);
-	CHECK(p->deny);
-	CHECK(strstr(p->message, "\"envoy\"") != NULL);
-	patch_out_free(p);
-	REQUIRE((out = verify(pod, &tr, NULL)) != NULL);
-	envoy = json_array_get(json_object_get(json_object_get(out, "spec"),
-	    "containers"), 1);
-	CHECK(refs_gpu(envoy));
-	CHECK(json_object_get(json_object_get(json_object_get(envoy,
-	    "resources"), "limits"), "nvidia.com/gpu") == NULL);
-	json_decref(out);
-	REQUIRE((out = verify(pod, &al, &p)) != NULL);
-	envoy = json_array_get(json_object_get(json_object_get(out, "spec"),
-	    "containers"), 1);
-	CHECK(!refs_gpu(envoy));
-	CHECK(json_object_get(json_object_get(json_object_get(envoy,
-	    "resources"), "limits"), "nvidia.com/gpu") != NULL);
-	CHECK_INT(p->nwarnings, 1);
-	patch_out_free(p);
-	json_decref(out);
-	json_decref(pod);
+	check_denied("legacy-sidecar.json", SIDECAR_ENVOY "}", "\"envoy\"",
+	    NULL);
+	REQUIRE(patch_fixture(&t, "legacy-sidecar.json", SIDECAR_ENVOY
+	    ",\"legacyGPU\":\"translate\"}"));
+	CHECK(refs_gpu(spec_item(t.out, "containers", 1)));
+	patched_free(&t);
+	REQUIRE(patch_fixture(&t, "legacy-sidecar.json", SIDECAR_ENVOY
+	    ",\"legacyGPU\":\"allow\"}"));
+	CHECK(!refs_gpu(spec_item(t.out, "containers", 1)));
+	patched_free(&t);
 }
 
 TEST(legacy_reject_names_the_claim)
 {
-	struct resolved r = spec(TMPL);
-	json_t *pod = fixture("legacy.json");
-	struct patch_out *p = NULL;
-
-	REQUIRE(pod != NULL);
-	REQUIRE(patch_build(pod, &r, &p, NULL, 0) == 0);
-	CHECK(p->deny);
-	CHECK_INT(json_array_size(ops(p)), 0);
-	CHECK(strstr(p->message, "nvidia.com/gpu") != NULL);
-	CHECK(strstr(p->message, "\"kubeplus-gpu\"") != NULL);
-	CHECK(strstr(p->message, "\"gpu-1g10gb\"") != NULL);
-	CHECK(strstr(p->message, "\"cuda\"") != NULL);
-	patch_out_free(p);
-	json_decref(pod);
+	check_denied("legacy.json", TMPL, "nvidia.com/gpu", "\"kubeplus-gpu\"",
+	    "\"gpu-1g10gb\"", "\"cuda\"", NULL);
 }
 
-TEST(legacy_translate_drops_request)
-{
-	struct resolved r = spec("{\"claimTemplateName\":\"gpu-1g10gb\","
-	    "\"legacyGPU\":\"translate\"}");
-	json_t *pod = fixture("legacy.json"), *out;
-	const json_t *res;
-	struct patch_out *p;
+/*
+ * A container's resources after the patch: kept where no legacy GPU is
+ * asked for, the legacy request dropped under legacyGPU translate (the
+ * rest kept), kept under allow (a sidecar too); legacy warns once.
+ */
+static const struct {
+	const char	*fixture;
+	const char	*annot;
+	size_t		 container;
+	const char	*map;		/* limits or requests */
+	const char	*key;
+	const char	*want;		/* NULL: gone */
+	size_t		 nwarnings;
+} resources_after[] = {
+	{ "no-resources.json", TMPL, 2, "limits", "cpu", "1", 0 },
+	{ "legacy.json", TRANSLATE, 0, "limits", "nvidia.com/gpu", NULL, 1 },
+	{ "legacy.json", TRANSLATE, 0, "requests", "nvidia.com/gpu", NULL, 1 },
+	{ "legacy.json", TRANSLATE, 0, "limits", "memory", "4Gi", 1 },
+	{ "legacy.json", ALLOW, 0, "limits", "nvidia.com/gpu", "1", 1 },
+	{ "legacy-sidecar.json", SIDECAR_ENVOY ",\"legacyGPU\":\"translate\"}",
+	  1, "limits", "nvidia.com/gpu", NULL, 1 },
+	{ "legacy-sidecar.json", SIDECAR_ENVOY ",\"legacyGPU\":\"allow\"}",
+	  1, "limits", "nvidia.com/gpu", "1", 1 },
+};
 
-	REQUIRE(pod != NULL);
-	REQUIRE((out = verify(pod, &r, &p)) != NULL);
-	res = json_object_get(json_array_get(json_object_get(json_object_get(
-	    out, "spec"), "containers"), 0), "resources");
-	CHECK(json_object_get(json_object_get(res, "limits"),
-	    "nvidia.com/gpu") == NULL);
-	CHECK(json_object_get(json_object_get(res, "requests"),
-	    "nvidia.com/gpu") == NULL);
-	CHECK_STR(json_string_value(json_object_get(json_object_get(res,
-	    "limits"), "memory")), "4Gi");
-	CHECK_INT(p->nwarnings, 1);
-	patch_out_free(p);
-	json_decref(out);
-	json_decref(pod);
+TEST(container_resources_after_patch)
+{
+	for (size_t i = 0; i < nitems(resources_after); i++) {
+		struct patched t;
+		const char *have, *want = resources_after[i].want;
+
+		REQUIRE(patch_fixture(&t, resources_after[i].fixture,
+		    resources_after[i].annot));
+		have = str_at(spec_item(t.out, "containers",
+		    resources_after[i].container), "resources",
+		    resources_after[i].map, resources_after[i].key, NULL);
+		if (want == NULL ? have != NULL : have == NULL ||
+		    strcmp(have, want) != 0)
+			test_fail(__FILE__, __LINE__, "case %zu: %s is %s, not "
+			    "%s", i, resources_after[i].key, have ? have :
+			    "gone", want ? want : "gone");
+		CHECK_INT(t.p->nwarnings, resources_after[i].nwarnings);
+		patched_free(&t);
+	}
 }
 
 /*
@@ -586,79 +630,43 @@ TEST(legacy_translate_drops_request)
  */
 TEST(legacy_translate_long_key)
 {
-	struct resolved r = spec("{\"claimTemplateName\":\"gpu-1g10gb\","
-	    "\"legacyGPU\":\"translate\"}");
 	struct buf key = BUF_INIT(0);
-	json_t *pod, *out, *limits, *w;
-	struct patch_out *p;
+	struct patched t;
+	json_t *limits, *w;
 
 	buf_puts(&key, "nvidia.com/gpu.");
 	for (int i = 0; i < 200; i++)
 		buf_puts(&key, i % 3 == 0 ? "/~" : i % 3 == 1 ? "\xc3\xa9" :
 		    "\"");
-	pod = json_pack("{s:{s:[{s:s, s:{s:{s:s, s:s}}}]}}", "spec",
-	    "containers", "name", "cuda-\xc3\xa9\xc3\xa9\xc3\xa9", "resources",
-	    "limits", buf_str(&key), "1", "memory", "1Gi");
-	REQUIRE(pod != NULL);
-	REQUIRE((out = verify(pod, &r, &p)) != NULL);
-	limits = json_object_get(json_object_get(json_array_get(
-	    json_object_get(json_object_get(out, "spec"), "containers"), 0),
-	    "resources"), "limits");
+	REQUIRE(patch_pod(&t, json_pack("{s:{s:[{s:s, s:{s:{s:s, s:s}}}]}}",
+	    "spec", "containers", "name", "cuda-\xc3\xa9\xc3\xa9\xc3\xa9",
+	    "resources", "limits", buf_str(&key), "1", "memory", "1Gi"),
+	    TRANSLATE));
+	limits = json_object_get(json_object_get(spec_item(t.out,
+	    "containers", 0), "resources"), "limits");
 	CHECK(json_object_get(limits, buf_str(&key)) == NULL);
-	CHECK_STR(json_string_value(json_object_get(limits, "memory")), "1Gi");
-	REQUIRE(p->nwarnings == 1);
-	w = json_string(p->warnings[0]);	/* NULL unless valid UTF-8 */
+	CHECK_STR(str_at(limits, "memory", NULL), "1Gi");
+	REQUIRE(t.p->nwarnings == 1);
+	w = json_string(t.p->warnings[0]);	/* NULL unless valid UTF-8 */
 	CHECK(w != NULL);
 	json_decref(w);
-	patch_out_free(p);
-	json_decref(out);
-	json_decref(pod);
+	patched_free(&t);
 	buf_free(&key);
-}
-
-TEST(legacy_allow_keeps_request)
-{
-	struct resolved r = spec("{\"claimTemplateName\":\"gpu-1g10gb\","
-	    "\"legacyGPU\":\"allow\"}");
-	json_t *pod = fixture("legacy.json"), *out;
-	const json_t *res;
-	struct patch_out *p;
-
-	REQUIRE(pod != NULL);
-	REQUIRE((out = verify(pod, &r, &p)) != NULL);
-	res = json_object_get(json_array_get(json_object_get(json_object_get(
-	    out, "spec"), "containers"), 0), "resources");
-	CHECK_STR(json_string_value(json_object_get(json_object_get(res,
-	    "limits"), "nvidia.com/gpu")), "1");
-	CHECK_INT(p->nwarnings, 1);
-	patch_out_free(p);
-	json_decref(out);
-	json_decref(pod);
 }
 
 TEST(legacy_in_init_container)
 {
-	struct resolved rej = spec(TMPL);
-	struct resolved tr = spec("{\"claimTemplateName\":\"gpu-1g10gb\","
-	    "\"legacyGPU\":\"translate\"}");
-	json_t *pod = fixture("legacy-init.json"), *out;
-	struct patch_out *p = NULL;
+	struct patched t;
 	const json_t *init;
 
-	REQUIRE(pod != NULL);
-	REQUIRE(patch_build(pod, &rej, &p, NULL, 0) == 0);
-	CHECK(p->deny);
-	CHECK(strstr(p->message, "nvidia.com/mig-1g.10gb") != NULL);
-	patch_out_free(p);
+	check_denied("legacy-init.json", TMPL, "nvidia.com/mig-1g.10gb", NULL);
 	/* Translated, the init container relies on the claim instead. */
-	REQUIRE((out = verify(pod, &tr, NULL)) != NULL);
-	init = json_array_get(json_object_get(json_object_get(out, "spec"),
-	    "initContainers"), 0);
+	REQUIRE(patch_fixture(&t, "legacy-init.json", TRANSLATE));
+	init = spec_item(t.out, "initContainers", 0);
 	CHECK(refs_gpu(init));
 	CHECK_INT(json_object_size(json_object_get(json_object_get(init,
 	    "resources"), "limits")), 0);
-	json_decref(out);
-	json_decref(pod);
+	patched_free(&t);
 }
 
 TEST(malformed_pods)
