@@ -29,6 +29,7 @@
 #include <event2/buffer.h>
 
 #include "ipc/ipc.h"
+#include "tests/unit/handpack.c"
 
 static int fd = -1;
 static bool answer_mode;	/* a request mode: stop at its answer */
@@ -99,23 +100,15 @@ put_packed(msgpack_sbuffer *sb, const char *extra, size_t nextra)
 	msgpack_sbuffer_destroy(sb);
 }
 
-/* Pack [type, {keys...}] by hand: NS_LOOKUP with a wrong-typed namespace. */
+/* NS_LOOKUP packed by hand with a wrong-typed namespace. */
 static void
 put_wrongtypes(void)
 {
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
 
-	msgpack_sbuffer_init(&sb);
-	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-	msgpack_pack_array(&pk, 2);
-	msgpack_pack_uint32(&pk, IPC_NS_LOOKUP);
-	msgpack_pack_map(&pk, 3);
-	msgpack_pack_str_with_body(&pk, "id", 2);
-	msgpack_pack_uint32(&pk, 1);
-	msgpack_pack_str_with_body(&pk, "deadline_ms", 11);
-	msgpack_pack_uint32(&pk, 0);
-	msgpack_pack_str_with_body(&pk, "namespace", 9);
+	handpack_request(&sb, &pk, IPC_NS_LOOKUP, 1);
+	handpack_str(&pk, "namespace");
 	msgpack_pack_int(&pk, 12345);
 	put_packed(&sb, NULL, 0);
 }
@@ -127,15 +120,7 @@ put_extrabytes(void)
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
 
-	msgpack_sbuffer_init(&sb);
-	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-	msgpack_pack_array(&pk, 2);
-	msgpack_pack_uint32(&pk, IPC_PING);
-	msgpack_pack_map(&pk, 2);
-	msgpack_pack_str_with_body(&pk, "id", 2);
-	msgpack_pack_uint32(&pk, 1);
-	msgpack_pack_str_with_body(&pk, "deadline_ms", 11);
-	msgpack_pack_uint32(&pk, 0);
+	handpack_request(&sb, &pk, IPC_PING, 0);
 	put_packed(&sb, "\xc0", 1);
 }
 

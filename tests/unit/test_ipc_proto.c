@@ -12,6 +12,7 @@
 
 #include "common/util.h"
 #include "ipc/proto.h"
+#include "tests/unit/handpack.c"
 #include "tests/unit/test.h"
 
 static struct ipc_ns_item sample_items[2] = {
@@ -293,23 +294,15 @@ decode_packed(msgpack_sbuffer *sb)
 	return rc;
 }
 
-/* Start packing an NS_LOOKUP whose namespace is s. */
+/* Decode an NS_LOOKUP packed by hand whose namespace is s (n bytes). */
 static int
 lookup_with_ns(const char *s, size_t n)
 {
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
 
-	msgpack_sbuffer_init(&sb);
-	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-	msgpack_pack_array(&pk, 2);
-	msgpack_pack_uint32(&pk, IPC_NS_LOOKUP);
-	msgpack_pack_map(&pk, 3);
-	msgpack_pack_str_with_body(&pk, "id", 2);
-	msgpack_pack_uint32(&pk, 1);
-	msgpack_pack_str_with_body(&pk, "deadline_ms", 11);
-	msgpack_pack_uint32(&pk, 0);
-	msgpack_pack_str_with_body(&pk, "namespace", 9);
+	handpack_request(&sb, &pk, IPC_NS_LOOKUP, 1);
+	handpack_str(&pk, "namespace");
 	msgpack_pack_str_with_body(&pk, s, n);
 	return decode_packed(&sb);
 }
@@ -353,25 +346,19 @@ TEST(array_and_map_caps)
 		msgpack_sbuffer sb;
 		msgpack_packer pk;
 
-		msgpack_sbuffer_init(&sb);
-		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-		msgpack_pack_array(&pk, 2);
-		msgpack_pack_uint32(&pk, IPC_NS_LIST_RESULT);
-		msgpack_pack_map(&pk, 3);
-		msgpack_pack_str_with_body(&pk, "id", 2);
-		msgpack_pack_uint32(&pk, 1);
-		msgpack_pack_str_with_body(&pk, "items", 5);
+		handpack_begin(&sb, &pk, IPC_NS_LIST_RESULT, 3);
+		handpack_str(&pk, "items");
 		msgpack_pack_array(&pk, IPC_LIST_MAX + 1);
 		for (int i = 0; i <= IPC_LIST_MAX; i++) {
 			msgpack_pack_map(&pk, 3);
-			msgpack_pack_str_with_body(&pk, "name", 4);
-			msgpack_pack_str_with_body(&pk, "n", 1);
-			msgpack_pack_str_with_body(&pk, "isolated", 8);
+			handpack_str(&pk, "name");
+			handpack_str(&pk, "n");
+			handpack_str(&pk, "isolated");
 			msgpack_pack_false(&pk);
-			msgpack_pack_str_with_body(&pk, "resolved", 8);
+			handpack_str(&pk, "resolved");
 			msgpack_pack_nil(&pk);
 		}
-		msgpack_pack_str_with_body(&pk, "more", 4);
+		handpack_str(&pk, "more");
 		msgpack_pack_false(&pk);
 		CHECK_INT(decode_packed(&sb), -EBADMSG);
 	}
