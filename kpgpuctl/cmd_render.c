@@ -4,13 +4,14 @@
  * can see the objects, quota keys and Namespace metadata before labelling.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "common/opts.h"
+#include "common/util.h"
 #include "kpgpuctl/ctl.h"
 #include "kpgpud-quota/plan.h"
 
@@ -61,26 +62,25 @@ read_stdin(char **ret_buf, size_t *ret_len)
 static int
 render_opts(int argc, char **argv, struct plan_config *cfg)
 {
-	static const struct option opts[] = {
-		{ "owner-refs", no_argument, NULL, 'o' },
-		{ "owner-ref", no_argument, NULL, 'o' },	/* deprecated */
-		{ "strict", no_argument, NULL, 's' },
-		{ "strict-classes", required_argument, NULL, 'S' },
-		{ "quota-name", required_argument, NULL, 'q' },
-		{ "class-prefix", required_argument, NULL, 'p' },
-		{ "gpu-class", required_argument, NULL, 'g' },
-		{ "tenant-namespace", required_argument, NULL, 'n' },
+	static const struct opts_long opts[] = {
+		{ "owner-refs", 'o' },
+		{ "owner-ref", 'o' },	/* deprecated */
+		{ "strict", 's' },
+		{ "strict-classes=", 'S' },
+		{ "quota-name=", 'q' },
+		{ "class-prefix=", 'p' },
+		{ "gpu-class=", 'g' },
+		{ "tenant-namespace=", 'n' },
 		/* deprecated: the name before kpgpud-quota's was used here */
-		{ "namespace-from", required_argument, NULL, 'n' },
-		{ "driver-gates", required_argument, NULL, 'G' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{ "namespace-from=", 'n' },
+		{ "driver-gates=", 'G' },
+		{ "help", 'h' },
 	};
 	char err[256];
 	int c;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = opts_next(argc, argv, "h", opts, nitems(opts))) != -1) {
 		switch (c) {
 		case 'o': cfg->owner_refs = true; break;
 		case 's': cfg->strict = true; break;

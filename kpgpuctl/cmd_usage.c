@@ -8,7 +8,6 @@
  * duration before now (24h).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "common/opts.h"
 #include "common/util.h"
 #include "ipc/ipc.h"
 #include "kpgpuctl/ctl.h"
@@ -302,21 +302,20 @@ status_run(const struct usagecmd *o, struct ipc_call *s)
 static int
 usagecmd_opts(int argc, char **argv, bool status, struct usagecmd *o)
 {
-	static const struct option lo[] = {
-		{ "sync-socket", required_argument, NULL, 's' },
-		{ "socket", required_argument, NULL, 's' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "since", required_argument, NULL, 'a' },
-		{ "until", required_argument, NULL, 'b' },
-		{ "by", required_argument, NULL, 'y' },
-		{ "format", required_argument, NULL, 'f' },
-		{ NULL, 0, NULL, 0 }
+	static const struct opts_long lo[] = {
+		{ "sync-socket=", 's' },
+		{ "socket=", 's' },
+		{ "timeout=", 't' },
+		{ "since=", 'a' },
+		{ "until=", 'b' },
+		{ "by=", 'y' },
+		{ "format=", 'f' },
 	};
 	uint64_t t;
 	int c, i;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+	while ((c = opts_next(argc, argv, "", lo, nitems(lo))) != -1) {
 		if (status && c != 's' && c != 't')
 			c = '?';
 		switch (c) {

@@ -11,7 +11,6 @@
  * the uid allowlist (not file permissions) is what refuses a stranger.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include <event2/event.h>
 
 #include "common/log.h"
+#include "common/opts.h"
 #include "common/util.h"
 #include "ipc/ipc.h"
 
@@ -119,21 +119,20 @@ static void
 parse_args(int argc, char **argv, struct ipc_server_config *sc,
     struct testsrv *ts, bool *world)
 {
-	static const struct option opts[] = {
-		{ "path", required_argument, NULL, 'p' },
-		{ "uids", required_argument, NULL, 'u' },
-		{ "types", required_argument, NULL, 't' },
-		{ "roles", required_argument, NULL, 'r' },
-		{ "max-frame", required_argument, NULL, 'f' },
-		{ "hello-timeout", required_argument, NULL, 'h' },
-		{ "world", no_argument, NULL, 'w' },
-		{ "ns", required_argument, NULL, 'n' },
-		{ NULL, 0, NULL, 0 },
+	static const struct opts_long opts[] = {
+		{ "path=", 'p' },
+		{ "uids=", 'u' },
+		{ "types=", 't' },
+		{ "roles=", 'r' },
+		{ "max-frame=", 'f' },
+		{ "hello-timeout=", 'h' },
+		{ "world", 'w' },
+		{ "ns=", 'n' },
 	};
 	char *eq, bad[64];
 	int c;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = opts_next(argc, argv, "", opts, nitems(opts))) != -1) {
 		switch (c) {
 		case 'p': sc->path = optarg; break;
 		case 'u':
