@@ -65,6 +65,30 @@ recv_msg(int fd)
 	return buf;
 }
 
+/*
+ * Listen on the abstract datagram socket "@kpgpud-TAG-PID" and point
+ * NOTIFY_SOCKET at it; the socket, or -1.
+ */
+static int
+notify_listen(const char *tag)
+{
+	char name[64];
+	int fd;
+
+	snprintf(name, sizeof(name), "@kpgpud-%s-%ld", tag, (long)getpid());
+	if ((fd = listen_dgram(name)) >= 0)
+		setenv("NOTIFY_SOCKET", name, 1);
+	return fd;
+}
+
+/* Undo notify_listen(). */
+static void
+notify_close(int fd)
+{
+	unsetenv("NOTIFY_SOCKET");
+	close(fd);
+}
+
 TEST(notify_path_socket)
 {
 	char path[64];
@@ -90,37 +114,28 @@ TEST(notify_path_socket)
 
 TEST(notify_abstract_socket)
 {
-	char name[64];
 	int fd;
 
-	snprintf(name, sizeof(name), "@kpgpud-sdn-test-%ld", (long)getpid());
-	REQUIRE((fd = listen_dgram(name)) >= 0);
-	setenv("NOTIFY_SOCKET", name, 1);
+	REQUIRE((fd = notify_listen("sdn-test")) >= 0);
 	CHECK_INT(sdn_notify("X_TEST=1"), 1);
 	CHECK_STR(recv_msg(fd), "X_TEST=1");
-	unsetenv("NOTIFY_SOCKET");
-	close(fd);
+	notify_close(fd);
 }
 
 TEST(notify_reloading_has_monotonic_usec)
 {
-	char name[64];
 	unsigned long long usec = 0;
 	uint64_t before, after;
 	int fd;
 
-	snprintf(name, sizeof(name), "@kpgpud-sdn-reload-%ld",
-	    (long)getpid());
-	REQUIRE((fd = listen_dgram(name)) >= 0);
-	setenv("NOTIFY_SOCKET", name, 1);
+	REQUIRE((fd = notify_listen("sdn-reload")) >= 0);
 	before = monotonic_usec();
 	CHECK_INT(sdn_reloading(), 1);
 	after = monotonic_usec();
 	const char *m = recv_msg(fd);
 	CHECK(sscanf(m, "RELOADING=1\nMONOTONIC_USEC=%llu", &usec) == 1);
 	CHECK(usec >= before && usec <= after);
-	unsetenv("NOTIFY_SOCKET");
-	close(fd);
+	notify_close(fd);
 }
 
 TEST(notify_without_socket_is_noop)
@@ -367,14 +382,11 @@ TEST(daemon_signals_notify)
 	struct dstate st = { 0 };
 	struct daemon_hooks h = { d_stop, d_reload, NULL, &st };
 	struct daemon *d = NULL;
-	char name[64];
 	const char *m;
 	bool dbg;
 	int fd;
 
-	snprintf(name, sizeof(name), "@kpgpud-daemon-%ld", (long)getpid());
-	REQUIRE((fd = listen_dgram(name)) >= 0);
-	setenv("NOTIFY_SOCKET", name, 1);
+	REQUIRE((fd = notify_listen("daemon")) >= 0);
 	unsetenv("WATCHDOG_USEC");
 	REQUIRE((st.base = event_base_new()) != NULL);
 	REQUIRE(daemon_new(st.base, &h, &d) == 0);
@@ -406,8 +418,7 @@ TEST(daemon_signals_notify)
 	daemon_free(d);
 	daemon_free(NULL);
 	event_base_free(st.base);
-	unsetenv("NOTIFY_SOCKET");
-	close(fd);
+	notify_close(fd);
 }
 
 TEST(daemon_watchdog_pings_only_when_alive)
@@ -415,12 +426,9 @@ TEST(daemon_watchdog_pings_only_when_alive)
 	struct dstate st = { 0 };
 	struct daemon_hooks h = { NULL, NULL, d_alive, &st };
 	struct daemon *d = NULL;
-	char name[64];
 	int fd, other = 0;
 
-	snprintf(name, sizeof(name), "@kpgpud-wd-%ld", (long)getpid());
-	REQUIRE((fd = listen_dgram(name)) >= 0);
-	setenv("NOTIFY_SOCKET", name, 1);
+	REQUIRE((fd = notify_listen("wd")) >= 0);
 	setenv("WATCHDOG_USEC", "20000", 1);
 	unsetenv("WATCHDOG_PID");
 	REQUIRE((st.base = event_base_new()) != NULL);
@@ -435,8 +443,7 @@ TEST(daemon_watchdog_pings_only_when_alive)
 	daemon_free(d);
 	event_base_free(st.base);
 	unsetenv("WATCHDOG_USEC");
-	unsetenv("NOTIFY_SOCKET");
-	close(fd);
+	notify_close(fd);
 }
 
 TEST(daemon_refuses_root)
