@@ -22,6 +22,7 @@
 #include <event2/event.h>
 
 #include "common/kube.h"
+#include "common/util.h"
 #include "tests/unit/test.h"
 
 static char	 srv_dir[256];
@@ -211,6 +212,25 @@ get(struct fx *f, const char *path, struct res *s)
 	fx_run(f, &s->done);
 }
 
+/*
+ * GET path and check the answer: its status, error and attempts, and its
+ * message and reason unless NULL. s keeps the JSON (to json_decref).
+ */
+static void
+get_check(struct fx *f, const char *path, struct res *s, long status,
+    int error, int attempts, const char *message, const char *reason)
+{
+	get(f, path, s);
+	if (!s->done || s->status != status || s->error != error ||
+	    s->attempts != attempts ||
+	    (message != NULL && strcmp(s->message, message) != 0) ||
+	    (reason != NULL && strcmp(s->reason, reason) != 0))
+		test_fail(__FILE__, __LINE__, "GET %s: done %d status %ld "
+		    "error %d attempts %d message \"%s\" reason \"%s\"", path,
+		    s->done, s->status, s->error, s->attempts, s->message,
+		    s->reason);
+}
+
 /* Server-side arrival times (seconds) of requests for key. */
 static int
 hits(struct fx *f, const char *key, double *t, int max)
@@ -236,11 +256,7 @@ TEST(kube_get_ok_tls_verified)
 	struct res s;
 
 	REQUIRE(fx_init(&f, NULL, NULL));
-	get(&f, "/ok", &s);
-	CHECK(s.done);
-	CHECK_INT(s.status, 200);
-	CHECK_INT(s.error, 0);
-	CHECK_INT(s.attempts, 1);
+	get_check(&f, "/ok", &s, 200, 0, 1, NULL, NULL);
 	CHECK(json_is_true(json_object_get(s.json, "ok")));
 	CHECK_INT(kube_client_metrics(f.c)->status[200], 1);
 	CHECK_INT(kube_client_metrics(f.c)->requests, 1);
@@ -248,43 +264,45 @@ TEST(kube_get_ok_tls_verified)
 	fx_done(&f);
 }
 
-TEST(kube_http_version_1_1_and_auto_over_http1_server)
+/*
+ * The HTTP version asked for against the HTTP/1.1-only test server: 1.1
+ * and auto (falling back) work over HTTP/1.1; HTTP/2 required is refused
+ * and not retried. Metrics of -1 are not checked.
+ */
+static const struct {
+	enum kube_http_version	 version;
+	long			 status;
+	int			 error;
+	const char		*says;		/* in the message */
+	int			 http1;
+	int			 http2;
+} http_versions[] = {
+	{ KUBE_HTTP_1_1, 200, 0, "", 1, 0 },
+	{ KUBE_HTTP_AUTO, 200, 0, "", 1, -1 },
+	{ KUBE_HTTP_2, 0, -EPROTO, "HTTP/2", -1, -1 },
+};
+
+TEST(kube_http_versions)
 {
-	struct kube_client_opts o = { .http_version = KUBE_HTTP_1_1 };
-	struct fx f;
-	struct res s;
+	for (size_t i = 0; i < nitems(http_versions); i++) {
+		struct kube_client_opts o = {
+		    .http_version = http_versions[i].version };
+		const struct kube_metrics *m;
+		struct fx f;
+		struct res s;
 
-	/* the test server speaks HTTP/1.1 only: auto falls back to it */
-	REQUIRE(fx_init(&f, &o, NULL));
-	get(&f, "/ok", &s);
-	CHECK_INT(s.status, 200);
-	CHECK_INT(kube_client_metrics(f.c)->http1, 1);
-	CHECK_INT(kube_client_metrics(f.c)->http2, 0);
-	json_decref(s.json);
-	fx_done(&f);
-	REQUIRE(fx_init(&f, NULL, NULL));
-	get(&f, "/ok", &s);
-	CHECK_INT(s.status, 200);
-	CHECK_INT(kube_client_metrics(f.c)->http1, 1);
-	json_decref(s.json);
-	fx_done(&f);
-}
-
-TEST(kube_http2_required_refuses_http1_not_retried)
-{
-	struct kube_client_opts o = { .http_version = KUBE_HTTP_2 };
-	struct fx f;
-	struct res s;
-
-	REQUIRE(fx_init(&f, &o, NULL));
-	get(&f, "/ok", &s);
-	CHECK(s.done);
-	CHECK_INT(s.status, 0);
-	CHECK_INT(s.error, -EPROTO);
-	CHECK_INT(s.attempts, 1);
-	CHECK(strstr(s.message, "HTTP/2") != NULL);
-	json_decref(s.json);
-	fx_done(&f);
+		REQUIRE(fx_init(&f, &o, NULL));
+		get_check(&f, "/ok", &s, http_versions[i].status,
+		    http_versions[i].error, 1, NULL, NULL);
+		CHECK(strstr(s.message, http_versions[i].says) != NULL);
+		m = kube_client_metrics(f.c);
+		if (http_versions[i].http1 >= 0)
+			CHECK_INT(m->http1, http_versions[i].http1);
+		if (http_versions[i].http2 >= 0)
+			CHECK_INT(m->http2, http_versions[i].http2);
+		json_decref(s.json);
+		fx_done(&f);
+	}
 }
 
 TEST(kube_wrong_ca_refused_not_retried)
@@ -298,53 +316,55 @@ TEST(kube_wrong_ca_refused_not_retried)
 	f.cfg = srv_config("otherca.crt", "    token: t0ken-1\n");
 	REQUIRE(f.cfg != NULL);
 	f.c = kube_client_new(f.base, f.cfg, NULL);
-	get(&f, "/ok", &s);
-	CHECK(s.done);
-	CHECK_INT(s.status, 0);
-	CHECK_INT(s.error, -EPROTO);
-	CHECK_INT(s.attempts, 1);
+	get_check(&f, "/ok", &s, 0, -EPROTO, 1, NULL, NULL);
 	CHECK(s.message[0] != '\0');
 	fx_done(&f);
 }
 
-TEST(kube_429_retry_after_honoured)
+/*
+ * Retried answers: a 429 waits its Retry-After (1 s, far above the 10 ms
+ * backoff); 500s back off with equal jitter (at least half of 200 ms, then
+ * half of 400 ms). Each ends in a 200 on the last attempt, every failure
+ * counted once.
+ */
+static const struct {
+	int		 backoff_ms;
+	const char	*path;
+	const char	*key;		/* of the server's hit log */
+	int		 code;
+	int		 attempts;
+	double		 gap[2];	/* at least, between arrivals */
+} retried[] = {
+	{ 10, "/flaky/ra?code=429&n=1&ra=1", "ra", 429, 2, { 0.95 } },
+	{ 200, "/flaky/b500?code=500&n=2", "b500", 500, 3, { 0.095, 0.195 } },
+};
+
+TEST(kube_retried_with_retry_after_or_backoff)
 {
-	struct kube_client_opts o = { .backoff_base_ms = 10 };
-	struct fx f;
-	struct res s;
-	double t[4];
+	for (size_t i = 0; i < nitems(retried); i++) {
+		struct kube_client_opts o = {
+		    .backoff_base_ms = retried[i].backoff_ms };
+		int n = retried[i].attempts;
+		struct fx f;
+		struct res s;
+		double t[4];
 
-	REQUIRE(fx_init(&f, &o, NULL));
-	get(&f, "/flaky/ra?code=429&n=1&ra=1", &s);
-	CHECK_INT(s.status, 200);
-	CHECK_INT(s.attempts, 2);
-	CHECK_INT(kube_client_metrics(f.c)->status[429], 1);
-	CHECK_INT(kube_client_metrics(f.c)->retries, 1);
-	REQUIRE(hits(&f, "ra", t, 4) == 2);
-	/* Retry-After: 1 means a second, far above the 10 ms backoff */
-	CHECK(t[1] - t[0] >= 0.95);
-	json_decref(s.json);
-	fx_done(&f);
-}
-
-TEST(kube_500_retried_with_backoff)
-{
-	struct kube_client_opts o = { .backoff_base_ms = 200 };
-	struct fx f;
-	struct res s;
-	double t[4];
-
-	REQUIRE(fx_init(&f, &o, NULL));
-	get(&f, "/flaky/b500?code=500&n=2", &s);
-	CHECK_INT(s.status, 200);
-	CHECK_INT(s.attempts, 3);
-	CHECK_INT(json_integer_value(json_object_get(s.json, "attempt")), 3);
-	REQUIRE(hits(&f, "b500", t, 4) == 3);
-	/* equal jitter: at least half of 200 ms, then half of 400 ms */
-	CHECK(t[1] - t[0] >= 0.095);
-	CHECK(t[2] - t[1] >= 0.195);
-	json_decref(s.json);
-	fx_done(&f);
+		REQUIRE(fx_init(&f, &o, NULL));
+		get_check(&f, retried[i].path, &s, 200, 0, n, NULL, NULL);
+		CHECK_INT(json_integer_value(json_object_get(s.json,
+		    "attempt")), n);
+		CHECK_INT(kube_client_metrics(f.c)->status[retried[i].code],
+		    n - 1);
+		CHECK_INT(kube_client_metrics(f.c)->retries, n - 1);
+		REQUIRE(hits(&f, retried[i].key, t, 4) == n);
+		for (int k = 0; k + 1 < n; k++)
+			if (t[k + 1] - t[k] < retried[i].gap[k])
+				test_fail(__FILE__, __LINE__, "%s: attempt %d "
+				    "after %.3f s", retried[i].path, k + 2,
+				    t[k + 1] - t[k]);
+		json_decref(s.json);
+		fx_done(&f);
+	}
 }
 
 TEST(kube_retries_exhausted)
@@ -355,11 +375,8 @@ TEST(kube_retries_exhausted)
 	struct res s;
 
 	REQUIRE(fx_init(&f, &o, NULL));
-	get(&f, "/flaky/ex?code=503&n=100", &s);
-	CHECK_INT(s.status, 503);
-	CHECK_INT(s.attempts, 3);
-	CHECK_STR(s.message, "flaky");
-	CHECK_STR(s.reason, "InternalError");
+	get_check(&f, "/flaky/ex?code=503&n=100", &s, 503, 0, 3, "flaky",
+	    "InternalError");
 	json_decref(s.json);
 	fx_done(&f);
 }
@@ -370,20 +387,12 @@ TEST(kube_4xx_not_retried)
 	struct res s;
 
 	REQUIRE(fx_init(&f, NULL, NULL));
-	get(&f, "/status/404", &s);
-	CHECK_INT(s.status, 404);
-	CHECK_INT(s.attempts, 1);
-	CHECK_STR(s.message, "status 404");
-	CHECK_STR(s.reason, "Test");
+	get_check(&f, "/status/404", &s, 404, 0, 1, "status 404", "Test");
 	json_decref(s.json);
-	get(&f, "/status/409", &s);
-	CHECK_INT(s.status, 409);
-	CHECK_INT(s.attempts, 1);
+	get_check(&f, "/status/409", &s, 409, 0, 1, NULL, NULL);
 	json_decref(s.json);
-	get(&f, "/plain404", &s);
-	CHECK_INT(s.status, 404);
+	get_check(&f, "/plain404", &s, 404, 0, 1, "404 page not found", NULL);
 	CHECK(s.json == NULL);
-	CHECK_STR(s.message, "404 page not found");
 	CHECK_INT(kube_client_metrics(f.c)->retries, 0);
 	fx_done(&f);
 }
@@ -493,14 +502,10 @@ TEST(kube_response_cap)
 	struct res s;
 
 	REQUIRE(fx_init(&f, &o, NULL));
-	get(&f, "/big?n=5000", &s);
-	CHECK_INT(s.error, -EMSGSIZE);
-	CHECK_STR(s.message, "response body over the size cap");
-	CHECK_INT(s.attempts, 1);
+	get_check(&f, "/big?n=5000", &s, 200, -EMSGSIZE, 1,
+	    "response body over the size cap", NULL);
 	CHECK(s.json == NULL);
-	get(&f, "/big?n=500", &s);
-	CHECK_INT(s.status, 200);
-	CHECK_INT(s.error, 0);
+	get_check(&f, "/big?n=500", &s, 200, 0, 1, NULL, NULL);
 	json_decref(s.json);
 	fx_done(&f);
 }
@@ -525,10 +530,7 @@ TEST(kube_connection_refused_retried)
 	free(f.cfg->server);
 	REQUIRE(asprintf(&f.cfg->server, "https://127.0.0.1:%d",
 	    ntohs(sa.sin_port)) > 0);
-	get(&f, "/ok", &s);
-	CHECK_INT(s.status, 0);
-	CHECK_INT(s.error, -ECONNREFUSED);
-	CHECK_INT(s.attempts, 2);
+	get_check(&f, "/ok", &s, 0, -ECONNREFUSED, 2, NULL, NULL);
 	CHECK_INT(kube_client_metrics(f.c)->status[0], 2);
 	fx_done(&f);
 }
@@ -738,119 +740,111 @@ watch_run(struct fx *f, const char *path, struct wres *w)
 	fx_run(f, &w->ended);
 }
 
-TEST(kube_watch_split_chunks)
+/* More of what the split script delivers: the three kinds, in order. */
+static void
+split_more(struct fx *f, const struct wres *w)
 {
-	struct fx f;
-	struct wres w = { 0 };
-
-	REQUIRE(fx_init(&f, NULL, NULL));
-	watch_run(&f, "/watch/split", &w);
-	CHECK_INT(w.reason, KUBE_WATCH_CLOSED);
-	CHECK_INT(w.n, 3);
-	CHECK_INT(w.types[0], WATCH_ADDED);
-	CHECK_INT(w.types[1], WATCH_MODIFIED);
-	CHECK_INT(w.types[2], WATCH_DELETED);
-	CHECK_STR(w.names[1], "b");
-	CHECK_STR(w.rvs[2], "12");
-	CHECK_INT(kube_client_metrics(f.c)->watch_events, 3);
-	fx_done(&f);
+	CHECK_INT(w->types[0], WATCH_ADDED);
+	CHECK_INT(w->types[1], WATCH_MODIFIED);
+	CHECK_INT(w->types[2], WATCH_DELETED);
+	CHECK_STR(w->names[1], "b");
+	CHECK_STR(w->rvs[2], "12");
+	CHECK_INT(kube_client_metrics(f->c)->watch_events, 3);
 }
 
-TEST(kube_watch_long_line_and_cap)
+/* A 300000-byte line under the default cap, and the event after it. */
+static void
+big_more(struct fx *f, const struct wres *w)
 {
-	struct kube_client_opts o = { .max_line = 100000 };
-	struct fx f;
-	struct wres w = { 0 };
-
-	REQUIRE(fx_init(&f, NULL, NULL));
-	watch_run(&f, "/watch/big", &w);
-	CHECK_INT(w.reason, KUBE_WATCH_CLOSED);
-	CHECK_INT(w.n, 2);
-	CHECK_INT(w.datalen[0], 300000);
-	CHECK_STR(w.names[1], "after");
-	fx_done(&f);
-	REQUIRE(fx_init(&f, &o, NULL));
-	watch_run(&f, "/watch/big", &w);
-	CHECK_INT(w.reason, KUBE_WATCH_PARSE_ERROR);
-	CHECK_INT(w.error, -EMSGSIZE);
-	CHECK_INT(w.n, 0);
-	fx_done(&f);
+	(void)f;
+	CHECK_INT(w->datalen[0], 300000);
+	CHECK_STR(w->names[1], "after");
 }
 
-TEST(kube_watch_expired_410)
+/* The BOOKMARK that ends the initial events. */
+static void
+bookmark_more(struct fx *f, const struct wres *w)
 {
-	struct fx f;
-	struct wres w = { 0 };
-
-	REQUIRE(fx_init(&f, NULL, NULL));
-	watch_run(&f, "/watch/expired", &w);
-	CHECK_INT(w.n, 1);
-	CHECK_INT(w.reason, KUBE_WATCH_EXPIRED);
-	CHECK_INT(w.status, 410);
-	CHECK_STR(w.message, "too old resource version: 5 (120)");
-	fx_done(&f);
+	(void)f;
+	CHECK_INT(w->types[1], WATCH_BOOKMARK);
+	CHECK_STR(w->rvs[1], "99");
+	CHECK(w->iee);
 }
 
-TEST(kube_watch_bookmark)
+/* The stall is counted. */
+static void
+stall_more(struct fx *f, const struct wres *w)
 {
-	struct fx f;
-	struct wres w = { 0 };
-
-	REQUIRE(fx_init(&f, NULL, NULL));
-	watch_run(&f, "/watch/bookmark", &w);
-	CHECK_INT(w.n, 2);
-	CHECK_INT(w.types[1], WATCH_BOOKMARK);
-	CHECK_STR(w.rvs[1], "99");
-	CHECK(w.iee);
-	CHECK_INT(w.reason, KUBE_WATCH_CLOSED);
-	fx_done(&f);
+	(void)w;
+	CHECK_INT(kube_client_metrics(f->c)->watch_stalls, 1);
 }
 
-TEST(kube_watch_parse_errors)
+/*
+ * Watch scripts of the test server (with a line cap or a stall bound when
+ * not 0): the events seen, how the watch ended (status -1: not checked;
+ * message NULL: not checked) and what more to check.
+ */
+static const struct {
+	const char		*path;
+	size_t			 max_line;
+	int			 stall_ms;
+	int			 n;
+	enum kube_watch_reason	 reason;
+	long			 status;
+	int			 error;
+	const char		*message;
+	void			(*more)(struct fx *, const struct wres *);
+} watch_scripts[] = {
+	/* events split across chunks */
+	{ "/watch/split", 0, 0, 3, KUBE_WATCH_CLOSED, -1, 0, NULL,
+	  split_more },
+	/* a long line, and the same over a line cap */
+	{ "/watch/big", 0, 0, 2, KUBE_WATCH_CLOSED, -1, 0, NULL, big_more },
+	{ "/watch/big", 100000, 0, 0, KUBE_WATCH_PARSE_ERROR, -1, -EMSGSIZE,
+	  NULL, NULL },
+	/* the 410 ERROR event */
+	{ "/watch/expired", 0, 0, 1, KUBE_WATCH_EXPIRED, 410, 0,
+	  "too old resource version: 5 (120)", NULL },
+	{ "/watch/bookmark", 0, 0, 2, KUBE_WATCH_CLOSED, -1, 0, NULL,
+	  bookmark_more },
+	/* parse errors */
+	{ "/watch/garbage", 0, 0, 1, KUBE_WATCH_PARSE_ERROR, -1, -EBADMSG,
+	  NULL, NULL },
+	{ "/watch/truncated", 0, 0, 1, KUBE_WATCH_PARSE_ERROR, -1, -EPROTO,
+	  NULL, NULL },
+	{ "/watch/empty", 0, 0, 0, KUBE_WATCH_CLOSED, -1, 0, NULL, NULL },
+	/* an HTTP error instead of a stream */
+	{ "/status/403", 0, 0, 0, KUBE_WATCH_HTTP_ERROR, 403, 0, "status 403",
+	  NULL },
+	{ "/watch/stall", 0, 300, 1, KUBE_WATCH_STALLED, -1, -ETIMEDOUT, NULL,
+	  stall_more },
+};
+
+TEST(kube_watch_scripts)
 {
-	struct fx f;
-	struct wres w = { 0 };
+	for (size_t i = 0; i < nitems(watch_scripts); i++) {
+		struct kube_client_opts o = {
+		    .max_line = watch_scripts[i].max_line,
+		    .watch_stall_ms = watch_scripts[i].stall_ms };
+		struct fx f;
+		struct wres w = { 0 };
 
-	REQUIRE(fx_init(&f, NULL, NULL));
-	watch_run(&f, "/watch/garbage", &w);
-	CHECK_INT(w.n, 1);
-	CHECK_INT(w.reason, KUBE_WATCH_PARSE_ERROR);
-	CHECK_INT(w.error, -EBADMSG);
-	watch_run(&f, "/watch/truncated", &w);
-	CHECK_INT(w.n, 1);
-	CHECK_INT(w.reason, KUBE_WATCH_PARSE_ERROR);
-	CHECK_INT(w.error, -EPROTO);
-	watch_run(&f, "/watch/empty", &w);
-	CHECK_INT(w.n, 0);
-	CHECK_INT(w.reason, KUBE_WATCH_CLOSED);
-	fx_done(&f);
-}
-
-TEST(kube_watch_http_error)
-{
-	struct fx f;
-	struct wres w = { 0 };
-
-	REQUIRE(fx_init(&f, NULL, NULL));
-	watch_run(&f, "/status/403", &w);
-	CHECK_INT(w.reason, KUBE_WATCH_HTTP_ERROR);
-	CHECK_INT(w.status, 403);
-	CHECK_STR(w.message, "status 403");
-	fx_done(&f);
-}
-
-TEST(kube_watch_stall_detected)
-{
-	struct kube_client_opts o = { .watch_stall_ms = 300 };
-	struct fx f;
-	struct wres w = { 0 };
-
-	REQUIRE(fx_init(&f, &o, NULL));
-	watch_run(&f, "/watch/stall", &w);
-	CHECK_INT(w.n, 1);
-	CHECK_INT(w.reason, KUBE_WATCH_STALLED);
-	CHECK_INT(kube_client_metrics(f.c)->watch_stalls, 1);
-	fx_done(&f);
+		REQUIRE(fx_init(&f, &o, NULL));
+		watch_run(&f, watch_scripts[i].path, &w);
+		if (w.n != watch_scripts[i].n ||
+		    w.reason != watch_scripts[i].reason ||
+		    w.error != watch_scripts[i].error ||
+		    (watch_scripts[i].status >= 0 &&
+		    w.status != watch_scripts[i].status) ||
+		    (watch_scripts[i].message != NULL &&
+		    strcmp(w.message, watch_scripts[i].message) != 0))
+			test_fail(__FILE__, __LINE__, "%s: %d events, end %d "
+			    "status %ld error %d \"%s\"", watch_scripts[i].path,
+			    w.n, (int)w.reason, w.status, w.error, w.message);
+		if (watch_scripts[i].more != NULL)
+			watch_scripts[i].more(&f, &w);
+		fx_done(&f);
+	}
 }
 
 TEST(kube_watch_stop_from_callback)
@@ -864,8 +858,7 @@ TEST(kube_watch_stop_from_callback)
 	CHECK_INT(w.n, 1);
 	CHECK_INT(w.reason, 0);	/* on_end not called */
 	/* the client still works afterwards */
-	get(&f, "/ok", &s);
-	CHECK_INT(s.status, 200);
+	get_check(&f, "/ok", &s, 200, 0, 1, NULL, NULL);
 	json_decref(s.json);
 	CHECK_INT(w.n, 1);
 	fx_done(&f);
