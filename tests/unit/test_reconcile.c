@@ -27,28 +27,47 @@
 #include "kpgpud-quota/reconcile.h"
 #include "tests/unit/test.h"
 
-/* A plan for an instance "Agent/t1" with the given annotation. */
+/* The instance "Agent/t1" (uid u-1) with annotation (NULL: none). */
+static void
+mkinstance(struct plan_instance *in, const char *annotation)
+{
+	memset(in, 0, sizeof(*in));
+	snprintf(in->api_version, sizeof(in->api_version), "kubeplus.io/v1");
+	snprintf(in->kind, sizeof(in->kind), "Agent");
+	snprintf(in->name, sizeof(in->name), "t1");
+	snprintf(in->uid, sizeof(in->uid), "u-1");
+	if (annotation != NULL) {
+		in->has_annotation = true;
+		snprintf(in->annotation, sizeof(in->annotation), "%s",
+		    annotation);
+		in->annotation_len = strlen(annotation);
+	}
+}
+
+/* A plan for the instance with the given annotation and configuration. */
 static struct plan *
-mkplan(const char *annotation)
+mkplan_with(const char *annotation, const struct plan_config *cfg)
 {
 	struct plan_instance *in = calloc(1, sizeof(*in));
-	struct plan_config cfg = { 0 };
 	struct plan *p = NULL;
 	char err[256];
 
 	if (in == NULL)
 		return NULL;
-	snprintf(in->api_version, sizeof(in->api_version), "kubeplus.io/v1");
-	snprintf(in->kind, sizeof(in->kind), "Agent");
-	snprintf(in->name, sizeof(in->name), "t1");
-	snprintf(in->uid, sizeof(in->uid), "u-1");
-	in->has_annotation = true;
-	snprintf(in->annotation, sizeof(in->annotation), "%s", annotation);
-	in->annotation_len = strlen(annotation);
-	if (plan_build(in, &cfg, &p, err, sizeof(err)) < 0)
+	mkinstance(in, annotation);
+	if (plan_build(in, cfg, &p, err, sizeof(err)) < 0)
 		test_fail(__FILE__, __LINE__, "plan: %s", err);
 	free(in);
 	return p;
+}
+
+/* A plan for the instance with the given annotation. */
+static struct plan *
+mkplan(const char *annotation)
+{
+	static const struct plan_config defaults;
+
+	return mkplan_with(annotation, &defaults);
 }
 
 /* An observed namespace t1 that exists and holds nothing of ours. */
@@ -102,6 +121,15 @@ add_quota(struct rc_observed *o, const struct plan *p)
 	enforce(o);
 }
 
+/* A quota of that name holding keys (of kpgpud's) and hard (stolen). */
+static json_t *
+quota_json(const char *name, const char *keys, json_t *hard)
+{
+	return json_pack("{s:{s:s, s:{s:s}}, s:{s:o}}", "metadata", "name",
+	    name, "annotations", PLAN_QUOTA_KEYS_ANNOT, keys, "spec", "hard",
+	    hard);
+}
+
 /* Make o look exactly like what p wants. */
 static void
 obs_from_plan(struct rc_observed *o, const struct plan *p)
@@ -130,9 +158,8 @@ obs_from_plan(struct rc_observed *o, const struct plan *p)
 	o->planned = o->owned[0];
 	o->planned.data = json_deep_copy(o->owned[0].data);
 	o->has_planned = true;
-	json_array_append_new(o->quotas, json_pack("{s:{s:s, s:{s:s}}, "
-	    "s:{s:o}}", "metadata", "name", p->quota_name, "annotations",
-	    PLAN_QUOTA_KEYS_ANNOT, keys, "spec", "hard", plan_quota_hard(p)));
+	json_array_append_new(o->quotas, quota_json(p->quota_name, keys,
+	    plan_quota_hard(p)));
 	o->ns_isolated = true;
 	o->ns_resolved = p->resolved;
 	o->ns_annots = plan_ns_annotations(p);
@@ -152,31 +179,79 @@ check_action(const struct rc_actions *a, int i, const char *method,
 	CHECK_STR(a->a[i].path, path);
 }
 
+/* A plan, what is observed of namespace t1, and the actions of a diff. */
+struct rc_fx {
+	struct plan		*p;
+	struct rc_observed	 o;
+	struct rc_actions	*a;
+};
+
+/*
+ * Set t up around plan p (owned by t from now on): t1 holds nothing of
+ * ours, or (in_sync) exactly what p wants. False if p or an allocation
+ * failed.
+ */
+static bool
+rc_setup(struct rc_fx *t, struct plan *p, bool in_sync)
+{
+	t->p = p;
+	t->a = calloc(1, sizeof(*t->a));
+	mkobs(&t->o);
+	if (p != NULL && in_sync)
+		obs_from_plan(&t->o, p);
+	return p != NULL && t->a != NULL;
+}
+
+/*
+ * Diff plan p (NULL: the cleanup) against t's observation, afresh;
+ * whether it worked and made n actions (n < 0: any number).
+ */
+static bool
+rc_diff(struct rc_fx *t, const struct plan *p, int n)
+{
+	reconcile_actions_clear(t->a);
+	if (reconcile_diff(p, &t->o, t->a) != 0)
+		return false;
+	if (n >= 0 && t->a->n != n) {
+		test_fail(__FILE__, __LINE__, "%d actions, not %d", t->a->n, n);
+		return false;
+	}
+	return true;
+}
+
+/* Free what rc_setup() and the test made. */
+static void
+rc_done(struct rc_fx *t)
+{
+	reconcile_actions_clear(t->a);
+	obs_free(&t->o);
+	free(t->a);
+	plan_free(t->p);
+}
+
+#define EXCL3	"{\"sharing\":\"exclusive\",\"maxDevices\":3}"
 #define MIG	"{\"sharing\":\"mig\",\"migProfile\":\"1g.10gb\"," \
 		"\"maxDevices\":2}"
 
 TEST(from_nothing_in_order)
 {
-	struct plan *p = mkplan(MIG);
-	struct rc_observed o;
-	struct rc_actions *a = calloc(1, sizeof(*a));
+	struct rc_fx t;
 	json_t *b, *an;
 
-	REQUIRE(p != NULL && a != NULL);
-	mkobs(&o);
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	REQUIRE(rc_setup(&t, mkplan(MIG), false));
+	REQUIRE(rc_diff(&t, t.p, -1));
 	/* class and quota; nothing else until status.hard shows the quota */
-	CHECK_INT(a->n, 2);
-	CHECK(a->quota_pending);
-	CHECK(a->wait);
-	check_action(a, 0, "POST", "/apis/resource.k8s.io/v1/deviceclasses");
+	CHECK_INT(t.a->n, 2);
+	CHECK(t.a->quota_pending);
+	CHECK(t.a->wait);
+	check_action(t.a, 0, "POST", "/apis/resource.k8s.io/v1/deviceclasses");
 	/* a 409 is never success: the object of the name is read */
-	CHECK_INT(a->a[0].also_ok, 0);
-	CHECK_STR(a->a[0].verify_kind, "DeviceClass");
-	CHECK_STR(a->a[0].item, "/apis/resource.k8s.io/v1/deviceclasses/"
+	CHECK_INT(t.a->a[0].also_ok, 0);
+	CHECK_STR(t.a->a[0].verify_kind, "DeviceClass");
+	CHECK_STR(t.a->a[0].item, "/apis/resource.k8s.io/v1/deviceclasses/"
 	    "kpgpud-mig-1g.10gb");
-	check_action(a, 1, "POST", "/api/v1/namespaces/t1/resourcequotas");
-	b = json_loads(a->a[1].body, 0, NULL);
+	check_action(t.a, 1, "POST", "/api/v1/namespaces/t1/resourcequotas");
+	b = json_loads(t.a->a[1].body, 0, NULL);
 	CHECK_STR(json_string_value(json_object_get(json_object_get(
 	    json_object_get(b, "spec"), "hard"),
 	    "count/resourceclaims.resource.k8s.io")), "2");
@@ -184,42 +259,38 @@ TEST(from_nothing_in_order)
 	    json_object_get(b, "metadata"), "labels"),
 	    "app.kubernetes.io/managed-by")), "kpgpud");
 	json_decref(b);
-	reconcile_actions_clear(a);
 	/* created, but the quota controller has not written its status */
-	add_quota(&o, p);
-	json_object_del(json_array_get(o.quotas, 0), "status");
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	CHECK_INT(a->n, 1);
-	CHECK(a->quota_pending);
-	reconcile_actions_clear(a);
+	add_quota(&t.o, t.p);
+	json_object_del(json_array_get(t.o.quotas, 0), "status");
+	REQUIRE(rc_diff(&t, t.p, 1));
+	CHECK(t.a->quota_pending);
 	/* a status.hard with a lower value is not the plan either */
-	enforce(&o);
+	enforce(&t.o);
 	json_object_set_new(json_object_get(json_object_get(json_array_get(
-	    o.quotas, 0), "status"), "hard"),
+	    t.o.quotas, 0), "status"), "hard"),
 	    "count/resourceclaims.resource.k8s.io", json_string("1"));
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	CHECK(a->quota_pending);
-	reconcile_actions_clear(a);
+	REQUIRE(rc_diff(&t, t.p, -1));
+	CHECK(t.a->quota_pending);
 	/* enforced: template, then the Namespace last */
-	enforce(&o);
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	CHECK(!a->quota_pending);
-	CHECK_INT(a->n, 3);
-	check_action(a, 0, "POST", "/apis/resource.k8s.io/v1/deviceclasses");
-	CHECK_STR(a->a[1].verify_kind, "ResourceClaimTemplate");
-	CHECK_STR(a->a[1].item, "/apis/resource.k8s.io/v1/namespaces/t1/"
+	enforce(&t.o);
+	REQUIRE(rc_diff(&t, t.p, -1));
+	CHECK(!t.a->quota_pending);
+	CHECK_INT(t.a->n, 3);
+	check_action(t.a, 0, "POST", "/apis/resource.k8s.io/v1/deviceclasses");
+	CHECK_STR(t.a->a[1].verify_kind, "ResourceClaimTemplate");
+	CHECK_STR(t.a->a[1].item, "/apis/resource.k8s.io/v1/namespaces/t1/"
 	    "resourceclaimtemplates/agent-t1-gpu");
-	check_action(a, 1, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
+	check_action(t.a, 1, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
 	    "resourceclaimtemplates");
-	check_action(a, 2, "PATCH", "/api/v1/namespaces/t1");
-	CHECK_STR(a->a[2].content_type, RC_MERGE);
-	b = json_loads(a->a[2].body, 0, NULL);
+	check_action(t.a, 2, "PATCH", "/api/v1/namespaces/t1");
+	CHECK_STR(t.a->a[2].content_type, RC_MERGE);
+	b = json_loads(t.a->a[2].body, 0, NULL);
 	CHECK_STR(json_string_value(json_object_get(json_object_get(
 	    json_object_get(b, "metadata"), "labels"), RESOLVED_LABEL)),
 	    "true");
 	CHECK_STR(json_string_value(json_object_get(json_object_get(
 	    json_object_get(b, "metadata"), "annotations"),
-	    RESOLVED_ANNOTATION)), p->resolved);
+	    RESOLVED_ANNOTATION)), t.p->resolved);
 	/* the plain annotations the admission policy reads, same patch */
 	an = json_object_get(json_object_get(b, "metadata"), "annotations");
 	CHECK_STR(json_string_value(json_object_get(an,
@@ -232,70 +303,52 @@ TEST(from_nothing_in_order)
 	CHECK_STR(json_string_value(json_object_get(an, PLAN_NS_INIT_ANNOT)),
 	    "none");
 	json_decref(b);
-	reconcile_actions_clear(a);
-	obs_free(&o);
-	free(a);
-	plan_free(p);
+	rc_done(&t);
 }
 
 TEST(in_sync_writes_nothing)
 {
-	struct plan *p = mkplan(MIG);
-	struct rc_observed o;
-	struct rc_actions *a = calloc(1, sizeof(*a));
+	struct rc_fx t;
 
-	REQUIRE(p != NULL && a != NULL);
-	mkobs(&o);
-	obs_from_plan(&o, p);
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	CHECK_INT(a->n, 0);
+	REQUIRE(rc_setup(&t, mkplan(MIG), true));
+	REQUIRE(rc_diff(&t, t.p, 0));
 	/* empty defaulted fields on the server side do not count as drift */
-	json_object_set_new(json_object_get(o.planned.data, "spec"),
+	json_object_set_new(json_object_get(t.o.planned.data, "spec"),
 	    "extra", json_false());
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	CHECK_INT(a->n, 0);
-	CHECK_INT(a->nimpostors, 0);
+	REQUIRE(rc_diff(&t, t.p, 0));
+	CHECK_INT(t.a->nimpostors, 0);
 	/* a Namespace without a plain annotation (or with a stale one) */
-	json_object_del(o.ns_annots, PLAN_NS_MAX_ANNOT);
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	CHECK_INT(a->n, 1);
-	check_action(a, 0, "PATCH", "/api/v1/namespaces/t1");
-	reconcile_actions_clear(a);
-	json_object_set_new(o.ns_annots, PLAN_NS_MAX_ANNOT, json_string("2"));
-	json_object_set_new(o.ns_annots, PLAN_NS_CLAIM_ANNOT,
+	json_object_del(t.o.ns_annots, PLAN_NS_MAX_ANNOT);
+	REQUIRE(rc_diff(&t, t.p, 1));
+	check_action(t.a, 0, "PATCH", "/api/v1/namespaces/t1");
+	json_object_set_new(t.o.ns_annots, PLAN_NS_MAX_ANNOT, json_string("2"));
+	json_object_set_new(t.o.ns_annots, PLAN_NS_CLAIM_ANNOT,
 	    json_string("x"));
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	CHECK_INT(a->n, 1);
-	reconcile_actions_clear(a);
-	obs_free(&o);
-	free(a);
-	plan_free(p);
+	REQUIRE(rc_diff(&t, t.p, 1));
+	rc_done(&t);
 }
 
 TEST(only_our_quota_keys)
 {
-	struct plan *p = mkplan("{\"sharing\":\"exclusive\",\"maxDevices\":3}");
-	struct rc_observed o;
-	struct rc_actions *a = calloc(1, sizeof(*a));
+	struct rc_fx t;
 	json_t *b, *hard, *own;
 
-	REQUIRE(p != NULL && a != NULL);
-	CHECK_STR(p->quota_name, "kpgpud-gpu");
-	mkobs(&o);
+	REQUIRE(rc_setup(&t, mkplan(EXCL3), false));
+	CHECK_STR(t.p->quota_name, "kpgpud-gpu");
 	/* KubePlus's quota, with its own keys and an old key of ours */
-	json_array_append_new(o.quotas, json_pack("{s:{s:s, s:{s:s}}, "
+	json_array_append_new(t.o.quotas, json_pack("{s:{s:s, s:{s:s}}, "
 	    "s:{s:{s:s, s:s, s:s}}}", "metadata", "name", "agent-t1",
 	    "annotations", PLAN_QUOTA_KEYS_ANNOT,
 	    "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/devices", "spec",
 	    "hard", "requests.cpu", "2", "limits.memory", "4Gi",
 	    "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/devices", "1"));
 	/* first our own quota; KubePlus's keeps our old key meanwhile */
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	REQUIRE(rc_diff(&t, t.p, -1));
 	/* ours only, and nothing else until its status.hard shows it */
-	REQUIRE(a->n == 1);
-	CHECK(a->quota_pending);
-	check_action(a, 0, "POST", "/api/v1/namespaces/t1/resourcequotas");
-	b = json_loads(a->a[0].body, 0, NULL);
+	REQUIRE(t.a->n == 1);
+	CHECK(t.a->quota_pending);
+	check_action(t.a, 0, "POST", "/api/v1/namespaces/t1/resourcequotas");
+	b = json_loads(t.a->a[0].body, 0, NULL);
 	CHECK_STR(json_string_value(json_object_get(json_object_get(b,
 	    "metadata"), "name")), "kpgpud-gpu");
 	hard = json_object_get(json_object_get(b, "spec"), "hard");
@@ -303,34 +356,30 @@ TEST(only_our_quota_keys)
 	CHECK_STR(json_string_value(json_object_get(hard,
 	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices")), "3");
 	json_decref(b);
-	CHECK(a->wait);
-	reconcile_actions_clear(a);
+	CHECK(t.a->wait);
 	/* ours exists, not yet in status.hard: still nothing released */
 	own = json_pack("{s:{s:s, s:{s:s}, s:{s:s}}, s:{s:o}}", "metadata",
 	    "name", "kpgpud-gpu", "labels", PLAN_MANAGED_BY_KEY,
 	    PLAN_MANAGED_BY, "annotations", PLAN_QUOTA_KEYS_ANNOT,
 	    "count/resourceclaims.resource.k8s.io,"
 	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices", "spec",
-	    "hard", plan_quota_hard(p));
-	json_array_append_new(o.quotas, own);
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	CHECK_INT(a->n, 0);
-	CHECK(a->wait);
-	reconcile_actions_clear(a);
+	    "hard", plan_quota_hard(t.p));
+	json_array_append_new(t.o.quotas, own);
+	REQUIRE(rc_diff(&t, t.p, 0));
+	CHECK(t.a->wait);
 	/* in force: template, Namespace, then our key leaves KubePlus's */
 	json_object_set_new(own, "status", json_pack("{s:o}", "hard",
-	    plan_quota_hard(p)));
-	CHECK(reconcile_quota_in_force(p, own));
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	REQUIRE(a->n == 3);
-	CHECK(!a->wait);
-	check_action(a, 0, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
+	    plan_quota_hard(t.p)));
+	CHECK(reconcile_quota_in_force(t.p, own));
+	REQUIRE(rc_diff(&t, t.p, 3));
+	CHECK(!t.a->wait);
+	check_action(t.a, 0, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
 	    "resourceclaimtemplates");
-	check_action(a, 1, "PATCH", "/api/v1/namespaces/t1");
-	check_action(a, 2, "PATCH", "/api/v1/namespaces/t1/resourcequotas/"
+	check_action(t.a, 1, "PATCH", "/api/v1/namespaces/t1");
+	check_action(t.a, 2, "PATCH", "/api/v1/namespaces/t1/resourcequotas/"
 	    "agent-t1");
-	CHECK_STR(a->a[2].content_type, RC_MERGE);
-	b = json_loads(a->a[2].body, 0, NULL);
+	CHECK_STR(t.a->a[2].content_type, RC_MERGE);
+	b = json_loads(t.a->a[2].body, 0, NULL);
 	hard = json_object_get(json_object_get(b, "spec"), "hard");
 	CHECK_INT(json_object_size(hard), 1);
 	CHECK(json_is_null(json_object_get(hard, "kpgpud-mig-1g.10gb."
@@ -341,115 +390,92 @@ TEST(only_our_quota_keys)
 	    NULL);
 	json_decref(b);
 	/* a limit not yet in force (status.hard at another value) waits */
-	reconcile_actions_clear(a);
 	json_object_set_new(json_object_get(json_object_get(own, "status"),
 	    "hard"), "count/resourceclaims.resource.k8s.io",
 	    json_string("5"));
-	CHECK(!reconcile_quota_in_force(p, own));
-	reconcile_actions_clear(a);
-	obs_free(&o);
-	free(a);
-	plan_free(p);
+	CHECK(!reconcile_quota_in_force(t.p, own));
+	rc_done(&t);
 }
 
 TEST(old_quota_name_moved)
 {
-	struct plan *p = mkplan("{\"sharing\":\"exclusive\",\"maxDevices\":3}");
-	struct rc_observed o;
-	struct rc_actions *a = calloc(1, sizeof(*a));
+	struct rc_fx t;
 
-	REQUIRE(p != NULL && a != NULL);
-	mkobs(&o);
+	REQUIRE(rc_setup(&t, mkplan(EXCL3), false));
 	/* an older kpgpud's quota under KubePlus's name, only our keys */
-	json_array_append_new(o.quotas, json_pack("{s:{s:s, s:{s:s}, "
+	json_array_append_new(t.o.quotas, json_pack("{s:{s:s, s:{s:s}, "
 	    "s:{s:s}}, s:{s:o}}", "metadata", "name", "agent-t1", "labels",
 	    PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY, "annotations",
 	    PLAN_QUOTA_KEYS_ANNOT, "count/resourceclaims.resource.k8s.io,"
 	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices", "spec",
-	    "hard", plan_quota_hard(p)));
-	json_array_append_new(o.quotas, json_pack("{s:{s:s, s:{s:s}, "
+	    "hard", plan_quota_hard(t.p)));
+	json_array_append_new(t.o.quotas, json_pack("{s:{s:s, s:{s:s}, "
 	    "s:{s:s}}, s:{s:o}, s:{s:o}}", "metadata", "name", "kpgpud-gpu",
 	    "labels", PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY, "annotations",
 	    PLAN_QUOTA_KEYS_ANNOT, "count/resourceclaims.resource.k8s.io,"
 	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices", "spec",
-	    "hard", plan_quota_hard(p), "status", "hard",
-	    plan_quota_hard(p)));
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	REQUIRE(a->n == 3);
-	check_action(a, 2, "DELETE", "/api/v1/namespaces/t1/resourcequotas/"
+	    "hard", plan_quota_hard(t.p), "status", "hard",
+	    plan_quota_hard(t.p)));
+	REQUIRE(rc_diff(&t, t.p, 3));
+	check_action(t.a, 2, "DELETE", "/api/v1/namespaces/t1/resourcequotas/"
 	    "agent-t1");
-	reconcile_actions_clear(a);
-	obs_free(&o);
-	free(a);
-	plan_free(p);
+	rc_done(&t);
 }
 
 TEST(drift_replaced_and_stale_removed)
 {
-	struct plan *p = mkplan(MIG);
-	struct rc_observed o;
-	struct rc_actions *a = calloc(1, sizeof(*a));
+	struct rc_fx t;
 	json_t *ex;
 
-	REQUIRE(p != NULL && a != NULL);
-	mkobs(&o);
-	obs_from_plan(&o, p);
+	REQUIRE(rc_setup(&t, mkplan(MIG), true));
 	/* someone edited the template's count and the class's selector */
 	ex = json_object_get(json_array_get(json_object_get(json_object_get(
-	    json_object_get(json_object_get(o.planned.data, "spec"), "spec"),
+	    json_object_get(json_object_get(t.o.planned.data, "spec"), "spec"),
 	    "devices"), "requests"), 0), "exactly");
 	REQUIRE(ex != NULL);
 	json_object_set_new(ex, "count", json_integer(5));
-	json_object_set_new(json_object_get(o.device_class, "spec"),
+	json_object_set_new(json_object_get(t.o.device_class, "spec"),
 	    "selectors", json_array());
 	/* and an old shared claim of ours is still there, and a decoy */
-	snprintf(o.owned[1].kind, sizeof(o.owned[1].kind), "ResourceClaim");
-	snprintf(o.owned[1].name, sizeof(o.owned[1].name), "old-gpu");
-	o.owned[1].data = json_pack("{s:{s:s, s:s}}", "labels",
+	snprintf(t.o.owned[1].kind, sizeof(t.o.owned[1].kind), "ResourceClaim");
+	snprintf(t.o.owned[1].name, sizeof(t.o.owned[1].name), "old-gpu");
+	t.o.owned[1].data = json_pack("{s:{s:s, s:s}}", "labels",
 	    PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY, PLAN_INSTANCE_LABEL,
 	    "agent-t0");
-	snprintf(o.owned[2].kind, sizeof(o.owned[2].kind), "ResourceClaim");
-	snprintf(o.owned[2].name, sizeof(o.owned[2].name), "decoy");
-	o.owned[2].data = json_pack("{s:{s:s}}", "labels",
+	snprintf(t.o.owned[2].kind, sizeof(t.o.owned[2].kind), "ResourceClaim");
+	snprintf(t.o.owned[2].name, sizeof(t.o.owned[2].name), "decoy");
+	t.o.owned[2].data = json_pack("{s:{s:s}}", "labels",
 	    PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY);
-	o.nowned = 3;
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
+	t.o.nowned = 3;
+	REQUIRE(rc_diff(&t, t.p, -1));
 	/* kpgpud's own, an older plan's: replaced, not an impostor */
-	CHECK_INT(a->nimpostors, 0);
-	REQUIRE(a->n == 4);
-	check_action(a, 0, "PATCH", "/apis/resource.k8s.io/v1/deviceclasses/"
+	CHECK_INT(t.a->nimpostors, 0);
+	REQUIRE(t.a->n == 4);
+	check_action(t.a, 0, "PATCH", "/apis/resource.k8s.io/v1/deviceclasses/"
 	    "kpgpud-mig-1g.10gb");
-	check_action(a, 1, "DELETE", "/apis/resource.k8s.io/v1/namespaces/"
+	check_action(t.a, 1, "DELETE", "/apis/resource.k8s.io/v1/namespaces/"
 	    "t1/resourceclaimtemplates/agent-t1-gpu");
-	check_action(a, 2, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
+	check_action(t.a, 2, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
 	    "resourceclaimtemplates");
-	CHECK_INT(a->a[2].also_ok, 0);
-	check_action(a, 3, "DELETE", "/apis/resource.k8s.io/v1/namespaces/"
+	CHECK_INT(t.a->a[2].also_ok, 0);
+	check_action(t.a, 3, "DELETE", "/apis/resource.k8s.io/v1/namespaces/"
 	    "t1/resourceclaims/old-gpu");
-	reconcile_actions_clear(a);
-	obs_free(&o);
-	free(a);
-	plan_free(p);
+	rc_done(&t);
 }
 
 TEST(cleanup_in_reverse)
 {
-	struct plan *p = mkplan(MIG);
-	struct rc_observed o;
-	struct rc_actions *a = calloc(1, sizeof(*a));
+	struct rc_fx t;
 	json_t *b, *q;
 
-	REQUIRE(p != NULL && a != NULL);
-	mkobs(&o);
-	obs_from_plan(&o, p);
+	REQUIRE(rc_setup(&t, mkplan(MIG), true));
 	/* the plan's quota also carries KubePlus's keys */
-	q = json_array_get(o.quotas, 0);
+	q = json_array_get(t.o.quotas, 0);
 	json_object_set_new(json_object_get(json_object_get(q, "spec"),
 	    "hard"), "requests.cpu", json_string("2"));
-	REQUIRE(reconcile_diff(NULL, &o, a) == 0);
-	REQUIRE(a->n == 3);
-	check_action(a, 0, "PATCH", "/api/v1/namespaces/t1");
-	b = json_loads(a->a[0].body, 0, NULL);
+	REQUIRE(rc_diff(&t, NULL, 3));
+	check_action(t.a, 0, "PATCH", "/api/v1/namespaces/t1");
+	b = json_loads(t.a->a[0].body, 0, NULL);
 	CHECK(json_is_null(json_object_get(json_object_get(json_object_get(b,
 	    "metadata"), "labels"), RESOLVED_LABEL)));
 	for (int i = 0; plan_ns_annotation_keys[i] != NULL; i++)
@@ -457,53 +483,40 @@ TEST(cleanup_in_reverse)
 		    json_object_get(b, "metadata"), "annotations"),
 		    plan_ns_annotation_keys[i])));
 	json_decref(b);
-	check_action(a, 1, "PATCH", "/api/v1/namespaces/t1/resourcequotas/"
+	check_action(t.a, 1, "PATCH", "/api/v1/namespaces/t1/resourcequotas/"
 	    "kpgpud-gpu");
-	b = json_loads(a->a[1].body, 0, NULL);
+	b = json_loads(t.a->a[1].body, 0, NULL);
 	CHECK_INT(json_object_size(json_object_get(json_object_get(b, "spec"),
 	    "hard")), 2);
 	CHECK(json_object_get(json_object_get(json_object_get(b, "spec"),
 	    "hard"), "requests.cpu") == NULL);
 	json_decref(b);
-	check_action(a, 2, "DELETE", "/apis/resource.k8s.io/v1/namespaces/"
+	check_action(t.a, 2, "DELETE", "/apis/resource.k8s.io/v1/namespaces/"
 	    "t1/resourceclaimtemplates/agent-t1-gpu");
-	reconcile_actions_clear(a);
 
 	/* a quota kpgpud created, holding only our keys: deleted */
 	json_object_del(json_object_get(json_object_get(q, "spec"), "hard"),
 	    "requests.cpu");
 	json_object_set_new(json_object_get(q, "metadata"), "labels",
 	    json_pack("{s:s}", PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY));
-	REQUIRE(reconcile_diff(NULL, &o, a) == 0);
-	REQUIRE(a->n == 3);
-	check_action(a, 1, "DELETE", "/api/v1/namespaces/t1/resourcequotas/"
+	REQUIRE(rc_diff(&t, NULL, 3));
+	check_action(t.a, 1, "DELETE", "/api/v1/namespaces/t1/resourcequotas/"
 	    "kpgpud-gpu");
-	reconcile_actions_clear(a);
-	obs_free(&o);
-	free(a);
-	plan_free(p);
+	rc_done(&t);
 }
 
 TEST(missing_or_terminating_namespace)
 {
-	struct plan *p = mkplan(MIG);
-	struct rc_observed o;
-	struct rc_actions *a = calloc(1, sizeof(*a));
+	struct rc_fx t;
 
-	REQUIRE(p != NULL && a != NULL);
-	mkobs(&o);
-	o.ns_exists = false;
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	CHECK_INT(a->n, 0);
-	o.ns_exists = true;
-	o.ns_terminating = true;
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	CHECK_INT(a->n, 0);
-	REQUIRE(reconcile_diff(NULL, &o, a) == 0);
-	CHECK_INT(a->n, 0);
-	obs_free(&o);
-	free(a);
-	plan_free(p);
+	REQUIRE(rc_setup(&t, mkplan(MIG), false));
+	t.o.ns_exists = false;
+	REQUIRE(rc_diff(&t, t.p, 0));
+	t.o.ns_exists = true;
+	t.o.ns_terminating = true;
+	REQUIRE(rc_diff(&t, t.p, 0));
+	REQUIRE(rc_diff(&t, NULL, 0));
+	rc_done(&t);
 }
 
 TEST(unused_classes_collected)
@@ -526,15 +539,12 @@ TEST(unused_classes_collected)
 
 TEST(event_names_are_deterministic)
 {
-	struct plan_instance in = { 0 };
+	struct plan_instance in;
 	struct rc_action e1, e2, e3;
 	json_t *b;
 
-	snprintf(in.api_version, sizeof(in.api_version), "kubeplus.io/v1");
-	snprintf(in.kind, sizeof(in.kind), "Agent");
-	snprintf(in.name, sizeof(in.name), "t1");
+	mkinstance(&in, NULL);
 	snprintf(in.namespace, sizeof(in.namespace), "default");
-	snprintf(in.uid, sizeof(in.uid), "u-1");
 	REQUIRE(reconcile_event(&in, "5", "InvalidGPUIsolation", "bad", 0,
 	    &e1) == 0);
 	REQUIRE(reconcile_event(&in, "5", "InvalidGPUIsolation", "bad", 9999,
@@ -586,24 +596,9 @@ TEST(json_subset)
 static struct plan *
 mkplan_owned(const char *annotation)
 {
-	struct plan_instance *in = calloc(1, sizeof(*in));
-	struct plan_config cfg = { .owner_refs = true };
-	struct plan *p = NULL;
-	char err[256];
+	static const struct plan_config owned = { .owner_refs = true };
 
-	if (in == NULL)
-		return NULL;
-	snprintf(in->api_version, sizeof(in->api_version), "kubeplus.io/v1");
-	snprintf(in->kind, sizeof(in->kind), "Agent");
-	snprintf(in->name, sizeof(in->name), "t1");
-	snprintf(in->uid, sizeof(in->uid), "u-1");
-	in->has_annotation = true;
-	snprintf(in->annotation, sizeof(in->annotation), "%s", annotation);
-	in->annotation_len = strlen(annotation);
-	if (plan_build(in, &cfg, &p, err, sizeof(err)) < 0)
-		test_fail(__FILE__, __LINE__, "plan: %s", err);
-	free(in);
-	return p;
+	return mkplan_with(annotation, &owned);
 }
 
 TEST(verdict_ours_outdated_impostor)
@@ -651,56 +646,50 @@ TEST(verdict_ours_outdated_impostor)
 
 TEST(impostor_replaced_exactly)
 {
-	struct plan *p = mkplan_owned("{\"sharing\":\"time-slicing\"}");
-	struct rc_observed o;
-	struct rc_actions *a = calloc(1, sizeof(*a));
+	struct rc_fx t;
 	json_t *b;
 
-	REQUIRE(p != NULL && a != NULL);
-	mkobs(&o);
+	REQUIRE(rc_setup(&t, mkplan_owned("{\"sharing\":\"time-slicing\"}"),
+	    false));
 	/* a tenant's claim under kpgpud's name, count 8, no label */
-	o.has_planned = true;
-	snprintf(o.planned.kind, sizeof(o.planned.kind), "ResourceClaim");
-	snprintf(o.planned.name, sizeof(o.planned.name), "%s", p->claim_name);
-	snprintf(o.planned.uid, sizeof(o.planned.uid), "evil-uid");
-	o.planned.data = json_pack("{s:{s:[{s:s, s:{s:s, s:s, s:i}}]}}",
+	t.o.has_planned = true;
+	snprintf(t.o.planned.kind, sizeof(t.o.planned.kind), "ResourceClaim");
+	snprintf(t.o.planned.name, sizeof(t.o.planned.name), "%s", t.p->claim_name);
+	snprintf(t.o.planned.uid, sizeof(t.o.planned.uid), "evil-uid");
+	t.o.planned.data = json_pack("{s:{s:[{s:s, s:{s:s, s:s, s:i}}]}}",
 	    "spec", "devices", "requests", "name", "gpu", "exactly",
 	    "deviceClassName", "gpu.nvidia.com", "allocationMode",
 	    "ExactCount", "count", 8);
-	add_quota(&o, p);
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	CHECK_INT(a->nimpostors, 1);
-	CHECK(strstr(a->impostor[0], "ResourceClaim t1/agent-t1-gpu-") !=
+	add_quota(&t.o, t.p);
+	REQUIRE(rc_diff(&t, t.p, -1));
+	CHECK_INT(t.a->nimpostors, 1);
+	CHECK(strstr(t.a->impostor[0], "ResourceClaim t1/agent-t1-gpu-") !=
 	    NULL);
-	CHECK(strstr(a->impostor[0], " (uid evil-uid) is not kpgpud's") !=
+	CHECK(strstr(t.a->impostor[0], " (uid evil-uid) is not kpgpud's") !=
 	    NULL);
-	CHECK(strstr(a->impostor[0], "replaced") != NULL);
-	REQUIRE(a->n >= 2);
-	CHECK_STR(a->a[0].method, "DELETE");
-	CHECK_STR(a->a[0].path, a->a[1].item);
-	CHECK_STR(a->a[0].impostor_kind, "ResourceClaim");
-	b = json_loads(a->a[0].body, 0, NULL);
+	CHECK(strstr(t.a->impostor[0], "replaced") != NULL);
+	REQUIRE(t.a->n >= 2);
+	CHECK_STR(t.a->a[0].method, "DELETE");
+	CHECK_STR(t.a->a[0].path, t.a->a[1].item);
+	CHECK_STR(t.a->a[0].impostor_kind, "ResourceClaim");
+	b = json_loads(t.a->a[0].body, 0, NULL);
 	CHECK_STR(json_string_value(json_object_get(json_object_get(b,
 	    "preconditions"), "uid")), "evil-uid");
 	json_decref(b);
-	check_action(a, 1, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
+	check_action(t.a, 1, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
 	    "resourceclaims");
-	CHECK_STR(a->a[1].verify_kind, "ResourceClaim");
-	reconcile_actions_clear(a);
+	CHECK_STR(t.a->a[1].verify_kind, "ResourceClaim");
 
 	/* in use, being deleted: reported, waited for, not deleted again */
-	json_object_set_new(o.planned.data, "deletionTimestamp",
+	json_object_set_new(t.o.planned.data, "deletionTimestamp",
 	    json_string("2026-01-01T00:00:00Z"));
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	CHECK_INT(a->nimpostors, 1);
-	CHECK(strstr(a->impostor[0], "being deleted") != NULL);
-	CHECK(a->wait);
-	for (int i = 0; i < a->n; i++)
-		CHECK(strstr(a->a[i].path, "resourceclaims") == NULL);
-	reconcile_actions_clear(a);
-	obs_free(&o);
-	free(a);
-	plan_free(p);
+	REQUIRE(rc_diff(&t, t.p, -1));
+	CHECK_INT(t.a->nimpostors, 1);
+	CHECK(strstr(t.a->impostor[0], "being deleted") != NULL);
+	CHECK(t.a->wait);
+	for (int i = 0; i < t.a->n; i++)
+		CHECK(strstr(t.a->a[i].path, "resourceclaims") == NULL);
+	rc_done(&t);
 }
 
 TEST(decoys_are_not_kpgpuds)
@@ -717,80 +706,62 @@ TEST(decoys_are_not_kpgpuds)
 	json_decref(k);
 }
 
+/* The spec.hard of the quota patch among t's actions, or NULL. */
+static json_t *
+quota_patch_hard(const struct rc_fx *t, json_t **body)
+{
+	*body = NULL;
+	for (int i = 0; i < t->a->n; i++)
+		if (strstr(t->a->a[i].path, "resourcequotas/") != NULL) {
+			json_decref(*body);
+			*body = json_loads(t->a->a[i].body, 0, NULL);
+		}
+	return json_object_get(json_object_get(*body, "spec"), "hard");
+}
+
 TEST(quota_keys_follow_classes)
 {
 	const char *c1[] = { "a.example.com", "gpu.nvidia.com",
 	    "kpgpud-mig-1g.10gb" };
 	const char *c2[] = { "gpu.nvidia.com", "kpgpud-mig-1g.10gb" };
-	struct plan_instance *in = calloc(1, sizeof(*in));
 	struct plan_config cfg = { .strict = true, .strict_classes =
-	    "gpu.nvidia.com" };
-	struct plan *p1 = NULL, *p2 = NULL;
-	struct rc_observed o;
-	struct rc_actions *a = calloc(1, sizeof(*a));
-	char err[256];
+	    "gpu.nvidia.com", .classes = c1, .nclasses = 3 };
+	struct plan *p1 = mkplan_with(MIG, &cfg);
+	struct rc_fx t;
 	json_t *b, *hard;
 
-	REQUIRE(in != NULL && a != NULL);
-	snprintf(in->api_version, sizeof(in->api_version), "kubeplus.io/v1");
-	snprintf(in->kind, sizeof(in->kind), "Agent");
-	snprintf(in->name, sizeof(in->name), "t1");
-	in->has_annotation = true;
-	snprintf(in->annotation, sizeof(in->annotation), "%s", MIG);
-	in->annotation_len = strlen(MIG);
-	cfg.classes = c1;
-	cfg.nclasses = 3;
-	REQUIRE(plan_build(in, &cfg, &p1, err, sizeof(err)) == 0);
 	cfg.classes = c2;
 	cfg.nclasses = 2;
-	REQUIRE(plan_build(in, &cfg, &p2, err, sizeof(err)) == 0);
+	REQUIRE(rc_setup(&t, mkplan_with(MIG, &cfg), false) && p1 != NULL);
 	/* the quota as p1 left it; then a.example.com is deleted */
-	mkobs(&o);
-	json_array_append_new(o.quotas, json_pack("{s:{s:s, s:{s:s}}, "
-	    "s:{s:o}}", "metadata", "name", p1->quota_name, "annotations",
-	    PLAN_QUOTA_KEYS_ANNOT, "count/resourceclaims.resource.k8s.io,"
+	json_array_append_new(t.o.quotas, quota_json(p1->quota_name,
+	    "count/resourceclaims.resource.k8s.io,"
 	    "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/devices,"
 	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices,"
-	    "a.example.com.deviceclass.resource.k8s.io/devices", "spec",
-	    "hard", plan_quota_hard(p1)));
-	REQUIRE(reconcile_diff(p2, &o, a) == 0);
-	b = NULL;
-	for (int i = 0; i < a->n; i++)
-		if (strstr(a->a[i].path, "resourcequotas/") != NULL)
-			b = json_loads(a->a[i].body, 0, NULL);
-	REQUIRE(b != NULL);
-	hard = json_object_get(json_object_get(b, "spec"), "hard");
+	    "a.example.com.deviceclass.resource.k8s.io/devices",
+	    plan_quota_hard(p1)));
+	REQUIRE(rc_diff(&t, t.p, -1));
+	REQUIRE((hard = quota_patch_hard(&t, &b)) != NULL);
 	/* the gone class's key is taken out, the others stay as they are */
 	CHECK_INT(json_object_size(hard), 1);
 	CHECK(json_is_null(json_object_get(hard,
 	    "a.example.com.deviceclass.resource.k8s.io/devices")));
 	json_decref(b);
-	reconcile_actions_clear(a);
 	/* and back again: the new class's key is written as 0 */
-	json_array_clear(o.quotas);
-	json_array_append_new(o.quotas, json_pack("{s:{s:s, s:{s:s}}, "
-	    "s:{s:o}}", "metadata", "name", p2->quota_name, "annotations",
-	    PLAN_QUOTA_KEYS_ANNOT, "count/resourceclaims.resource.k8s.io,"
+	json_array_clear(t.o.quotas);
+	json_array_append_new(t.o.quotas, quota_json(t.p->quota_name,
+	    "count/resourceclaims.resource.k8s.io,"
 	    "kpgpud-mig-1g.10gb.deviceclass.resource.k8s.io/devices,"
-	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices", "spec",
-	    "hard", plan_quota_hard(p2)));
-	REQUIRE(reconcile_diff(p1, &o, a) == 0);
-	b = NULL;
-	for (int i = 0; i < a->n; i++)
-		if (strstr(a->a[i].path, "resourcequotas/") != NULL)
-			b = json_loads(a->a[i].body, 0, NULL);
-	REQUIRE(b != NULL);
-	hard = json_object_get(json_object_get(b, "spec"), "hard");
+	    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices",
+	    plan_quota_hard(t.p)));
+	REQUIRE(rc_diff(&t, p1, -1));
+	REQUIRE((hard = quota_patch_hard(&t, &b)) != NULL);
 	CHECK_INT(json_object_size(hard), 1);
 	CHECK_STR(json_string_value(json_object_get(hard,
 	    "a.example.com.deviceclass.resource.k8s.io/devices")), "0");
 	json_decref(b);
-	reconcile_actions_clear(a);
-	obs_free(&o);
-	free(a);
-	free(in);
+	rc_done(&t);
 	plan_free(p1);
-	plan_free(p2);
 }
 
 TEST(policy_params_configmap)
@@ -874,43 +845,38 @@ apply_quota_patches(struct rc_observed *o, const struct rc_actions *a)
 
 TEST(shared_claim_spec_change)
 {
-	struct plan *p1 = mkplan(TS1), *p2 = mkplan(TS2);
-	struct rc_observed o;
-	struct rc_actions *a = calloc(1, sizeof(*a));
+	struct plan *p2 = mkplan(TS2);
 	char path[RC_PATH_MAX];
+	struct rc_fx t;
 	json_t *b, *q;
 
-	REQUIRE(p1 != NULL && p2 != NULL && a != NULL);
-	REQUIRE(strcmp(p1->claim_name, p2->claim_name) != 0);
 	/* p1 in force, its claim in use; the annotation changes to p2 */
-	mkobs(&o);
-	obs_from_plan(&o, p1);
-	o.has_planned = false;
-	json_decref(o.planned.data);
-	o.planned.data = NULL;
-	q = json_array_get(o.quotas, 0);
-	REQUIRE(reconcile_diff(p2, &o, a) == 0);
+	REQUIRE(rc_setup(&t, mkplan(TS1), true) && p2 != NULL);
+	REQUIRE(strcmp(t.p->claim_name, p2->claim_name) != 0);
+	t.o.has_planned = false;
+	json_decref(t.o.planned.data);
+	t.o.planned.data = NULL;
+	q = json_array_get(t.o.quotas, 0);
+	REQUIRE(rc_diff(&t, p2, -1));
 	/* first the room: p2's 3 plus the old claim's 1 claim, 1 device */
-	REQUIRE(a->n == 1);
-	CHECK(a->quota_pending);
-	apply_quota_patches(&o, a);
+	REQUIRE(t.a->n == 1);
+	CHECK(t.a->quota_pending);
+	apply_quota_patches(&t.o, t.a);
 	CHECK_INT(hard_of(q, CLAIMS), 4);
 	CHECK_INT(hard_of(q, GPU_KEY), 4);
-	reconcile_actions_clear(a);
 	/* still not enforced: nothing else, however often we look */
-	REQUIRE(reconcile_diff(p2, &o, a) == 0);
-	CHECK_INT(a->n, 0);
-	CHECK(a->quota_pending);
-	enforce(&o);
-	REQUIRE(reconcile_diff(p2, &o, a) == 0);
-	CHECK(!a->quota_pending);
+	REQUIRE(rc_diff(&t, p2, 0));
+	CHECK(t.a->quota_pending);
+	enforce(&t.o);
+	REQUIRE(rc_diff(&t, p2, -1));
+	CHECK(!t.a->quota_pending);
 	/* new claim, Namespace moved to it, old claim deleted (no wait) */
-	REQUIRE(a->n == 3);
-	check_action(a, 0, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
+	REQUIRE(t.a->n == 3);
+	check_action(t.a, 0, "POST", "/apis/resource.k8s.io/v1/namespaces/t1/"
 	    "resourceclaims");
-	CHECK(strstr(a->a[0].body, p2->claim_name) != NULL);
-	check_action(a, 1, "PATCH", "/api/v1/namespaces/t1");
-	b = json_loads(a->a[1].body, 0, NULL);
+	CHECK(strstr(t.a->a[0].body, p2->claim_name) != NULL);
+	check_action(t.a, 1, "PATCH", "/api/v1/namespaces/t1");
+	b = json_loads(t.a->a[1].body, 0, NULL);
 	CHECK_STR(json_string_value(json_object_get(json_object_get(
 	    json_object_get(b, "metadata"), "annotations"),
 	    PLAN_NS_CLAIM_ANNOT)), p2->claim_name);
@@ -919,156 +885,124 @@ TEST(shared_claim_spec_change)
 	    PLAN_NS_MAX_ANNOT)), "3");
 	json_decref(b);
 	snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/namespaces/t1/"
-	    "resourceclaims/%s", p1->claim_name);
-	check_action(a, 2, "DELETE", path);
-	CHECK(!a->wait);
-	reconcile_actions_clear(a);
+	    "resourceclaims/%s", t.p->claim_name);
+	check_action(t.a, 2, "DELETE", path);
+	CHECK(!t.a->wait);
 	/* the old claim terminates (its pods run): no write, room kept */
-	json_object_set_new(o.owned[0].data, "deletionTimestamp",
+	json_object_set_new(t.o.owned[0].data, "deletionTimestamp",
 	    json_string("2026-01-01T00:00:00Z"));
-	o.has_planned = true;
-	snprintf(o.planned.kind, sizeof(o.planned.kind), "ResourceClaim");
-	snprintf(o.planned.name, sizeof(o.planned.name), "%s", p2->claim_name);
-	o.planned.data = json_pack("{s:O, s:O, s:O}", "labels",
+	t.o.has_planned = true;
+	snprintf(t.o.planned.kind, sizeof(t.o.planned.kind), "ResourceClaim");
+	snprintf(t.o.planned.name, sizeof(t.o.planned.name), "%s", p2->claim_name);
+	t.o.planned.data = json_pack("{s:O, s:O, s:O}", "labels",
 	    json_object_get(json_object_get(p2->claim, "metadata"), "labels"),
 	    "annotations", json_object_get(json_object_get(p2->claim,
 	    "metadata"), "annotations"), "spec", json_object_get(p2->claim,
 	    "spec"));
-	json_decref(o.ns_annots);
-	o.ns_annots = plan_ns_annotations(p2);
-	REQUIRE(reconcile_diff(p2, &o, a) == 0);
-	CHECK_INT(a->n, 0);
-	CHECK(!a->wait);
+	json_decref(t.o.ns_annots);
+	t.o.ns_annots = plan_ns_annotations(p2);
+	REQUIRE(rc_diff(&t, p2, 0));
+	CHECK(!t.a->wait);
 	/* gone: the quota returns to the plan, exactly */
-	json_decref(o.owned[0].data);
-	o.nowned = 0;
-	REQUIRE(reconcile_diff(p2, &o, a) == 0);
-	REQUIRE(a->n == 1);
-	apply_quota_patches(&o, a);
+	json_decref(t.o.owned[0].data);
+	t.o.nowned = 0;
+	REQUIRE(rc_diff(&t, p2, 1));
+	apply_quota_patches(&t.o, t.a);
 	CHECK_INT(hard_of(q, CLAIMS), 3);
 	CHECK_INT(hard_of(q, GPU_KEY), 3);
-	reconcile_actions_clear(a);
-	enforce(&o);
-	REQUIRE(reconcile_diff(p2, &o, a) == 0);
-	CHECK_INT(a->n, 0);
-	obs_free(&o);
-	free(a);
-	plan_free(p1);
+	enforce(&t.o);
+	REQUIRE(rc_diff(&t, p2, 0));
+	rc_done(&t);
 	plan_free(p2);
 }
 
 TEST(room_only_for_the_tenants_claims)
 {
-	struct plan *p = mkplan(TS1);
-	struct rc_observed o;
-	struct rc_actions *a = calloc(1, sizeof(*a));
+	struct rc_fx t;
 	json_t *q;
 
-	REQUIRE(p != NULL && a != NULL);
-	mkobs(&o);
-	obs_from_plan(&o, p);
-	q = json_array_get(o.quotas, 0);
+	REQUIRE(rc_setup(&t, mkplan(TS1), true));
+	q = json_array_get(t.o.quotas, 0);
 	/* the fixed name of earlier versions, 2 devices, still draining */
-	snprintf(o.owned[1].kind, sizeof(o.owned[1].kind), "ResourceClaim");
-	snprintf(o.owned[1].name, sizeof(o.owned[1].name), "agent-t1-gpu");
-	o.owned[1].data = json_pack("{s:{s:s, s:s}, s:s, s:{s:{s:[{s:s, "
+	snprintf(t.o.owned[1].kind, sizeof(t.o.owned[1].kind), "ResourceClaim");
+	snprintf(t.o.owned[1].name, sizeof(t.o.owned[1].name), "agent-t1-gpu");
+	t.o.owned[1].data = json_pack("{s:{s:s, s:s}, s:s, s:{s:{s:[{s:s, "
 	    "s:{s:s, s:s, s:i}}]}}}", "labels", PLAN_MANAGED_BY_KEY,
 	    PLAN_MANAGED_BY, PLAN_INSTANCE_LABEL, "agent-t1",
 	    "deletionTimestamp", "2026-01-01T00:00:00Z", "spec", "devices",
 	    "requests", "name", "gpu", "exactly", "deviceClassName",
 	    "gpu.nvidia.com", "allocationMode", "ExactCount", "count", 2);
 	/* one of another name with our labels, and one without the labels */
-	snprintf(o.owned[2].kind, sizeof(o.owned[2].kind), "ResourceClaim");
-	snprintf(o.owned[2].name, sizeof(o.owned[2].name), "other-gpu");
-	o.owned[2].data = json_deep_copy(o.owned[1].data);
-	snprintf(o.owned[3].kind, sizeof(o.owned[3].kind), "ResourceClaim");
-	snprintf(o.owned[3].name, sizeof(o.owned[3].name), "agent-t1-gpu-"
+	snprintf(t.o.owned[2].kind, sizeof(t.o.owned[2].kind), "ResourceClaim");
+	snprintf(t.o.owned[2].name, sizeof(t.o.owned[2].name), "other-gpu");
+	t.o.owned[2].data = json_deep_copy(t.o.owned[1].data);
+	snprintf(t.o.owned[3].kind, sizeof(t.o.owned[3].kind), "ResourceClaim");
+	snprintf(t.o.owned[3].name, sizeof(t.o.owned[3].name), "agent-t1-gpu-"
 	    "00000000");
-	o.owned[3].data = json_deep_copy(o.owned[1].data);
-	json_object_del(json_object_get(o.owned[3].data, "labels"),
+	t.o.owned[3].data = json_deep_copy(t.o.owned[1].data);
+	json_object_del(json_object_get(t.o.owned[3].data, "labels"),
 	    PLAN_MANAGED_BY_KEY);
-	o.nowned = 4;
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	REQUIRE(a->n == 1);
-	apply_quota_patches(&o, a);
+	t.o.nowned = 4;
+	REQUIRE(rc_diff(&t, t.p, 1));
+	apply_quota_patches(&t.o, t.a);
 	CHECK_INT(hard_of(q, CLAIMS), 3);
 	CHECK_INT(hard_of(q, GPU_KEY), 4);
 	/* no delete of what is already going */
-	reconcile_actions_clear(a);
-	enforce(&o);
-	REQUIRE(reconcile_diff(p, &o, a) == 0);
-	CHECK_INT(a->n, 0);
-	obs_free(&o);
-	free(a);
-	plan_free(p);
+	enforce(&t.o);
+	REQUIRE(rc_diff(&t, t.p, 0));
+	rc_done(&t);
 }
 
 TEST(lowered_max_quota_first)
 {
-	struct plan *hi = mkplan("{\"sharing\":\"exclusive\",\"maxDevices\":4}");
 	struct plan *lo = mkplan("{\"sharing\":\"exclusive\",\"maxDevices\":1}");
-	struct rc_observed o;
-	struct rc_actions *a = calloc(1, sizeof(*a));
+	struct rc_fx t;
 	json_t *q;
 
-	REQUIRE(hi != NULL && lo != NULL && a != NULL);
-	mkobs(&o);
-	obs_from_plan(&o, hi);
-	q = json_array_get(o.quotas, 0);
+	REQUIRE(rc_setup(&t, mkplan("{\"sharing\":\"exclusive\","
+	    "\"maxDevices\":4}"), true) && lo != NULL);
+	q = json_array_get(t.o.quotas, 0);
 	/* lowered: the quota alone, the Namespace (max 4) not yet */
-	REQUIRE(reconcile_diff(lo, &o, a) == 0);
-	REQUIRE(a->n == 1);
-	CHECK(a->quota_pending);
-	check_action(a, 0, "PATCH", "/api/v1/namespaces/t1/resourcequotas/"
+	REQUIRE(rc_diff(&t, lo, 1));
+	CHECK(t.a->quota_pending);
+	check_action(t.a, 0, "PATCH", "/api/v1/namespaces/t1/resourcequotas/"
 	    "kpgpud-gpu");
-	apply_quota_patches(&o, a);
+	apply_quota_patches(&t.o, t.a);
 	CHECK_INT(hard_of(q, GPU_KEY), 1);
-	reconcile_actions_clear(a);
-	enforce(&o);
-	REQUIRE(reconcile_diff(lo, &o, a) == 0);
-	REQUIRE(a->n == 1);
-	check_action(a, 0, "PATCH", "/api/v1/namespaces/t1");
-	CHECK(strstr(a->a[0].body, "\"" PLAN_NS_MAX_ANNOT "\":\"1\"") != NULL);
-	reconcile_actions_clear(a);
-	obs_free(&o);
-	free(a);
-	plan_free(hi);
+	enforce(&t.o);
+	REQUIRE(rc_diff(&t, lo, 1));
+	check_action(t.a, 0, "PATCH", "/api/v1/namespaces/t1");
+	CHECK(strstr(t.a->a[0].body, "\"" PLAN_NS_MAX_ANNOT "\":\"1\"") != NULL);
+	rc_done(&t);
 	plan_free(lo);
 }
 
 TEST(terminating_planned_claim_keeps_the_namespace)
 {
-	struct plan *p1 = mkplan(TS1), *p2 = mkplan(TS2);
-	struct rc_observed o;
-	struct rc_actions *a = calloc(1, sizeof(*a));
+	struct plan *p1 = mkplan(TS1);
+	struct rc_fx t;
 
-	REQUIRE(p1 != NULL && p2 != NULL && a != NULL);
 	/* back to p1 while p1's claim still drains; p2's is in use */
-	mkobs(&o);
-	obs_from_plan(&o, p2);
-	snprintf(o.owned[1].kind, sizeof(o.owned[1].kind), "ResourceClaim");
-	snprintf(o.owned[1].name, sizeof(o.owned[1].name), "%s",
+	REQUIRE(rc_setup(&t, mkplan(TS2), true) && p1 != NULL);
+	snprintf(t.o.owned[1].kind, sizeof(t.o.owned[1].kind), "ResourceClaim");
+	snprintf(t.o.owned[1].name, sizeof(t.o.owned[1].name), "%s",
 	    p1->claim_name);
-	o.owned[1].data = json_pack("{s:O, s:O, s:s}", "labels",
+	t.o.owned[1].data = json_pack("{s:O, s:O, s:s}", "labels",
 	    json_object_get(json_object_get(p1->claim, "metadata"), "labels"),
 	    "spec", json_object_get(p1->claim, "spec"), "deletionTimestamp",
 	    "2026-01-01T00:00:00Z");
-	o.nowned = 2;
-	json_decref(o.planned.data);
-	o.planned = o.owned[1];
-	o.planned.data = json_deep_copy(o.owned[1].data);
-	REQUIRE(reconcile_diff(p1, &o, a) == 0);
+	t.o.nowned = 2;
+	json_decref(t.o.planned.data);
+	t.o.planned = t.o.owned[1];
+	t.o.planned.data = json_deep_copy(t.o.owned[1].data);
+	REQUIRE(rc_diff(&t, p1, -1));
 	/* room for p2's claim, then: no create, no Namespace, no delete */
-	apply_quota_patches(&o, a);
-	enforce(&o);
-	reconcile_actions_clear(a);
-	REQUIRE(reconcile_diff(p1, &o, a) == 0);
-	CHECK(a->wait);
-	for (int i = 0; i < a->n; i++)
-		CHECK(strstr(a->a[i].path, "resourcequotas") != NULL);
-	reconcile_actions_clear(a);
-	obs_free(&o);
-	free(a);
+	apply_quota_patches(&t.o, t.a);
+	enforce(&t.o);
+	REQUIRE(rc_diff(&t, p1, -1));
+	CHECK(t.a->wait);
+	for (int i = 0; i < t.a->n; i++)
+		CHECK(strstr(t.a->a[i].path, "resourcequotas") != NULL);
+	rc_done(&t);
 	plan_free(p1);
-	plan_free(p2);
 }
