@@ -76,6 +76,23 @@ resolved_msg_str(char buf[RESOLVED_MSG_MAX + 4], const char *s)
 	return buf;
 }
 
+/*
+ * The one rejection of a policy member that is not one of its words:
+ * "unknown KEY "VALUE" (expected WORDS)" for a string, else "field "KEY"
+ * must be WORDS". Returns -EINVAL.
+ */
+static int
+bad_word(const char *key, const json_t *v, const char *words, char *err,
+    size_t errlen)
+{
+	char b[RESOLVED_MSG_MAX + 4];
+
+	if (json_is_string(v))
+		return seterr(err, errlen, "unknown %s \"%s\" (expected %s)",
+		    key, resolved_msg_str(b, json_string_value(v)), words);
+	return seterr(err, errlen, "field \"%s\" must be %s", key, words);
+}
+
 /* Parse a container name list; see resolved.h. */
 int
 resolved_parse_names(const char *key, const json_t *v, bool all_ok,
@@ -96,17 +113,13 @@ resolved_parse_names(const char *key, const json_t *v, bool all_ok,
 			*ret_mode = RESOLVED_INIT_NONE;
 		else if (all_ok && strcmp(s, "all") == 0)
 			*ret_mode = RESOLVED_INIT_ALL;
-		else {
-			seterr(err, errlen, "unknown %s \"%s\" (expected %s)",
-			    key, resolved_msg_str(b, s), words);
-			return -EINVAL;
-		}
+		else
+			return bad_word(key, v, words, err, errlen);
+		*ret_n = 0;
 		return 0;
 	}
-	if (!json_is_array(v)) {
-		seterr(err, errlen, "field \"%s\" must be %s", key, words);
-		return -EINVAL;
-	}
+	if (!json_is_array(v))
+		return bad_word(key, v, words, err, errlen);
 	if (json_array_size(v) > RESOLVED_MAX_NAMES) {
 		seterr(err, errlen, "%s lists more than %d names", key,
 		    RESOLVED_MAX_NAMES);
@@ -201,9 +214,10 @@ resolved_names_text(enum resolved_init mode, const char names[][64], int n)
 	return s;
 }
 
-/* Parse the legacyGPU member. */
+/* Parse the legacyGPU member into *ret. */
 static int
-parse_legacy(json_t *v, struct resolved *r, char *err, size_t errlen)
+parse_legacy(const json_t *v, enum resolved_legacy *ret, char *err,
+    size_t errlen)
 {
 	static const enum resolved_legacy all[] = { RESOLVED_LEGACY_REJECT,
 	    RESOLVED_LEGACY_TRANSLATE, RESOLVED_LEGACY_ALLOW };
@@ -212,12 +226,32 @@ parse_legacy(json_t *v, struct resolved *r, char *err, size_t errlen)
 		for (size_t i = 0; i < nitems(all); i++)
 			if (strcmp(json_string_value(v),
 			    resolved_legacy_name(all[i])) == 0) {
-				r->legacy = all[i];
+				*ret = all[i];
 				return 0;
 			}
-	seterr(err, errlen, "legacyGPU: must be \"reject\", \"translate\" or "
-	    "\"allow\"");
-	return -EINVAL;
+	return bad_word("legacyGPU", v, "\"reject\", \"translate\" or "
+	    "\"allow\"", err, errlen);
+}
+
+/* Apply a policy member to p; see resolved.h. */
+int
+resolved_policy_member(const char *key, const json_t *v,
+    struct resolved_policy *p, char *err, size_t errlen)
+{
+	enum resolved_init mode;
+	int r;
+
+	if (strcmp(key, "initContainers") == 0)
+		r = resolved_parse_names(key, v, true, &p->init, p->init_names,
+		    &p->ninit_names, err, errlen);
+	else if (strcmp(key, "sidecarContainers") == 0)
+		r = resolved_parse_names(key, v, false, &mode,
+		    p->sidecar_names, &p->nsidecar_names, err, errlen);
+	else if (strcmp(key, "legacyGPU") == 0)
+		r = parse_legacy(v, &p->legacy, err, errlen);
+	else
+		return 0;
+	return r < 0 ? r : 1;
 }
 
 /* Apply one member of the annotation object to r. */
@@ -225,6 +259,8 @@ static int
 parse_member(const char *key, json_t *v, struct resolved *r, char *err,
     size_t errlen)
 {
+	int rv;
+
 	if (strcmp(key, "claimTemplateName") == 0 ||
 	    strcmp(key, "claimName") == 0) {
 		char *dst = key[5] == 'T' ? r->claim_template : r->claim;
@@ -252,21 +288,8 @@ parse_member(const char *key, json_t *v, struct resolved *r, char *err,
 		}
 		return 0;
 	}
-	if (strcmp(key, "initContainers") == 0)
-		return resolved_parse_names(key, v, true, &r->init,
-		    r->init_names, &r->ninit_names, err, errlen);
-	if (strcmp(key, "sidecarContainers") == 0) {
-		enum resolved_init mode;
-
-		if (resolved_parse_names(key, v, false, &mode,
-		    r->sidecar_names, &r->nsidecar_names, err, errlen) < 0)
-			return -EINVAL;
-		if (mode == RESOLVED_INIT_NONE)
-			r->nsidecar_names = 0;
-		return 0;
-	}
-	if (strcmp(key, "legacyGPU") == 0)
-		return parse_legacy(v, r, err, errlen);
+	if ((rv = resolved_policy_member(key, v, &r->pol, err, errlen)) != 0)
+		return rv < 0 ? rv : 0;
 	seterr(err, errlen, "unknown key \"%.64s\"", key);
 	return -EINVAL;
 }
@@ -358,15 +381,15 @@ resolved_format(const struct resolved *r)
 	if (r->instance[0] != '\0')
 		bad |= json_object_set_new(o, "instance",
 		    json_string(r->instance));
-	bad |= json_object_set_new(o, "initContainers", format_names(r->init,
-	    r->init_names, r->ninit_names));
+	bad |= json_object_set_new(o, "initContainers",
+	    format_names(r->pol.init, r->pol.init_names, r->pol.ninit_names));
 	/* absent means none: annotations written before it existed agree */
-	if (r->nsidecar_names > 0)
+	if (r->pol.nsidecar_names > 0)
 		bad |= json_object_set_new(o, "sidecarContainers",
-		    format_names(RESOLVED_INIT_NAMED, r->sidecar_names,
-		    r->nsidecar_names));
+		    format_names(RESOLVED_INIT_NAMED, r->pol.sidecar_names,
+		    r->pol.nsidecar_names));
 	bad |= json_object_set_new(o, "legacyGPU",
-	    json_string(resolved_legacy_name(r->legacy)));
+	    json_string(resolved_legacy_name(r->pol.legacy)));
 	if (bad == 0)
 		s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(o);
@@ -392,12 +415,12 @@ resolved_legacy_name(enum resolved_legacy l)
 bool
 resolved_init_selected(const struct resolved *r, const char *name)
 {
-	if (r->init == RESOLVED_INIT_ALL)
+	if (r->pol.init == RESOLVED_INIT_ALL)
 		return true;
-	if (r->init != RESOLVED_INIT_NAMED || name == NULL)
+	if (r->pol.init != RESOLVED_INIT_NAMED || name == NULL)
 		return false;
-	for (int i = 0; i < r->ninit_names; i++)
-		if (strcmp(r->init_names[i], name) == 0)
+	for (int i = 0; i < r->pol.ninit_names; i++)
+		if (strcmp(r->pol.init_names[i], name) == 0)
 			return true;
 	return false;
 }
@@ -408,29 +431,37 @@ resolved_sidecar(const struct resolved *r, const char *name)
 {
 	if (name == NULL)
 		return false;
-	for (int i = 0; i < r->nsidecar_names; i++)
-		if (strcmp(r->sidecar_names[i], name) == 0)
+	for (int i = 0; i < r->pol.nsidecar_names; i++)
+		if (strcmp(r->pol.sidecar_names[i], name) == 0)
 			return true;
 	return false;
+}
+
+/* Whether two policies are the same; see resolved.h. */
+bool
+resolved_policy_equal(const struct resolved_policy *a,
+    const struct resolved_policy *b)
+{
+	if (a->init != b->init || a->legacy != b->legacy ||
+	    a->ninit_names != b->ninit_names ||
+	    a->nsidecar_names != b->nsidecar_names)
+		return false;
+	for (int i = 0; i < a->ninit_names; i++)
+		if (strcmp(a->init_names[i], b->init_names[i]) != 0)
+			return false;
+	for (int i = 0; i < a->nsidecar_names; i++)
+		if (strcmp(a->sidecar_names[i], b->sidecar_names[i]) != 0)
+			return false;
+	return true;
 }
 
 /* Whether two resolved specs would produce the same pod patch. */
 bool
 resolved_equal(const struct resolved *a, const struct resolved *b)
 {
-	if (strcmp(a->claim_template, b->claim_template) != 0 ||
-	    strcmp(a->claim, b->claim) != 0 || a->init != b->init ||
-	    a->legacy != b->legacy || a->ninit_names != b->ninit_names ||
-	    strcmp(a->sharing, b->sharing) != 0 ||
-	    strcmp(a->instance, b->instance) != 0)
-		return false;
-	for (int i = 0; i < a->ninit_names; i++)
-		if (strcmp(a->init_names[i], b->init_names[i]) != 0)
-			return false;
-	if (a->nsidecar_names != b->nsidecar_names)
-		return false;
-	for (int i = 0; i < a->nsidecar_names; i++)
-		if (strcmp(a->sidecar_names[i], b->sidecar_names[i]) != 0)
-			return false;
-	return true;
+	return strcmp(a->claim_template, b->claim_template) == 0 &&
+	    strcmp(a->claim, b->claim) == 0 &&
+	    strcmp(a->sharing, b->sharing) == 0 &&
+	    strcmp(a->instance, b->instance) == 0 &&
+	    resolved_policy_equal(&a->pol, &b->pol);
 }

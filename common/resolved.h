@@ -49,18 +49,31 @@ enum resolved_legacy {
 	RESOLVED_LEGACY_ALLOW,
 };
 
-struct resolved {
-	/* exactly one of the two is non-empty */
-	char			 claim_template[RESOLVED_NAME_MAX + 1];
-	char			 claim[RESOLVED_NAME_MAX + 1];
-	char			 sharing[32];
-	char			 instance[RESOLVED_NAME_MAX + 64];
+/*
+ * The container policies, one grammar in both annotations (the tenant's
+ * kubeplus.io/gpu-isolation that kpgpud-quota reads and the resolved one
+ * that kpgpud-admit reads):
+ *   "initContainers": "none" | "all" | ["name", ...]
+ *   "sidecarContainers": "none" | ["name", ...]
+ *   "legacyGPU": "reject" | "translate" | "allow"
+ * All zero is "none", no sidecars, "reject".
+ */
+struct resolved_policy {
 	enum resolved_init	 init;
 	int			 ninit_names;
 	char			 init_names[RESOLVED_MAX_NAMES][64];
 	int			 nsidecar_names;
 	char			 sidecar_names[RESOLVED_MAX_NAMES][64];
 	enum resolved_legacy	 legacy;
+};
+
+struct resolved {
+	/* exactly one of the two is non-empty */
+	char			 claim_template[RESOLVED_NAME_MAX + 1];
+	char			 claim[RESOLVED_NAME_MAX + 1];
+	char			 sharing[32];
+	char			 instance[RESOLVED_NAME_MAX + 64];
+	struct resolved_policy	 pol;
 };
 
 /*
@@ -81,12 +94,6 @@ char	*resolved_format(const struct resolved *r);
 const char *resolved_legacy_name(enum resolved_legacy l);
 
 /*
- * Parse a container name list ("none", "all" when all_ok, or a JSON list
- * of at most RESOLVED_MAX_NAMES distinct container names) for member key.
- * 0, or -EINVAL with the reason in err; names[] / *ret_n / *ret_mode are
- * written only on success.
- */
-/*
  * User text quoted in a message (an Event, a denial): printable ASCII but
  * '"' only, at most RESOLVED_MSG_MAX bytes and "..." when cut. Returns buf.
  */
@@ -94,6 +101,24 @@ const char *resolved_legacy_name(enum resolved_legacy l);
 const char *resolved_msg_str(char buf[RESOLVED_MSG_MAX + 4], const char *s);
 
 struct json_t;
+/*
+ * Apply member key of an annotation object to p when it is one of the
+ * policy members (initContainers, sidecarContainers, legacyGPU): 1 when
+ * applied, 0 when key is none of them (the caller's to parse), -EINVAL
+ * with the reason in err (p's member untouched). Both annotations parse
+ * their policies here, so they share one grammar and one set of messages.
+ */
+int	 resolved_policy_member(const char *key, const struct json_t *v,
+	    struct resolved_policy *p, char *err, size_t errlen);
+/* Whether two policies are the same. */
+bool	 resolved_policy_equal(const struct resolved_policy *a,
+	    const struct resolved_policy *b);
+/*
+ * Parse a container name list ("none", "all" when all_ok, or a JSON list
+ * of at most RESOLVED_MAX_NAMES distinct container names) for member key;
+ * "none" and "all" have no names (*ret_n = 0). 0, or -EINVAL with the
+ * reason in err; names[] / *ret_n / *ret_mode are written only on success.
+ */
 int	 resolved_parse_names(const char *key, const struct json_t *v,
 	    bool all_ok, enum resolved_init *ret_mode,
 	    char names[RESOLVED_MAX_NAMES][64], int *ret_n, char *err,

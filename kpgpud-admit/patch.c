@@ -293,7 +293,7 @@ container_legacy(struct patch_ctx *c, const char *base, const json_t *ctr,
 		return 0;
 	if (name == NULL)
 		name = "";
-	switch (c->r->legacy) {
+	switch (c->r->pol.legacy) {
 	case RESOLVED_LEGACY_ALLOW:
 		warn(c, "container \"%.63s\" uses %.40s besides the DRA claim",
 		    name, legacy);

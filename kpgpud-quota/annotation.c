@@ -354,52 +354,6 @@ f_mps(struct parse_ctx *c, json_t *v)
 	return 0;
 }
 
-/* "initContainers": which init containers get the claim too. */
-static int
-f_init(struct parse_ctx *c, json_t *v)
-{
-	return resolved_parse_names("initContainers", v, true, &c->a.init,
-	    c->a.init_names, &c->a.ninit_names, c->err, c->errlen);
-}
-
-/* "sidecarContainers": containers that never get the claim. */
-static int
-f_sidecars(struct parse_ctx *c, json_t *v)
-{
-	enum resolved_init mode;
-
-	if (resolved_parse_names("sidecarContainers", v, false, &mode,
-	    c->a.sidecar_names, &c->a.nsidecar_names, c->err,
-	    c->errlen) < 0)
-		return -EINVAL;
-	if (mode == RESOLVED_INIT_NONE)
-		c->a.nsidecar_names = 0;
-	c->a.sidecars_set = true;
-	return 0;
-}
-
-/* "legacyGPU": what admit does with nvidia.com/gpu resource limits. */
-static int
-f_legacy(struct parse_ctx *c, json_t *v)
-{
-	static const char *names[] = {
-		[RESOLVED_LEGACY_REJECT] = "reject",
-		[RESOLVED_LEGACY_TRANSLATE] = "translate",
-		[RESOLVED_LEGACY_ALLOW] = "allow",
-	};
-	const char *s;
-	char b[MSG_STR_MAX + 4];
-	int i;
-
-	if (get_string(c, "legacyGPU", v, &s) < 0)
-		return -EINVAL;
-	if ((i = lookup(names, nitems(names), s)) < 0)
-		return perr(c, "unknown legacyGPU \"%s\" (expected reject, "
-		    "translate or allow)", msg_str(b, s));
-	c->a.legacy = (enum resolved_legacy)i;
-	return 0;
-}
-
 /* "isolation": which topology domain the tenant keeps to itself. */
 static int
 f_isolation(struct parse_ctx *c, json_t *v)
@@ -427,9 +381,6 @@ static const struct field fields[] = {
 	{ "topology", f_topology },
 	{ "timeSlicing", f_time_slicing },
 	{ "mps", f_mps },
-	{ "initContainers", f_init },
-	{ "sidecarContainers", f_sidecars },
-	{ "legacyGPU", f_legacy },
 	{ "isolation", f_isolation },
 };
 
@@ -471,8 +422,18 @@ parse_fields(struct parse_ctx *c, json_t *root)
 	const char *key;
 	json_t *v;
 	size_t i;
+	int r;
 
 	json_object_foreach(root, key, v) {
+		/* initContainers, sidecarContainers, legacyGPU: one grammar */
+		if ((r = resolved_policy_member(key, v, &c->a.pol, c->err,
+		    c->errlen)) < 0)
+			return r;
+		if (r > 0) {
+			if (strcmp(key, "sidecarContainers") == 0)
+				c->a.sidecars_set = true;
+			continue;
+		}
 		for (i = 0; i < nitems(fields); i++)
 			if (strcmp(fields[i].name, key) == 0)
 				break;
@@ -507,8 +468,8 @@ annotation_parse(const char *json, size_t len, struct annotation *ret,
 	c->a.devices_per_pod = 1;
 	for (int i = 0; resolved_default_sidecars[i] != NULL &&
 	    i < RESOLVED_MAX_NAMES; i++)
-		snprintf(c->a.sidecar_names[c->a.nsidecar_names++], 64, "%s",
-		    resolved_default_sidecars[i]);
+		snprintf(c->a.pol.sidecar_names[c->a.pol.nsidecar_names++], 64,
+		    "%s", resolved_default_sidecars[i]);
 	if (len > ANNOTATION_MAX_LEN) {
 		perr(c, "annotation is %zu bytes, more than the limit of %d",
 		    len, ANNOTATION_MAX_LEN);

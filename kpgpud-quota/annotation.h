@@ -17,7 +17,8 @@
  *    "initContainers": "none" | "all" | ["name", ...],
  *    "sidecarContainers": "none" | ["name", ...],  // default: the
  *                                          // resolved_default_sidecars
- *    "legacyGPU": "reject" | "translate" | "allow",
+ *    "legacyGPU": "reject" | "translate" | "allow",  // these three:
+ *                                          // resolved_policy_member
  *    "isolation": "device" | "gpu" | "pcie-root"}   // default device
  */
 #ifndef KPGPUD_QUOTA_ANNOTATION_H
@@ -80,13 +81,8 @@ struct annotation {
 	enum annotation_interval interval;
 	int			 mps_thread_pct;	/* 0: unset */
 	char			 mps_pinned_mem[ANNOTATION_QTY_MAX + 1];
-	enum resolved_init	 init;
-	int			 ninit_names;
-	char			 init_names[RESOLVED_MAX_NAMES][64];
-	int			 nsidecar_names;
-	char			 sidecar_names[RESOLVED_MAX_NAMES][64];
+	struct resolved_policy	 pol;	/* default: the common sidecars */
 	bool			 sidecars_set;	/* named, not the default */
-	enum resolved_legacy	 legacy;
 	enum annotation_isolation isolation;
 };
 

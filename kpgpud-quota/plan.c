@@ -688,13 +688,7 @@ build_resolved(struct plan *p)
 	snprintf(r->sharing, sizeof(r->sharing), "%s",
 	    annotation_sharing_name(p->annot.sharing));
 	scopy(r->instance, sizeof(r->instance), p->instance_ref);
-	r->init = p->annot.init;
-	r->ninit_names = p->annot.ninit_names;
-	memcpy(r->init_names, p->annot.init_names, sizeof(r->init_names));
-	r->nsidecar_names = p->annot.nsidecar_names;
-	memcpy(r->sidecar_names, p->annot.sidecar_names,
-	    sizeof(r->sidecar_names));
-	r->legacy = p->annot.legacy;
+	r->pol = p->annot.pol;
 	p->resolved = resolved_format(r);
 	free(r);
 	return p->resolved == NULL ? -ENOMEM : 0;
@@ -805,13 +799,9 @@ plan_annotation(const struct plan_instance *in, const struct plan_config *cfg,
 	if ((r = annotation_parse(in->annotation, in->annotation_len, a, err,
 	    errlen)) < 0 || a->sidecars_set || cfg->sidecars == NULL)
 		return r;
-	if ((r = resolved_parse_names_text("sidecar-containers", cfg->sidecars,
-	    false, &mode, a->sidecar_names, &a->nsidecar_names, err,
-	    errlen)) < 0)
-		return r;
-	if (mode == RESOLVED_INIT_NONE)
-		a->nsidecar_names = 0;
-	return 0;
+	return resolved_parse_names_text("sidecar-containers", cfg->sidecars,
+	    false, &mode, a->pol.sidecar_names, &a->pol.nsidecar_names, err,
+	    errlen);
 }
 
 /* Take the tenant's topology: selectors, domains, events. */
@@ -932,9 +922,10 @@ plan_ns_annotations(const struct plan *p)
 	char max[16], *init, *side;
 	json_t *m = NULL;
 
-	init = resolved_names_text(a->init, a->init_names, a->ninit_names);
-	side = resolved_names_text(RESOLVED_INIT_NAMED, a->sidecar_names,
-	    a->nsidecar_names);
+	init = resolved_names_text(a->pol.init, a->pol.init_names,
+	    a->pol.ninit_names);
+	side = resolved_names_text(RESOLVED_INIT_NAMED, a->pol.sidecar_names,
+	    a->pol.nsidecar_names);
 	snprintf(max, sizeof(max), "%d", a->max_devices);
 	if (init != NULL && side != NULL)
 		m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}",

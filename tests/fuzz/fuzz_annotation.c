@@ -19,6 +19,14 @@
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* Whether a parsed policy keeps its name counts within the caps. */
+static int
+policy_ok(const struct resolved_policy *p)
+{
+	return p->ninit_names >= 0 && p->ninit_names <= RESOLVED_MAX_NAMES &&
+	    p->nsidecar_names >= 0 && p->nsidecar_names <= RESOLVED_MAX_NAMES;
+}
+
 /* A resolved value: invariants and a format/parse round trip. */
 static void
 one_resolved(const char *s, size_t n)
@@ -34,8 +42,7 @@ one_resolved(const char *s, size_t n)
 	}
 	if ((r.claim_template[0] == '\0') == (r.claim[0] == '\0'))
 		abort();
-	if (r.ninit_names < 0 || r.ninit_names > RESOLVED_MAX_NAMES ||
-	    r.nsidecar_names < 0 || r.nsidecar_names > RESOLVED_MAX_NAMES)
+	if (!policy_ok(&r.pol))
 		abort();
 	if ((txt = resolved_format(&r)) == NULL)
 		abort();
@@ -60,8 +67,7 @@ one_annotation(const char *s, size_t n)
 	}
 	if (a.max_devices < 1 || a.max_devices > ANNOTATION_MAX_DEVICES ||
 	    a.devices_per_pod < 1 || a.devices_per_pod > a.max_devices ||
-	    a.ninit_names < 0 || a.ninit_names > RESOLVED_MAX_NAMES ||
-	    a.nsidecar_names < 0 || a.nsidecar_names > RESOLVED_MAX_NAMES)
+	    !policy_ok(&a.pol))
 		abort();
 	if (annotation_sharing_name(a.sharing) == NULL)
 		abort();

@@ -55,14 +55,14 @@ TEST(minimal_exclusive_defaults)
 	CHECK_INT(a.topology, ANNOTATION_TOPO_NONE);
 	CHECK_INT(a.interval, ANNOTATION_INTERVAL_UNSET);
 	CHECK_INT(a.mps_thread_pct, 0);
-	CHECK_INT(a.init, RESOLVED_INIT_NONE);
-	CHECK_INT(a.legacy, RESOLVED_LEGACY_REJECT);
+	CHECK_INT(a.pol.init, RESOLVED_INIT_NONE);
+	CHECK_INT(a.pol.legacy, RESOLVED_LEGACY_REJECT);
 	CHECK_INT(a.isolation, ANNOTATION_ISOLATION_DEVICE);
 	/* the common injected proxies get no claim unless it says so */
-	CHECK(a.nsidecar_names > 8);
-	for (int i = 0; i < a.nsidecar_names; i++)
-		CHECK_STR(a.sidecar_names[i], resolved_default_sidecars[i]);
-	CHECK(resolved_default_sidecars[a.nsidecar_names] == NULL);
+	CHECK(a.pol.nsidecar_names > 8);
+	for (int i = 0; i < a.pol.nsidecar_names; i++)
+		CHECK_STR(a.pol.sidecar_names[i], resolved_default_sidecars[i]);
+	CHECK(resolved_default_sidecars[a.pol.nsidecar_names] == NULL);
 }
 
 /* sidecarContainers: "none", a list replacing the default, never "all". */
@@ -73,15 +73,15 @@ TEST(sidecar_containers)
 
 	REQUIRE(parse("{\"sharing\":\"exclusive\",\"sidecarContainers\":"
 	    "\"none\"}", &a, err, sizeof(err)) == 0);
-	CHECK_INT(a.nsidecar_names, 0);
+	CHECK_INT(a.pol.nsidecar_names, 0);
 	REQUIRE(parse("{\"sharing\":\"exclusive\",\"sidecarContainers\":"
 	    "[\"my-proxy\",\"istio-proxy\"]}", &a, err, sizeof(err)) == 0);
-	CHECK_INT(a.nsidecar_names, 2);
-	CHECK_STR(a.sidecar_names[0], "my-proxy");
-	CHECK_STR(a.sidecar_names[1], "istio-proxy");
+	CHECK_INT(a.pol.nsidecar_names, 2);
+	CHECK_STR(a.pol.sidecar_names[0], "my-proxy");
+	CHECK_STR(a.pol.sidecar_names[1], "istio-proxy");
 	REQUIRE(parse("{\"sharing\":\"exclusive\",\"sidecarContainers\":"
 	    "[]}", &a, err, sizeof(err)) == 0);
-	CHECK_INT(a.nsidecar_names, 0);
+	CHECK_INT(a.pol.nsidecar_names, 0);
 	expect_err("{\"sharing\":\"exclusive\",\"sidecarContainers\":"
 	    "\"all\"}", "unknown sidecarContainers \"all\" (expected \"none\" "
 	    "or a list of names)");
@@ -178,10 +178,10 @@ TEST(every_optional_field)
 	CHECK_INT(a.topology, ANNOTATION_TOPO_PARENT_UUID);
 	CHECK_STR(annotation_topology_attr(a.topology),
 	    "gpu.nvidia.com/parentUUID");
-	CHECK_INT(a.init, RESOLVED_INIT_NAMED);
-	CHECK_INT(a.ninit_names, 2);
-	CHECK_STR(a.init_names[1], "warm-up");
-	CHECK_INT(a.legacy, RESOLVED_LEGACY_TRANSLATE);
+	CHECK_INT(a.pol.init, RESOLVED_INIT_NAMED);
+	CHECK_INT(a.pol.ninit_names, 2);
+	CHECK_STR(a.pol.init_names[1], "warm-up");
+	CHECK_INT(a.pol.legacy, RESOLVED_LEGACY_TRANSLATE);
 
 	REQUIRE(parse("{\"sharing\":\"time-slicing\",\"timeSlicing\":"
 	    "{\"interval\":\"Medium\"},\"topology\":\"pcieRoot\","
@@ -190,8 +190,8 @@ TEST(every_optional_field)
 	CHECK_STR(annotation_interval_name(a.interval), "Medium");
 	CHECK_STR(annotation_topology_attr(a.topology),
 	    "resource.kubernetes.io/pcieRoot");
-	CHECK_INT(a.init, RESOLVED_INIT_ALL);
-	CHECK_INT(a.legacy, RESOLVED_LEGACY_ALLOW);
+	CHECK_INT(a.pol.init, RESOLVED_INIT_ALL);
+	CHECK_INT(a.pol.legacy, RESOLVED_LEGACY_ALLOW);
 
 	REQUIRE(parse("{\"sharing\":\"mps\",\"mps\":{"
 	    "\"defaultActiveThreadPercentage\":25,"
@@ -200,7 +200,7 @@ TEST(every_optional_field)
 	    sizeof(err)) == 0);
 	CHECK_INT(a.mps_thread_pct, 25);
 	CHECK_STR(a.mps_pinned_mem, "10Gi");
-	CHECK_INT(a.init, RESOLVED_INIT_NONE);
+	CHECK_INT(a.pol.init, RESOLVED_INIT_NONE);
 	CHECK(annotation_topology_attr(a.topology) == NULL);
 }
 
@@ -341,8 +341,49 @@ TEST(optional_field_errors)
 	expect_err("{\"sharing\":\"exclusive\",\"initContainers\":[\"a\","
 	    "\"a\"]}", "initContainers lists \"a\" twice");
 	expect_err("{\"sharing\":\"exclusive\",\"legacyGPU\":\"drop\"}",
-	    "unknown legacyGPU \"drop\" (expected reject, translate or "
-	    "allow)");
+	    "unknown legacyGPU \"drop\" (expected \"reject\", \"translate\" "
+	    "or \"allow\")");
+	expect_err("{\"sharing\":\"exclusive\",\"legacyGPU\":1}",
+	    "field \"legacyGPU\" must be \"reject\", \"translate\" or "
+	    "\"allow\"");
+}
+
+/*
+ * initContainers, sidecarContainers and legacyGPU have one grammar: the
+ * tenant annotation and the resolved one accept and reject the same
+ * values with the same message.
+ */
+TEST(policy_grammar_shared)
+{
+	static const char *const vals[] = {
+		"\"initContainers\":\"some\"", "\"initContainers\":3",
+		"\"initContainers\":[\"A\"]", "\"initContainers\":[1]",
+		"\"initContainers\":[\"a\",\"a\"]",
+		"\"sidecarContainers\":\"all\"", "\"sidecarContainers\":{}",
+		"\"sidecarContainers\":[\"x_y\"]", "\"legacyGPU\":\"drop\"",
+		"\"legacyGPU\":true", "\"legacyGPU\":[\"allow\"]",
+		"\"initContainers\":[\"a\"],\"legacyGPU\":\"allow\","
+		"\"sidecarContainers\":\"none\"",
+	};
+	struct annotation a;
+	struct resolved r;
+	char q[256], e1[256], e2[256];
+	int r1, r2;
+
+	for (size_t i = 0; i < nitems(vals); i++) {
+		snprintf(q, sizeof(q), "{\"sharing\":\"exclusive\",%s}",
+		    vals[i]);
+		r1 = parse(q, &a, e1, sizeof(e1));
+		snprintf(q, sizeof(q), "{\"claimName\":\"c\",%s}", vals[i]);
+		e2[0] = '\0';
+		r2 = resolved_parse(q, strlen(q), &r, e2, sizeof(e2));
+		CHECK_INT(r1, r2);
+		CHECK_STR(e1, e2);
+		if (r1 == 0)
+			CHECK(resolved_policy_equal(&a.pol, &r.pol));
+		else
+			CHECK(e1[0] != '\0');
+	}
 }
 
 TEST(size_cap)

@@ -245,7 +245,7 @@ verify(const json_t *pod, const struct resolved *r, struct patch_out **ret)
 			CHECK(refs_gpu(c));
 	json_array_foreach(json_object_get(json_object_get(out, "spec"),
 	    "initContainers"), i, c)
-		if (r->legacy != RESOLVED_LEGACY_TRANSLATE)
+		if (r->pol.legacy != RESOLVED_LEGACY_TRANSLATE)
 			CHECK_INT(refs_gpu(c), init_wanted(r, c));
 	check_kept(pod, out);
 	a = strip(pod);

@@ -215,7 +215,7 @@ TEST(exclusive_template)
 	CHECK_STR(r->claim, "");
 	CHECK_STR(r->sharing, "exclusive");
 	CHECK_STR(r->instance, "Agent/team-a");
-	CHECK_INT(r->legacy, RESOLVED_LEGACY_REJECT);
+	CHECK_INT(r->pol.legacy, RESOLVED_LEGACY_REJECT);
 	free(r);
 	plan_free(p);
 }
@@ -236,7 +236,7 @@ TEST(sidecar_containers_sources)
 	cfg.sidecars = "my-mesh,istio-proxy";
 	REQUIRE((p = build("exclusive", &cfg)) != NULL);
 	REQUIRE((r = resolved_of(p)) != NULL);
-	CHECK_INT(r->nsidecar_names, 2);
+	CHECK_INT(r->pol.nsidecar_names, 2);
 	CHECK(resolved_sidecar(r, "my-mesh"));
 	CHECK(!resolved_sidecar(r, "linkerd-proxy"));
 	d = plan_ns_annotations(p);
@@ -247,15 +247,15 @@ TEST(sidecar_containers_sources)
 	/* the instance's own list wins */
 	REQUIRE((p = build("exclusive-sidecars", &cfg)) != NULL);
 	REQUIRE((r = resolved_of(p)) != NULL);
-	CHECK_INT(r->nsidecar_names, 1);
-	CHECK_STR(r->sidecar_names[0], "my-proxy");
+	CHECK_INT(r->pol.nsidecar_names, 1);
+	CHECK_STR(r->pol.sidecar_names[0], "my-proxy");
 	free(r);
 	plan_free(p);
 	/* the operator says none: every container gets the claim */
 	cfg.sidecars = "none";
 	REQUIRE((p = build("exclusive", &cfg)) != NULL);
 	REQUIRE((r = resolved_of(p)) != NULL);
-	CHECK_INT(r->nsidecar_names, 0);
+	CHECK_INT(r->pol.nsidecar_names, 0);
 	CHECK(strstr(p->resolved, "sidecar") == NULL);
 	d = plan_ns_annotations(p);
 	CHECK_STR(jstr(d, PLAN_NS_SIDECAR_ANNOT), "none");
@@ -302,10 +302,10 @@ TEST(exclusive_optional_fields)
 	CHECK_STR(jstr(d, "constraints>0>requests>0"), "gpu");
 	CHECK_INT(key(p, "count/resourceclaims.resource.k8s.io"), 4);
 	REQUIRE((r = resolved_of(p)) != NULL);
-	CHECK_INT(r->init, RESOLVED_INIT_NAMED);
-	CHECK_INT(r->ninit_names, 2);
-	CHECK_STR(r->init_names[0], "setup");
-	CHECK_INT(r->legacy, RESOLVED_LEGACY_TRANSLATE);
+	CHECK_INT(r->pol.init, RESOLVED_INIT_NAMED);
+	CHECK_INT(r->pol.ninit_names, 2);
+	CHECK_STR(r->pol.init_names[0], "setup");
+	CHECK_INT(r->pol.legacy, RESOLVED_LEGACY_TRANSLATE);
 	/* the plain Namespace annotations of the admission policy */
 	d = plan_ns_annotations(p);
 	CHECK_STR(jstr(d, PLAN_NS_TEMPLATE_ANNOT), "agent-team-b-gpu");
@@ -378,7 +378,7 @@ TEST(mig_suffix_profile_and_parent_uuid)
 	CHECK_INT(json_integer_value(jget(p->claim, "spec>spec>devices>"
 	    "requests>0>exactly>count")), 2);
 	REQUIRE((r = resolved_of(p)) != NULL);
-	CHECK_INT(r->init, RESOLVED_INIT_ALL);
+	CHECK_INT(r->pol.init, RESOLVED_INIT_ALL);
 	free(r);
 	plan_free(p);
 }

@@ -17,6 +17,7 @@ parse(const char *s, struct resolved *r, char *err, size_t errlen)
 
 TEST(template_with_defaults)
 {
+	struct resolved_policy none;
 	struct resolved r;
 	char err[128];
 
@@ -26,9 +27,11 @@ TEST(template_with_defaults)
 	CHECK_STR(r.claim, "");
 	CHECK_STR(r.sharing, "mig");
 	CHECK_STR(r.instance, "Agent/team-a");
-	CHECK_INT(r.init, RESOLVED_INIT_NONE);
-	CHECK_INT(r.legacy, RESOLVED_LEGACY_REJECT);
-	CHECK_INT(r.ninit_names, 0);
+	/* all zero: initContainers "none", no sidecars, legacyGPU "reject" */
+	memset(&none, 0, sizeof(none));
+	CHECK(resolved_policy_equal(&r.pol, &none));
+	CHECK_INT(r.pol.init, RESOLVED_INIT_NONE);
+	CHECK_INT(r.pol.legacy, RESOLVED_LEGACY_REJECT);
 }
 
 TEST(shared_claim_and_policies)
@@ -40,14 +43,14 @@ TEST(shared_claim_and_policies)
 	    "\"legacyGPU\":\"translate\"}", &r, err, sizeof(err)) == 0);
 	CHECK_STR(r.claim, "team-a.gpu");
 	CHECK_STR(r.claim_template, "");
-	CHECK_INT(r.init, RESOLVED_INIT_ALL);
-	CHECK_INT(r.legacy, RESOLVED_LEGACY_TRANSLATE);
+	CHECK_INT(r.pol.init, RESOLVED_INIT_ALL);
+	CHECK_INT(r.pol.legacy, RESOLVED_LEGACY_TRANSLATE);
 	REQUIRE(parse("{\"claimName\":\"c\",\"initContainers\":[\"a\",\"b-2\"],"
 	    "\"legacyGPU\":\"allow\"}", &r, err, sizeof(err)) == 0);
-	CHECK_INT(r.init, RESOLVED_INIT_NAMED);
-	CHECK_INT(r.ninit_names, 2);
-	CHECK_STR(r.init_names[1], "b-2");
-	CHECK_INT(r.legacy, RESOLVED_LEGACY_ALLOW);
+	CHECK_INT(r.pol.init, RESOLVED_INIT_NAMED);
+	CHECK_INT(r.pol.ninit_names, 2);
+	CHECK_STR(r.pol.init_names[1], "b-2");
+	CHECK_INT(r.pol.legacy, RESOLVED_LEGACY_ALLOW);
 	CHECK(resolved_init_selected(&r, "a"));
 	CHECK(!resolved_init_selected(&r, "c"));
 	CHECK(!resolved_init_selected(&r, NULL));
@@ -60,18 +63,18 @@ TEST(sidecar_containers)
 	char err[128], *s;
 
 	REQUIRE(parse("{\"claimName\":\"c\"}", &r, err, sizeof(err)) == 0);
-	CHECK_INT(r.nsidecar_names, 0);
+	CHECK_INT(r.pol.nsidecar_names, 0);
 	CHECK(!resolved_sidecar(&r, "istio-proxy"));
 	REQUIRE(parse("{\"claimName\":\"c\",\"sidecarContainers\":\"none\"}",
 	    &r, err, sizeof(err)) == 0);
-	CHECK_INT(r.nsidecar_names, 0);
+	CHECK_INT(r.pol.nsidecar_names, 0);
 	/* none is not written: the same text as before the field existed */
 	REQUIRE((s = resolved_format(&r)) != NULL);
 	CHECK(strstr(s, "sidecar") == NULL);
 	free(s);
 	REQUIRE(parse("{\"claimName\":\"c\",\"sidecarContainers\":"
 	    "[\"istio-proxy\",\"envoy\"]}", &r, err, sizeof(err)) == 0);
-	CHECK_INT(r.nsidecar_names, 2);
+	CHECK_INT(r.pol.nsidecar_names, 2);
 	CHECK(resolved_sidecar(&r, "envoy"));
 	CHECK(!resolved_sidecar(&r, "envoy2"));
 	CHECK(!resolved_sidecar(&r, NULL));
@@ -192,10 +195,10 @@ TEST(format_sorted_and_round_trips)
 		free(s);
 	}
 	/* a differing sidecar list is a different spec */
-	b.nsidecar_names = 1;
+	b.pol.nsidecar_names = 1;
 	CHECK(!resolved_equal(&a, &b));
 	b = a;
-	b.legacy = RESOLVED_LEGACY_TRANSLATE;
+	b.pol.legacy = RESOLVED_LEGACY_TRANSLATE;
 	CHECK(!resolved_equal(&a, &b));
 }
 

@@ -90,8 +90,9 @@ compare(const char *what, const char *body, size_t len, void *arg)
 		}
 		listed = plain;
 		for (int k = 0; resolved_default_sidecars[k] != NULL; k++)
-			snprintf(listed.sidecar_names[listed.nsidecar_names++],
-			    64, "%s", resolved_default_sidecars[k]);
+			snprintf(listed.pol.sidecar_names[
+			    listed.pol.nsidecar_names++], 64, "%s",
+			    resolved_default_sidecars[k]);
 		a = answer(body, len, &plain, e1, sizeof(e1));
 		b = answer(body, len, &listed, e2, sizeof(e2));
 		eq = (a == NULL) == (b == NULL) && (a == NULL ?
