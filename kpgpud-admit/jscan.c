@@ -10,20 +10,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "kpgpud-admit/jscan.h"
+
+_Static_assert(JSCAN_MAX_NODES <= 32, "node sets are 32-bit words");
 
 #define KEY_MAX		64	/* unescaped member names compared; longer
 				   ones cannot be in a schema */
 
+/*
+ * What jscan_run() keeps besides its position (a local): the schema, what
+ * it recorded, and the open containers.
+ */
 struct scan {
-	const unsigned char	*b;
-	size_t			 len;
-	size_t			 pos;
 	const struct jscan_node	*nodes;
 	size_t			 nnodes;
 	struct jscan_span	*spans;
 	struct jscan_list	*lists;
-	int			 depth;		/* open containers */
+	/* the schema as bit sets of nodes, made once per run */
+	uint32_t		 kids[JSCAN_MAX_NODES];	/* named children */
+	uint32_t		 below[JSCAN_MAX_NODES];	/* descendants */
+	signed char		 elem[JSCAN_MAX_NODES];	/* element child, -1 */
+	uint32_t		 dirty;		/* nodes with a record */
 	unsigned char		 open[JSCAN_MAX_DEPTH];	/* '{' or '[' */
 	signed char		 node[JSCAN_MAX_DEPTH];	/* schema node, -1 */
 };
@@ -33,13 +44,6 @@ static bool
 is_digit(unsigned char c)
 {
 	return c >= '0' && c <= '9';
-}
-
-/* Skip white space. */
-static inline void
-skip_ws(struct scan *s)
-{
-	s->pos = jscan_skip_ws((const char *)s->b, s->pos, s->len);
 }
 
 /* Length of the well-formed UTF-8 sequence at p (p[0] >= 0x80), or 0. */
@@ -126,6 +130,7 @@ escape_len(const unsigned char *b, size_t i, size_t len)
 	return u2 >= 0xdc00 && u2 <= 0xdfff ? 12 : 0;
 }
 
+#if !defined(__SSE2__)
 /*
  * The bytes of v that are a quote, a backslash, a control byte or not
  * ASCII, as their top bits. The lowest one set is exact (the borrows of
@@ -143,46 +148,75 @@ special8(uint64_t v)
 	bs = (bs - ones) & ~bs;
 	return (ctl | q | bs | v) & ones * 0x80;
 }
+#endif
 
-/* Scan the string at s->pos (its '"'); *esc: whether it has escapes. */
-static int
-scan_string(struct scan *s, bool *esc)
+/*
+ * The first byte from i on that is a quote, a backslash, a control byte or
+ * not ASCII (len when none is before it); i is at most len. With SSE2
+ * sixteen bytes at a time (the signed compare with 0x20 takes both the
+ * control bytes and those of 0x80 and above), else eight (special8).
+ */
+static inline size_t
+plain_run(const unsigned char *b, size_t len, size_t i)
 {
-	const unsigned char *b = s->b;
-	size_t i = s->pos + 1, k;
+#if defined(__SSE2__)
+	const __m128i q = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\');
+	const __m128i sp = _mm_set1_epi8(0x20);
+
+	for (; len - i >= 16; i += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)
+		    (b + i));
+		unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+		    _mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, bs)),
+		    _mm_cmplt_epi8(v, sp)));
+
+		if (m != 0)
+			return i + (size_t)__builtin_ctz(m);
+	}
+#else
 	uint64_t v, m;
 
-	*esc = false;
-	for (;;) {
-		for (; s->len >= 8 && i <= s->len - 8; i += 8) {
-			memcpy(&v, b + i, 8);
-			if ((m = special8(v)) != 0) {
+	for (; len - i >= 8; i += 8) {
+		memcpy(&v, b + i, 8);
+		if ((m = special8(v)) != 0) {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-				i += (size_t)__builtin_ctzll(m) / 8;
+			return i + (size_t)__builtin_ctzll(m) / 8;
 #endif
-				break;
-			}
-		}
-		if (i >= s->len)
-			return -EINVAL;
-		if (b[i] == '"')
 			break;
-		if (b[i] < 0x20)
-			return -EINVAL;
-		if (b[i] < 0x80 && b[i] != '\\') {
-			i++;
-			continue;
 		}
+	}
+#endif
+	while (i < len && b[i] >= 0x20 && b[i] < 0x80 && b[i] != '"' &&
+	    b[i] != '\\')
+		i++;
+	return i;
+}
+
+/*
+ * The end (past the closing quote) of the string whose '"' is at b[i], or
+ * 0 when it is not a valid string; *esc: whether it has escapes.
+ */
+static inline size_t
+string_end(const unsigned char *b, size_t len, size_t i, bool *esc)
+{
+	size_t k;
+
+	*esc = false;
+	for (i++;;) {
+		if ((i = plain_run(b, len, i)) >= len)
+			return 0;
+		if (b[i] == '"')
+			return i + 1;
+		if (b[i] < 0x20)
+			return 0;
 		if (b[i] == '\\')
-			k = escape_len(b, i, s->len), *esc = true;
+			k = escape_len(b, i, len), *esc = true;
 		else
-			k = utf8_seq(b + i, s->len - i);
+			k = utf8_seq(b + i, len - i);
 		if (k == 0)
-			return -EINVAL;
+			return 0;
 		i += k;
 	}
-	s->pos = i + 1;
-	return 0;
 }
 
 /* Whether an integer of n digits at p overflows jansson's 64-bit json_int_t. */
@@ -196,32 +230,31 @@ int_overflows(const unsigned char *p, size_t n, bool neg)
 }
 
 /*
- * Scan the number at s->pos. A number cannot end a valid document (the top
- * is an object or array), so one that reaches the end is refused before
- * strtod(), which therefore never reads past the buffer.
+ * The end of the number at b[start], or 0. A number cannot end a valid
+ * document (the top is an object or array), so one that reaches the end is
+ * refused before strtod(), which therefore never reads past the buffer.
  */
-static int
-scan_number(struct scan *s)
+static size_t
+number_end(const unsigned char *b, size_t n, size_t start)
 {
-	const unsigned char *b = s->b;
-	size_t i = s->pos, n = s->len, digits;
+	size_t i = start, digits;
 	bool neg = false, real = false;
 	double v;
 
 	if (b[i] == '-')
 		neg = true, i++;
 	if (i >= n || !is_digit(b[i]))
-		return -EINVAL;
+		return 0;
 	if (b[i] == '0') {
 		if (++i < n && is_digit(b[i]))
-			return -EINVAL;
+			return 0;
 	} else
 		while (i < n && is_digit(b[i]))
 			i++;
-	digits = i - s->pos - neg;
+	digits = i - start - neg;
 	if (i < n && b[i] == '.') {
 		if (++i >= n || !is_digit(b[i]))
-			return -EINVAL;
+			return 0;
 		while (i < n && is_digit(b[i]))
 			i++;
 		real = true;
@@ -230,35 +263,34 @@ scan_number(struct scan *s)
 		if (++i < n && (b[i] == '+' || b[i] == '-'))
 			i++;
 		if (i >= n || !is_digit(b[i]))
-			return -EINVAL;
+			return 0;
 		while (i < n && is_digit(b[i]))
 			i++;
 		real = true;
 	}
 	if (i >= n)
-		return -EINVAL;
-	if (!real && int_overflows(b + s->pos + neg, digits, neg))
-		return -EINVAL;
+		return 0;
+	if (!real && int_overflows(b + start + neg, digits, neg))
+		return 0;
 	if (real) {
 		errno = 0;
-		v = strtod((const char *)b + s->pos, NULL);
+		v = strtod((const char *)b + start, NULL);
 		if ((v == HUGE_VAL || v == -HUGE_VAL) && errno == ERANGE)
-			return -EINVAL;
+			return 0;
 	}
-	s->pos = i;
-	return 0;
+	return i;
 }
 
-/* Scan the literal word at s->pos. */
-static int
-scan_literal(struct scan *s, const char *word)
+/* The end of the literal word at b[start], or 0. */
+static size_t
+literal_end(const unsigned char *b, size_t len, size_t start,
+    const char *word)
 {
 	size_t n = strlen(word);
 
-	if (s->len - s->pos < n || memcmp(s->b + s->pos, word, n) != 0)
-		return -EINVAL;
-	s->pos += n;
-	return 0;
+	if (len - start < n || memcmp(b + start, word, n) != 0)
+		return 0;
+	return start + n;
 }
 
 /* Append code point c as UTF-8 at out; the bytes written. */
@@ -318,11 +350,27 @@ jscan_unescape(const char *in, size_t n, char *out)
 	return w;
 }
 
+/*
+ * Whether the schema name key is the n bytes at k: k holds no NUL (the
+ * scanner refuses control bytes and \u0000), so a shorter key stops at its
+ * own NUL.
+ */
+static bool
+key_is(const char *key, const char *k, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (key[i] != k[i])
+			return false;
+	return key[n] == '\0';
+}
+
 /* The schema child of node p named by the raw key k, or -1. */
 static int
 child(const struct scan *s, int p, const unsigned char *k, size_t klen,
     bool esc)
 {
+	uint32_t m;
+
 	char buf[KEY_MAX * 6];	/* \\uXXXX: 6 bytes for one */
 	const char *key = (const char *)k;
 	size_t n = klen;
@@ -333,59 +381,44 @@ child(const struct scan *s, int p, const unsigned char *k, size_t klen,
 		n = jscan_unescape((const char *)k, klen, buf);
 		key = buf;
 	}
-	for (size_t i = (size_t)p + 1; i < s->nnodes; i++)
-		if (s->nodes[i].parent == p && s->nodes[i].key != NULL &&
-		    strlen(s->nodes[i].key) == n &&
-		    memcmp(s->nodes[i].key, key, n) == 0)
-			return (int)i;
+	for (m = s->kids[p]; m != 0; m &= m - 1) {
+		int i = __builtin_ctz(m);
+
+		if (key_is(s->nodes[i].key, key, n))
+			return i;
+	}
 	return -1;
 }
 
-/* The element node of node p (each element of p), or -1. */
-static int
-elem_child(const struct scan *s, int p)
-{
-	for (size_t i = (size_t)p + 1; i < s->nnodes; i++)
-		if (s->nodes[i].parent == p && s->nodes[i].key == NULL)
-			return (int)i;
-	return -1;
-}
-
-/* Whether node i is below node n. */
-static bool
-descends(const struct jscan_node *nodes, size_t i, int n)
-{
-	for (int p = nodes[i].parent; p >= 0; p = nodes[p].parent)
-		if (p == n)
-			return true;
-	return false;
-}
-
-/* Forget what was recorded under node n: a later duplicate replaces it. */
+/*
+ * Node n's value starts at off: forget what was recorded under it (a later
+ * duplicate, or the next element of a list, replaces it).
+ */
 static void
 begin(struct scan *s, int n, size_t off)
 {
-	if (n < 0)
-		return;
-	for (size_t i = (size_t)n + 1; i < s->nnodes; i++)
-		if (descends(s->nodes, i, n)) {
-			s->spans[i].len = 0;
-			if (s->nodes[i].key == NULL)
-				s->lists[i].n = 0;
-		}
+	uint32_t m = s->below[n] & s->dirty;
+
+	s->dirty &= ~m;
+	for (; m != 0; m &= m - 1) {
+		int i = __builtin_ctz(m);
+
+		s->spans[i].len = 0;
+		if (s->nodes[i].key == NULL)
+			s->lists[i].n = 0;
+	}
 	s->spans[n].off = off;
 	s->spans[n].len = 0;
 }
 
-/* Node n's value ends at s->pos: record it, and an element in its list. */
+/* Node n's value ends at end: record it, and an element in its list. */
 static void
-done(struct scan *s, int n)
+done(struct scan *s, int n, size_t end)
 {
 	struct jscan_list *l;
 
-	if (n < 0)
-		return;
-	s->spans[n].len = s->pos - s->spans[n].off;
+	s->dirty |= 1u << n;
+	s->spans[n].len = end - s->spans[n].off;
 	if (n == 0 || s->nodes[n].key != NULL)
 		return;
 	l = &s->lists[n];
@@ -395,141 +428,120 @@ done(struct scan *s, int n)
 	l->n++;
 }
 
-/* Scan a scalar or open a container at s->pos for node n: 0, 1 (opened). */
-static int
-value(struct scan *s, int n)
+/* The byte that closes a container opened by c. */
+static inline unsigned char
+closer(unsigned char c)
 {
-	size_t start = s->pos;
-	bool esc;
-	int e;
-
-	if (s->depth >= JSCAN_MAX_DEPTH || start >= s->len)
-		return -EINVAL;
-	begin(s, n, start);
-	switch (s->b[start]) {
-	case '{': case '[':
-		s->open[s->depth] = s->b[start];
-		s->node[s->depth++] = (signed char)n;
-		s->pos++;
-		return 1;
-	case '"': e = scan_string(s, &esc); break;
-	case 't': e = scan_literal(s, "true"); break;
-	case 'f': e = scan_literal(s, "false"); break;
-	case 'n': e = scan_literal(s, "null"); break;
-	default: e = scan_number(s); break;
-	}
-	if (e == 0)
-		done(s, n);
-	return e;
-}
-
-/* Read a member name and ':' in the innermost object; *n: its node. */
-static int
-member(struct scan *s, int *n)
-{
-	int p = s->node[s->depth - 1];
-	size_t k = s->pos + 1;
-	bool esc;
-
-	if (s->pos >= s->len || s->b[s->pos] != '"' || scan_string(s, &esc) < 0)
-		return -EINVAL;
-	*n = p >= 0 ? child(s, p, s->b + k, s->pos - 1 - k, esc) : -1;
-	skip_ws(s);
-	if (s->pos >= s->len || s->b[s->pos] != ':')
-		return -EINVAL;
-	s->pos++;
-	skip_ws(s);
-	return 0;
-}
-
-/* Start the first or next entry of the innermost container; *n: its node. */
-static int
-entry(struct scan *s, int *n)
-{
-	int p = s->node[s->depth - 1];
-
-	if (s->open[s->depth - 1] == '{')
-		return member(s, n);
-	*n = p >= 0 ? elem_child(s, p) : -1;
-	return 0;
+	return c == '{' ? '}' : ']';
 }
 
 /*
- * After a value: close containers and find the next entry. Returns 0 with
- * *n set for the next value, 1 when the document is complete, -EINVAL.
+ * Validate and record the schema's members; see jscan.h. One loop over the
+ * tokens with the position in a local: a value (for schema node n, -1 when
+ * none), then the containers it closes, then the next member name or
+ * element. Schema work happens only inside containers that have a node.
  */
-static int
-after_value(struct scan *s, int *n)
-{
-	for (;;) {
-		int top;
-
-		skip_ws(s);
-		if (s->depth == 0)
-			return s->pos == s->len ? 1 : -EINVAL;
-		if (s->pos >= s->len)
-			return -EINVAL;
-		if (s->b[s->pos] == ',') {
-			s->pos++;
-			skip_ws(s);
-			return entry(s, n);
-		}
-		if (s->b[s->pos] != (s->open[s->depth - 1] == '{' ? '}' : ']'))
-			return -EINVAL;
-		s->pos++;
-		top = s->node[--s->depth];
-		done(s, top);
-	}
-}
-
-/* Validate and record the schema's members; see jscan.h. */
 int
 jscan_run(const char *buf, size_t len, const struct jscan_node *nodes,
     size_t nnodes, struct jscan_span *spans, struct jscan_list *lists)
 {
+	const unsigned char *b = (const unsigned char *)buf;
 	struct scan s;
-	int n = 0, e;
+	size_t pos, end;
+	int n = 0, p, depth = 0;
+	unsigned char c;
+	bool esc;
 
 	if (nnodes < 1 || nnodes > JSCAN_MAX_NODES)
 		return -EINVAL;
+	memset(s.kids, 0, sizeof(s.kids));
+	memset(s.below, 0, sizeof(s.below));
+	memset(s.elem, -1, sizeof(s.elem));
 	for (size_t i = 1; i < nnodes; i++) {
 		if (nodes[i].parent < 0 || (size_t)nodes[i].parent >= i ||
 		    (nodes[i].key == NULL && (lists == NULL ||
 		    lists[i].width < 1 || i + lists[i].width > nnodes)))
 			return -EINVAL;
-		if (nodes[i].key == NULL)
+		if (nodes[i].key != NULL)
+			s.kids[nodes[i].parent] |= 1u << i;
+		else {
 			lists[i].n = 0;
+			if (s.elem[nodes[i].parent] < 0)
+				s.elem[nodes[i].parent] = (signed char)i;
+		}
+		for (p = nodes[i].parent; p >= 0; p = nodes[p].parent)
+			s.below[p] |= 1u << i;
 	}
-	s.lists = lists;
-	s.b = (const unsigned char *)buf;
-	s.len = len;
-	s.pos = 0;
+	s.dirty = 0;
 	s.nodes = nodes;
 	s.nnodes = nnodes;
 	s.spans = spans;
-	s.depth = 0;
+	s.lists = lists;
 	memset(spans, 0, nnodes * sizeof(*spans));
-	skip_ws(&s);
-	if (s.pos >= len || (s.b[s.pos] != '{' && s.b[s.pos] != '['))
+	pos = jscan_skip_ws(buf, 0, len);
+	if (pos >= len || (b[pos] != '{' && b[pos] != '['))
 		return -EINVAL;
 	for (;;) {
-		if ((e = value(&s, n)) < 0)
-			return e;
-		if (e == 1) {
-			skip_ws(&s);
-			if (s.pos >= len)
+		/* A value at pos, white space skipped. */
+		if (depth >= JSCAN_MAX_DEPTH || pos >= len)
+			return -EINVAL;
+		if (n >= 0)
+			begin(&s, n, pos);
+		c = b[pos];
+		if (c == '{' || c == '[') {
+			s.open[depth] = c;
+			s.node[depth++] = (signed char)n;
+			if ((pos = jscan_skip_ws(buf, pos + 1, len)) >= len)
 				return -EINVAL;
-			if (s.b[s.pos] != (s.open[s.depth - 1] == '{' ? '}' :
-			    ']')) {
-				if (entry(&s, &n) < 0)
-					return -EINVAL;
-				continue;
+			if (b[pos] != closer(c))
+				goto entry;
+		} else {
+			switch (c) {
+			case '"': end = string_end(b, len, pos, &esc); break;
+			case 't': end = literal_end(b, len, pos, "true"); break;
+			case 'f': end = literal_end(b, len, pos, "false"); break;
+			case 'n': end = literal_end(b, len, pos, "null"); break;
+			default: end = number_end(b, len, pos); break;
 			}
+			if (end == 0)
+				return -EINVAL;
+			pos = end;
+			if (n >= 0)
+				done(&s, n, pos);
 		}
-		if ((e = after_value(&s, &n)) < 0)
-			return e;
-		if (e == 1)
-			return 0;
+		/* After a value: close containers up to the next ','. */
+		for (;;) {
+			pos = jscan_skip_ws(buf, pos, len);
+			if (depth == 0)
+				return pos == len ? 0 : -EINVAL;
+			if (pos >= len)
+				return -EINVAL;
+			if (b[pos] == ',') {
+				pos = jscan_skip_ws(buf, pos + 1, len);
+				break;
+			}
+			if (b[pos] != closer(s.open[depth - 1]))
+				return -EINVAL;
+			pos++;
+			if ((p = s.node[--depth]) >= 0)
+				done(&s, p, pos);
+		}
+entry:
+		/* The next entry of the innermost container: its node. */
+		p = s.node[depth - 1];
+		if (s.open[depth - 1] == '[') {
+			n = p >= 0 ? s.elem[p] : -1;
+			continue;
+		}
+		if (pos >= len || b[pos] != '"' ||
+		    (end = string_end(b, len, pos, &esc)) == 0)
+			return -EINVAL;
+		n = p >= 0 ? child(&s, p, b + pos + 1, end - pos - 2, esc) :
+		    -1;
+		pos = jscan_skip_ws(buf, end, len);
+		if (pos >= len || b[pos] != ':')
+			return -EINVAL;
+		pos = jscan_skip_ws(buf, pos + 1, len);
 	}
 }
 

@@ -90,7 +90,8 @@ jscan_is_ws(unsigned char c)
 static inline size_t
 jscan_skip_ws(const char *buf, size_t pos, size_t len)
 {
-	while (pos < len && jscan_is_ws((unsigned char)buf[pos]))
+	while (pos < len && (unsigned char)buf[pos] <= ' ' &&
+	    jscan_is_ws((unsigned char)buf[pos]))
 		pos++;
 	return pos;
 }

@@ -1,8 +1,12 @@
 /*
  * AdmissionReview in and out: see review.h. The body is validated whole by
- * jscan.c; jansson builds only the members listed in review_nodes.
+ * jscan.c; jansson builds only the members listed in review_nodes, in a
+ * region of the review's own (see struct region).
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,8 +25,33 @@
 #define REVIEW_API	"admission.k8s.io/v1"
 #define REVIEW_KIND	"AdmissionReview"
 
+/*
+ * The memory of a pruned tree: review_parse() builds it with jansson's
+ * allocations on this thread carved from the review's region (jansson's
+ * allocator is set once to region_malloc/region_free, which are malloc and
+ * free whenever no region is being built on the thread), and review_free()
+ * drops the region whole instead of freeing the tree node by node. Nothing
+ * changes a built tree (readers get it const), so no node is freed later.
+ */
+#define REGION_CHUNK	8192	/* about one agent pod's tree */
+
+struct region_chunk {
+	struct region_chunk	*next;
+	size_t			 used;
+	size_t			 cap;
+	alignas(max_align_t) unsigned char data[];
+};
+
+struct region {
+	struct region_chunk	*chunks;	/* newest first */
+};
+
+/* The region jansson allocates from on this thread, or NULL. */
+static _Thread_local struct region *region_building;
+
 struct review {
-	json_t		*root;
+	json_t		*root;		/* in region when it has chunks */
+	struct region	 region;
 	const json_t	*object;	/* the Pod, inside root */
 	char		 uid[REVIEW_UID_MAX + 1];
 	char		 ns[64];	/* "" when the request just passes */
@@ -90,6 +119,77 @@ struct schema {
 	struct jscan_list	*lists;		/* by element node, or NULL */
 };
 static const struct schema ctr_schema = { ctr_nodes, NC_COUNT, NULL };
+
+/* jansson's allocator: from the region being built, else malloc. */
+static void *
+region_malloc(size_t n)
+{
+	struct region *r = region_building;
+	struct region_chunk *c;
+	const size_t align = alignof(max_align_t);
+	void *p;
+
+	if (r == NULL)
+		return malloc(n);
+	if (n > SIZE_MAX / 2)
+		return NULL;
+	n = (n + align - 1) & ~(align - 1);
+	if ((c = r->chunks) == NULL || c->cap - c->used < n) {
+		size_t cap = n > REGION_CHUNK ? n : REGION_CHUNK;
+
+		if ((c = malloc(sizeof(*c) + cap)) == NULL)
+			return NULL;
+		c->used = 0;
+		c->cap = cap;
+		c->next = r->chunks;
+		r->chunks = c;
+	}
+	p = c->data + c->used;
+	c->used += n;
+	return p;
+}
+
+/* jansson's free: nothing inside the region being built, else free. */
+static void
+region_free(void *p)
+{
+	struct region *r = region_building;
+
+	if (r != NULL)
+		for (struct region_chunk *c = r->chunks; c != NULL;
+		    c = c->next)
+			if ((unsigned char *)p >= c->data &&
+			    (unsigned char *)p < c->data + c->cap)
+				return;
+	free(p);
+}
+
+/* Drop a region and everything in it. */
+static void
+region_drop(struct region *r)
+{
+	struct region_chunk *c;
+
+	while ((c = r->chunks) != NULL) {
+		r->chunks = c->next;
+		free(c);
+	}
+}
+
+static void
+review_init_once(void)
+{
+	json_set_alloc_funcs(region_malloc, region_free);
+}
+
+/* Set jansson's allocator up for the regions; see review.h. */
+void
+review_init(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, review_init_once);
+}
 
 /* A string member of o, or NULL when absent or not a string. */
 static const char *
@@ -465,12 +565,15 @@ review_parse(const char *body, size_t len, struct review **ret, char *err,
 	const struct schema sc = { review_nodes, N_COUNT, lists };
 	struct review *rv;
 
+	review_init();
 	if (jscan_run(body, len, review_nodes, N_COUNT, sp, lists) < 0)
 		return review_parse_full(body, len, ret, err, errlen);
 	if ((rv = calloc(1, sizeof(*rv))) == NULL)
 		return -ENOMEM;
-	if ((rv->root = build_value(body, &sc, sp, N_ROOT)) ==
-	    NULL) {
+	region_building = &rv->region;
+	rv->root = build_value(body, &sc, sp, N_ROOT);
+	region_building = NULL;
+	if (rv->root == NULL) {
 		review_free(rv);
 		return review_parse_full(body, len, ret, err, errlen);
 	}
@@ -544,7 +647,10 @@ review_free(struct review *rv)
 {
 	if (rv == NULL)
 		return;
-	json_decref(rv->root);
+	if (rv->region.chunks != NULL)
+		region_drop(&rv->region);
+	else
+		json_decref(rv->root);
 	free(rv);
 }
 

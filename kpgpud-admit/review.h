@@ -53,6 +53,13 @@ struct review_reply {
 };
 
 /*
+ * Set jansson's allocator up for the regions review_parse() builds its trees
+ * in (once; review_parse() does it too). A threaded caller calls it before
+ * its threads use jansson.
+ */
+void	 review_init(void);
+
+/*
  * Parse and check a request body. Returns 0, -EINVAL for a malformed review
  * (reason in err, to be sent with a 400), -E2BIG for valid JSON nested
  * deeper than the parser goes (JSCAN_MAX_DEPTH; reason in err: read the

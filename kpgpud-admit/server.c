@@ -494,6 +494,7 @@ server_new(const struct server_config *cfg, struct server **ret)
 	if (pthread_once(&conn_slot_once, conn_slot_init) != 0 ||
 	    conn_slot < 0)
 		return -ENOMEM;
+	review_init();	/* jansson's allocator, before the threads */
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return -ENOMEM;
 	if (pthread_mutex_init(&s->addr_lock, NULL) != 0) {
