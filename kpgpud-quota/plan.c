@@ -705,6 +705,7 @@ plan_events(struct plan *p)
 		return;
 	e = &p->events[p->nevents];
 	if (a->sharing == ANNOTATION_SHARING_HYBRID) {
+		e->type = "Normal";	/* a notice: the plan is applied */
 		e->reason = "ExperimentalHybridSharing";
 		snprintf(e->message, sizeof(e->message), "sharing \"hybrid\" "
 		    "is experimental: the tenant's pods time-share one "
@@ -899,7 +900,8 @@ events_json(const struct plan *p)
 
 	for (int i = 0; ev != NULL && i < p->nevents; i++)
 		if (json_array_append_new(ev, json_pack("{s:s, s:s, s:s}",
-		    "type", "Warning", "reason", p->events[i].reason,
+		    "type", p->events[i].type != NULL ? p->events[i].type :
+		    "Warning", "reason", p->events[i].reason,
 		    "message", p->events[i].message))) {
 			json_decref(ev);
 			return NULL;

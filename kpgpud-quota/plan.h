@@ -124,6 +124,7 @@ struct plan_instance {
 };
 
 struct plan_event {
+	const char	*type;		/* "Normal" for a notice; NULL: "Warning" */
 	const char	*reason;	/* static */
 	char		 message[256];
 };

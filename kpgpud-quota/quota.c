@@ -297,7 +297,7 @@ verify_report(struct qwork *w, const struct rc_action *a, int next)
 	    "deleted, replaced once gone" : "replaced");
 	log_warn("impostor %s key=%s", msg, log_q(w->key));
 	if (!w->has_inst || reconcile_event(&w->inst, w->inst_rv,
-	    "ImpostorReplaced", msg, realtime_ms(), &ev) < 0) {
+	    NULL, "ImpostorReplaced", msg, realtime_ms(), &ev) < 0) {
 		w->vstep = next;
 		work_verify_cb(NULL, w);
 		return;
@@ -447,16 +447,16 @@ work_verify(struct qwork *w, const struct rc_action *a)
 	verify_send(w, VS_READ, "GET", a->item, NULL);
 }
 
-/* Add one Warning event to the work's events unless already reported. */
+/* Add one event (type NULL: Warning) unless already reported. */
 static void
 work_event(struct qwork *w, const struct plan_instance *in, const char *rv,
-    const char *reason, const char *message)
+    const char *type, const char *reason, const char *message)
 {
 	uint32_t key = event_key(in, rv, reason, message);
 
 	if (w->ev.n >= RC_MAX_ACTIONS || event_seen(w->q, key))
 		return;
-	if (reconcile_event(in, rv, reason, message, realtime_ms(),
+	if (reconcile_event(in, rv, type, reason, message, realtime_ms(),
 	    &w->ev.a[w->ev.n]) == 0)
 		w->ev_key[w->ev.n++] = key;
 }
@@ -561,7 +561,7 @@ work_quotas(const struct kube_response *resp, void *arg)
 	for (int i = 0; w->has_inst && i < w->acts.nimpostors; i++) {
 		log_warn("impostor %s key=%s", w->acts.impostor[i],
 		    log_q(w->key));
-		work_event(w, &w->inst, w->inst_rv, "ImpostorReplaced",
+		work_event(w, &w->inst, w->inst_rv, NULL, "ImpostorReplaced",
 		    w->acts.impostor[i]);
 	}
 	if (w->acts.quota_pending)
@@ -601,7 +601,8 @@ work_plan(struct qwork *w, const struct quotad_cands *c, bool *ret_keep)
 		    "by %s/%s, the older instance; this instance's %s "
 		    "annotation is ignored", c->in[win].kind, c->in[win].name,
 		    ANNOTATION_KEY);
-		work_event(w, &c->in[i], c->rv[i], "ConflictingGPUIsolation",
+		work_event(w, &c->in[i], c->rv[i], NULL,
+		    "ConflictingGPUIsolation",
 		    msg);
 	}
 	w->inst = c->in[win];
@@ -622,7 +623,7 @@ work_plan(struct qwork *w, const struct quotad_cands *c, bool *ret_keep)
 			snprintf(msg, sizeof(msg), "%s; nothing of this %s is "
 			    "composed, the last good state is kept", err,
 			    ANNOTATION_KEY);
-		work_event(w, &c->in[win], c->rv[win],
+		work_event(w, &c->in[win], c->rv[win], NULL,
 		    plan_refusal_reason(r), msg);
 		w->result = "invalid";
 		*ret_keep = true;
@@ -631,7 +632,7 @@ work_plan(struct qwork *w, const struct quotad_cands *c, bool *ret_keep)
 	if (r < 0)
 		return r;
 	for (int i = 0; i < w->plan->nevents; i++)
-		work_event(w, &c->in[win], c->rv[win],
+		work_event(w, &c->in[win], c->rv[win], w->plan->events[i].type,
 		    w->plan->events[i].reason, w->plan->events[i].message);
 	return 0;
 }

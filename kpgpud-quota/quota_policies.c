@@ -152,7 +152,7 @@ qpol_report(struct qpol *s)
 	snprintf(in.uid, sizeof(in.uid), "%s", s->uid);
 	snprintf(msg, sizeof(msg), "%s; restored from the policy file",
 	    s->why);
-	if (reconcile_event(&in, s->uid, "AdmissionPolicyRestored", msg,
+	if (reconcile_event(&in, s->uid, NULL, "AdmissionPolicyRestored", msg,
 	    realtime_ms(), &ev) < 0 || qpol_send(s, QP_EVENT, ev.method,
 	    ev.path, ev.body) < 0) {
 		free(ev.body);

@@ -985,8 +985,8 @@ fnv_strs(const char *const *s, int n)
 /* A core/v1 Warning Event on the instance. */
 int
 reconcile_event(const struct plan_instance *in, const char *rv,
-    const char *reason, const char *message, uint64_t wall_ms,
-    struct rc_action *ret)
+    const char *type, const char *reason, const char *message,
+    uint64_t wall_ms, struct rc_action *ret)
 {
 	const char *parts[] = { in->kind, in->name, in->uid, rv, reason,
 	    message };
@@ -999,6 +999,8 @@ reconcile_event(const struct plan_instance *in, const char *rv,
 	json_t *ev;
 	int r;
 
+	if (type == NULL)
+		type = "Warning";
 	gmtime_r(&t, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	snprintf(name, sizeof(name), "%.230s.%08x", in->name,
@@ -1010,7 +1012,7 @@ reconcile_event(const struct plan_instance *in, const char *rv,
 	    "kind", "Event", "metadata", "name", fitted, "namespace", ns,
 	    "involvedObject", "apiVersion", in->api_version, "kind", in->kind,
 	    "name", in->name, "uid", in->uid, "reason", reason, "message",
-	    message, "type", "Warning", "source", "component", "kpgpud-quota",
+	    message, "type", type, "source", "component", "kpgpud-quota",
 	    "firstTimestamp", ts, "lastTimestamp", ts, "count", 1,
 	    "reportingComponent", "kpgpud-quota");
 	if (ev != NULL && in->namespace[0] != '\0')
@@ -1022,7 +1024,7 @@ reconcile_event(const struct plan_instance *in, const char *rv,
 		json_object_set_new(json_object_get(ev, "involvedObject"),
 		    "resourceVersion", json_string(rv));
 	snprintf(path, sizeof(path), CORE_API "/namespaces/%s/events", ns);
-	snprintf(what, sizeof(what), "Warning %s on %s/%s: %s", reason,
+	snprintf(what, sizeof(what), "%s %s on %s/%s: %s", type, reason,
 	    in->kind, in->name, message);
 	one.n = 0;
 	if ((r = push(&one, "POST", "create", ev, 409, path, what)) < 0)

@@ -132,13 +132,14 @@ int	 reconcile_params(const char *ns, const char *name,
 	    const char *non_gpu, const char *user, struct rc_actions *ret);
 
 /*
- * A Warning Event about the instance. Its name is derived from the
- * instance, its resourceVersion, the reason and the message, so a repeat
- * of the same report is refused (409) instead of piling up.
+ * An Event about the instance, of type (NULL: "Warning"; "Normal" for a
+ * notice that does not stand for a failed reconcile). Its name is derived
+ * from the instance, its resourceVersion, the reason and the message, so
+ * a repeat of the same report is refused (409) instead of piling up.
  */
 int	 reconcile_event(const struct plan_instance *in, const char *rv,
-	    const char *reason, const char *message, uint64_t wall_ms,
-	    struct rc_action *ret);
+	    const char *type, const char *reason, const char *message,
+	    uint64_t wall_ms, struct rc_action *ret);
 
 /*
  * Whether have (a cache row {"labels","ownerReferences","spec",...} or a

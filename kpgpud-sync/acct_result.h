@@ -2,7 +2,8 @@
  * The last reconcile result of each tenant instance: the newest Warning
  * Event kpgpud-quota reported on it (reportingComponent kpgpud-quota:
  * InvalidGPUIsolation, DriverFeatureGateRequired, NeverAllocatable ...),
- * with the instance resourceVersion it was about. One entry per instance,
+ * with the instance resourceVersion it was about. A Normal Event (a notice
+ * such as ExperimentalHybridSharing: the plan was applied) is no result. One entry per instance,
  * at most ACCT_RESULTS_MAX; in memory only, a relist rebuilds it.
  */
 #ifndef KPGPUD_SYNC_ACCT_RESULT_H

@@ -112,13 +112,14 @@ gone_obj() {
 	! exists "$1"
 }
 
-# event_with REASON TEXT [NS]: a Warning event of that reason whose message
-# contains TEXT exists in NS (default: default).
+# event_with REASON TEXT [NS [TYPE]]: an event of that reason and TYPE
+# (default Warning) whose message contains TEXT exists in NS (default:
+# default).
 event_with() {
 	api GET "/api/v1/namespaces/${3:-default}/events" | python3 -c 'import json,sys
 d=json.load(sys.stdin)
-sys.exit(0 if any(e.get("reason")==sys.argv[1] and e.get("type")=="Warning"
-    and sys.argv[2] in e.get("message","") for e in d.get("items",[])) else 1)' "$1" "$2"
+sys.exit(0 if any(e.get("reason")==sys.argv[1] and e.get("type")==sys.argv[3]
+    and sys.argv[2] in e.get("message","") for e in d.get("items",[])) else 1)' "$1" "$2" "${4:-Warning}"
 }
 
 # object_writes ROLE: write requests of ROLE to anything but Events

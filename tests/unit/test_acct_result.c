@@ -1,7 +1,7 @@
 /*
  * The last reconcile result of each instance (kpgpud-sync/acct_result.c):
- * kpgpud-quota's Events only, the newest per instance, an older one
- * ignored, deletion, relist pruning, the message cap (cut on a UTF-8
+ * kpgpud-quota's Warning Events only (a Normal notice is none), the
+ * newest per instance, an older one ignored, deletion, relist pruning, the message cap (cut on a UTF-8
  * boundary) and the cap on entries.
  */
 #include <stdio.h>
@@ -36,6 +36,7 @@ TEST(acct_result_newest)
 	struct acct_results s;
 	const struct acct_result *r;
 	struct strset *seen;
+	json_t *ev;
 
 	memset(&s, 0, sizeof(s));
 	put(&s, event("e1", "kpgpud-quota", "a", "5", "InvalidGPUIsolation",
@@ -57,6 +58,14 @@ TEST(acct_result_newest)
 	r = acct_result_get(&s, "Agent", "ta", "a");
 	CHECK_STR(r->reason, "DriverFeatureGateRequired");
 	CHECK_STR(r->rv, "6");
+	CHECK_INT(s.n, 1);
+	/* a newer Normal Event (a notice: the plan was applied) is no result */
+	ev = event("e3", "kpgpud-quota", "a", "7", "ExperimentalHybridSharing",
+	    "2026-01-01T00:00:04Z", "note");
+	json_object_set_new(ev, "type", json_string("Normal"));
+	put(&s, ev, false);
+	CHECK_STR(acct_result_get(&s, "Agent", "ta", "a")->reason,
+	    "DriverFeatureGateRequired");
 	CHECK_INT(s.n, 1);
 	/* another component's Events are not results */
 	put(&s, event("e3", "kubelet", "b", "1", "Failed",

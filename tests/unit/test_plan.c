@@ -481,6 +481,7 @@ TEST(hybrid_shared_mig_claim)
 	CHECK(jget(p->claim, "spec>devices>config") == NULL);
 	REQUIRE(p->nevents == 1);
 	CHECK_STR(p->events[0].reason, "ExperimentalHybridSharing");
+	CHECK_STR(p->events[0].type, "Normal");	/* a notice, not a failure */
 	CHECK_STR(p->events[0].message, "sharing \"hybrid\" is experimental: "
 	    "the tenant's pods time-share one ResourceClaim of a MIG device "
 	    "of profile 2g.20gb");

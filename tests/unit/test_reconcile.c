@@ -540,17 +540,19 @@ TEST(unused_classes_collected)
 TEST(event_names_are_deterministic)
 {
 	struct plan_instance in;
-	struct rc_action e1, e2, e3;
+	struct rc_action e1, e2, e3, e4;
 	json_t *b;
 
 	mkinstance(&in, NULL);
 	snprintf(in.namespace, sizeof(in.namespace), "default");
-	REQUIRE(reconcile_event(&in, "5", "InvalidGPUIsolation", "bad", 0,
-	    &e1) == 0);
-	REQUIRE(reconcile_event(&in, "5", "InvalidGPUIsolation", "bad", 9999,
-	    &e2) == 0);
-	REQUIRE(reconcile_event(&in, "6", "InvalidGPUIsolation", "bad", 0,
-	    &e3) == 0);
+	REQUIRE(reconcile_event(&in, "5", NULL, "InvalidGPUIsolation", "bad",
+	    0, &e1) == 0);
+	REQUIRE(reconcile_event(&in, "5", NULL, "InvalidGPUIsolation", "bad",
+	    9999, &e2) == 0);
+	REQUIRE(reconcile_event(&in, "6", NULL, "InvalidGPUIsolation", "bad",
+	    0, &e3) == 0);
+	REQUIRE(reconcile_event(&in, "6", "Normal", "ExperimentalHybridSharing",
+	    "note", 0, &e4) == 0);
 	CHECK_STR(e1.path, "/api/v1/namespaces/default/events");
 	CHECK_INT(e1.also_ok, 409);
 	b = json_loads(e1.body, 0, NULL);
@@ -572,6 +574,11 @@ TEST(event_names_are_deterministic)
 	free(e1.body);
 	free(e2.body);
 	free(e3.body);
+	/* a notice is a Normal Event */
+	b = json_loads(e4.body, 0, NULL);
+	CHECK_STR(json_string_value(json_object_get(b, "type")), "Normal");
+	json_decref(b);
+	free(e4.body);
 }
 
 TEST(json_subset)
