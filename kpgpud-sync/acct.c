@@ -540,16 +540,16 @@ struct acct_gone {
 	size_t			 n, alloc;
 };
 
-/* Collect one open interval when its claim is not in the list. */
+/* Keep (uid, ns, name) unless the list had (ns, name). */
 static int
-acct_gone_add(const struct usage_open *o, void *arg)
+acct_gone_push(struct acct_gone *g, const char *uid, const char *ns,
+    const char *name)
 {
-	struct acct_gone *g = arg;
 	char key[LEDGER_FIELD_MAX * 2 + 2];
 	void *p;
 	size_t n;
 
-	if (strset_key(key, sizeof(key), o->ns, o->claim) == 0 &&
+	if (strset_key(key, sizeof(key), ns, name) == 0 &&
 	    strset_has(g->seen, key))
 		return 0;
 	if (g->n == g->alloc) {
@@ -565,39 +565,34 @@ acct_gone_add(const struct usage_open *o, void *arg)
 		g->name = p;
 		g->alloc = n;
 	}
-	snprintf(g->uid[g->n], sizeof(g->uid[0]), "%s", o->claim_uid);
-	snprintf(g->ns[g->n], sizeof(g->ns[0]), "%s", o->ns);
-	snprintf(g->name[g->n], sizeof(g->name[0]), "%s", o->claim);
+	snprintf(g->uid[g->n], sizeof(g->uid[0]), "%s", uid);
+	snprintf(g->ns[g->n], sizeof(g->ns[0]), "%s", ns);
+	snprintf(g->name[g->n], sizeof(g->name[0]), "%s", name);
 	g->n++;
 	return 0;
+}
+
+/* Free what acct_gone_push kept. */
+static void
+acct_gone_free(struct acct_gone *g)
+{
+	free(g->uid);
+	free(g->ns);
+	free(g->name);
+}
+
+/* Collect one open interval when its claim is not in the list. */
+static int
+acct_gone_add(const struct usage_open *o, void *arg)
+{
+	return acct_gone_push(arg, o->claim_uid, o->ns, o->claim);
 }
 
 /* Collect a remembered Pod a list did not return. */
 static int
 acct_pod_gone(const char *ns, const char *name, void *arg)
 {
-	struct acct_gone *g = arg;
-	char key[LEDGER_FIELD_MAX * 2 + 2];
-	void *p;
-	size_t n;
-
-	if (strset_key(key, sizeof(key), ns, name) == 0 &&
-	    strset_has(g->seen, key))
-		return 0;
-	if (g->n == g->alloc) {
-		n = g->alloc ? g->alloc * 2 : 16;
-		if ((p = reallocarray(g->ns, n, sizeof(*g->ns))) == NULL)
-			return -ENOMEM;
-		g->ns = p;
-		if ((p = reallocarray(g->name, n, sizeof(*g->name))) == NULL)
-			return -ENOMEM;
-		g->name = p;
-		g->alloc = n;
-	}
-	snprintf(g->ns[g->n], sizeof(g->ns[0]), "%s", ns);
-	snprintf(g->name[g->n], sizeof(g->name[0]), "%s", name);
-	g->n++;
-	return 0;
+	return acct_gone_push(arg, "", ns, name);
 }
 
 /* After a list of Pods: forget the times of Pods that are gone. */
@@ -611,8 +606,7 @@ acct_pods_prune(struct acct *a, const struct strset *seen)
 	r = usage_pod_foreach(a->st, acct_pod_gone, &g);
 	for (i = 0; i < g.n && r == 0; i++)
 		r = usage_pod_del(a->st, g.ns[i], g.name[i]);
-	free(g.ns);
-	free(g.name);
+	acct_gone_free(&g);
 	return r;
 }
 
@@ -676,9 +670,7 @@ acct_prune(struct acct *a, struct reflector *rf, const struct strset *seen)
 		r = acct_observe(a, c, a->live);
 	}
 	free(c);
-	free(g.uid);
-	free(g.ns);
-	free(g.name);
+	acct_gone_free(&g);
 	if (r < 0)
 		return acct_failed(a, "prune", r);
 	if (!a->live && a->missed && !acct_ns_synced(a)) {
