@@ -59,11 +59,13 @@ row_bytes(const struct ipc_usage_row *r)
 	    (r->detail != NULL ? strlen(r->detail) : 0) + 160;
 }
 
-/* One aggregated row into the page (or skipped before the offset). */
+/*
+ * The next row of the page, cleared: 1 and *ret, 0 for a row skipped
+ * before the offset, -ECANCELED when the page is full.
+ */
 static int
-page_add(const struct usage_sum *u, void *arg)
+page_next(struct page *p, struct ipc_usage_row **ret)
 {
-	struct page *p = arg;
 	struct ipc_usage_row *r;
 
 	if (p->skip > 0) {
@@ -74,6 +76,20 @@ page_add(const struct usage_sum *u, void *arg)
 		return -ECANCELED;
 	r = &p->res->rows[p->res->nrows++];
 	memset(r, 0, sizeof(*r));
+	*ret = r;
+	return 1;
+}
+
+/* One aggregated row into the page (or skipped before the offset). */
+static int
+page_add(const struct usage_sum *u, void *arg)
+{
+	struct page *p = arg;
+	struct ipc_usage_row *r;
+	int n;
+
+	if ((n = page_next(p, &r)) <= 0)
+		return n;
 	put(r->ns, sizeof(r->ns), u->ns);
 	put(r->instance, sizeof(r->instance), u->instance);
 	put(r->key, sizeof(r->key), u->key);
@@ -218,17 +234,12 @@ status_row(const struct cache_instance *in, void *arg)
 	const char *ns = *in->ns != '\0' ? in->ns : in->name;
 	size_t pending = 0, held = 0;
 	json_t *iso;
+	int n;
 
 	if (in->isolation == NULL)
 		return 0;
-	if (p->skip > 0) {
-		p->skip--;
-		return 0;
-	}
-	if (page_full(p))
-		return -ECANCELED;
-	r = &p->res->rows[p->res->nrows++];
-	memset(r, 0, sizeof(*r));
+	if ((n = page_next(p, &r)) <= 0)
+		return n;
 	put(r->ns, sizeof(r->ns), ns);
 	snprintf(r->instance, sizeof(r->instance), "%s/%s", in->kind,
 	    in->name);
