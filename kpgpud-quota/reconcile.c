@@ -20,38 +20,6 @@
 #define KEYS_MAX	(PLAN_MAX_KEYS + 8)
 #define KEYS_LEN	(KEYS_MAX * (PLAN_KEY_MAX + 1))
 
-/* Whether want is contained in have (objects by member, arrays by index). */
-bool
-reconcile_json_subset(json_t *want, json_t *have)
-{
-	const char *k;
-	json_t *v;
-	size_t i;
-
-	if (want == NULL)
-		return true;
-	if (have == NULL)
-		return false;
-	if (json_is_object(want)) {
-		if (!json_is_object(have))
-			return false;
-		json_object_foreach(want, k, v)
-			if (!reconcile_json_subset(v, json_object_get(have, k)))
-				return false;
-		return true;
-	}
-	if (json_is_array(want)) {
-		if (!json_is_array(have) ||
-		    json_array_size(want) != json_array_size(have))
-			return false;
-		json_array_foreach(want, i, v)
-			if (!reconcile_json_subset(v, json_array_get(have, i)))
-				return false;
-		return true;
-	}
-	return json_equal(want, have);
-}
-
 /* Whether a member the server may have added is empty. */
 static bool
 json_empty(json_t *v)
@@ -80,25 +48,31 @@ reconcile_json_empty(json_t *v)
 	return json_empty(v);
 }
 
-/* want and have equal, but for empty members only have has. */
+/*
+ * Whether want is contained in have (objects by member, arrays by index);
+ * exact: also no member only have has that is not empty, nesting at most
+ * 32 deep.
+ */
 static bool
-spec_equal(json_t *want, json_t *have, int depth)
+json_match(json_t *want, json_t *have, bool exact, int depth)
 {
 	const char *k;
 	json_t *v;
 	size_t i;
 
-	if (want == NULL || have == NULL || depth > 32)
-		return want == have;
+	if (want == NULL || have == NULL || (exact && depth > 32))
+		return exact ? want == have : want == NULL;
 	if (json_is_object(want)) {
 		if (!json_is_object(have))
 			return false;
 		json_object_foreach(want, k, v)
-			if (!spec_equal(v, json_object_get(have, k), depth + 1))
+			if (!json_match(v, json_object_get(have, k), exact,
+			    depth + 1))
 				return false;
+		if (!exact)
+			return true;
 		json_object_foreach(have, k, v)
-			if (json_object_get(want, k) == NULL &&
-			    !json_empty(v))
+			if (json_object_get(want, k) == NULL && !json_empty(v))
 				return false;
 		return true;
 	}
@@ -107,11 +81,19 @@ spec_equal(json_t *want, json_t *have, int depth)
 		    json_array_size(want) != json_array_size(have))
 			return false;
 		json_array_foreach(want, i, v)
-			if (!spec_equal(v, json_array_get(have, i), depth + 1))
+			if (!json_match(v, json_array_get(have, i), exact,
+			    depth + 1))
 				return false;
 		return true;
 	}
 	return json_equal(want, have);
+}
+
+/* Whether want is contained in have (objects by member, arrays by index). */
+bool
+reconcile_json_subset(json_t *want, json_t *have)
+{
+	return json_match(want, have, false, 0);
 }
 
 /* Append a reason to why ("a; b"). */
@@ -195,8 +177,8 @@ reconcile_verdict(json_t *want, json_t *have, char *why, size_t whylen)
 	labelled = mb != NULL && strcmp(mb, PLAN_MANAGED_BY) == 0;
 	owned = owner_matches(json_object_get(wmd, "ownerReferences"),
 	    json_object_get(have, "ownerReferences"));
-	same = spec_equal(json_object_get(want, "spec"),
-	    json_object_get(have, "spec"), 0);
+	same = json_match(json_object_get(want, "spec"),
+	    json_object_get(have, "spec"), true, 0);
 	winst = json_string_value(json_object_get(json_object_get(wmd,
 	    "labels"), PLAN_INSTANCE_LABEL));
 	inst = row_label(have, PLAN_INSTANCE_LABEL);
