@@ -13,12 +13,6 @@
 #define METRICS_LNAME_MAX	64
 #define METRICS_HELP_MAX	1024
 
-enum metric_kind {
-	METRIC_COUNTER,
-	METRIC_GAUGE,
-	METRIC_HISTOGRAM,
-};
-
 /* One label combination of a metric. */
 struct series {
 	char		*lv[2];
@@ -206,15 +200,18 @@ metric_discard(struct metric *mt)
 }
 
 /* Register a metric of any kind. */
-static int
-metrics_add(struct metrics *m, enum metric_kind kind, const char *name,
+int
+metrics_register(struct metrics *m, enum metric_kind kind, const char *name,
     const char *help, const double *bounds, size_t nbounds,
     const char *l1, const char *l2, size_t max_series, struct metric **ret)
 {
 	struct metric *mt;
 	int r = -ENOMEM;
 
-	if (!metrics_name_ok(m, name, kind) || (l2 != NULL && l1 == NULL) ||
+	if ((kind != METRIC_COUNTER && kind != METRIC_GAUGE &&
+	    kind != METRIC_HISTOGRAM) ||
+	    (kind != METRIC_HISTOGRAM && (bounds != NULL || nbounds != 0)) ||
+	    !metrics_name_ok(m, name, kind) || (l2 != NULL && l1 == NULL) ||
 	    (l1 != NULL && !metrics_label_ok(l1, kind)) ||
 	    (l2 != NULL && (!metrics_label_ok(l2, kind) ||
 	    strcmp(l1, l2) == 0)) || max_series > METRICS_MAX_SERIES ||
@@ -253,36 +250,6 @@ metrics_add(struct metrics *m, enum metric_kind kind, const char *name,
 fail:
 	metric_discard(mt);
 	return r;
-}
-
-/* Register a counter. */
-int
-metrics_counter(struct metrics *m, const char *name, const char *help,
-    const char *label1, const char *label2, size_t max_series,
-    struct metric **ret)
-{
-	return metrics_add(m, METRIC_COUNTER, name, help, NULL, 0, label1,
-	    label2, max_series, ret);
-}
-
-/* Register a gauge. */
-int
-metrics_gauge(struct metrics *m, const char *name, const char *help,
-    const char *label1, const char *label2, size_t max_series,
-    struct metric **ret)
-{
-	return metrics_add(m, METRIC_GAUGE, name, help, NULL, 0, label1,
-	    label2, max_series, ret);
-}
-
-/* Register a histogram with fixed buckets. */
-int
-metrics_histogram(struct metrics *m, const char *name, const char *help,
-    const double *bounds, size_t nbounds, const char *label1,
-    const char *label2, size_t max_series, struct metric **ret)
-{
-	return metrics_add(m, METRIC_HISTOGRAM, name, help, bounds, nbounds,
-	    label1, label2, max_series, ret);
 }
 
 /* Check that exactly the metric's label values are given. */

@@ -33,23 +33,33 @@ struct metric;
 struct metrics	*metrics_new(const char *process);
 void		 metrics_free(struct metrics *m);
 
+enum metric_kind {
+	METRIC_COUNTER,
+	METRIC_GAUGE,
+	METRIC_HISTOGRAM,
+};
+
 /*
- * Register a metric. label1/label2: label names, NULL for fewer
- * dimensions (label2 needs label1). max_series: 0 for
+ * Register a metric. bounds (histograms only, else NULL and 0): strictly
+ * increasing upper bounds; +Inf is implicit. label1/label2: label names,
+ * NULL for fewer dimensions (label2 needs label1). max_series: 0 for
  * METRICS_DEFAULT_SERIES. -EINVAL for a bad name or label, -EEXIST for a
  * duplicate name, -ENOMEM. ret untouched on failure.
  */
-int	 metrics_counter(struct metrics *m, const char *name, const char *help,
-	    const char *label1, const char *label2, size_t max_series,
-	    struct metric **ret);
-int	 metrics_gauge(struct metrics *m, const char *name, const char *help,
-	    const char *label1, const char *label2, size_t max_series,
-	    struct metric **ret);
-/* bounds: strictly increasing upper bounds; +Inf is implicit. */
-int	 metrics_histogram(struct metrics *m, const char *name,
-	    const char *help, const double *bounds, size_t nbounds,
-	    const char *label1, const char *label2, size_t max_series,
-	    struct metric **ret);
+int	 metrics_register(struct metrics *m, enum metric_kind kind,
+	    const char *name, const char *help, const double *bounds,
+	    size_t nbounds, const char *label1, const char *label2,
+	    size_t max_series, struct metric **ret);
+/* The same by kind: metrics_counter(m, name, help, l1, l2, max, ret). */
+#define metrics_counter(m, name, help, l1, l2, max, ret)		\
+	metrics_register((m), METRIC_COUNTER, (name), (help), NULL, 0,	\
+	    (l1), (l2), (max), (ret))
+#define metrics_gauge(m, name, help, l1, l2, max, ret)			\
+	metrics_register((m), METRIC_GAUGE, (name), (help), NULL, 0,	\
+	    (l1), (l2), (max), (ret))
+#define metrics_histogram(m, name, help, b, nb, l1, l2, max, ret)	\
+	metrics_register((m), METRIC_HISTOGRAM, (name), (help), (b),	\
+	    (nb), (l1), (l2), (max), (ret))
 
 /*
  * Update one series; lv1/lv2 are the label values (NULL for unused

@@ -280,3 +280,25 @@ TEST(concurrent_updates)
 	CHECK(odd == 40000 && even == 40000 && n == 80000);
 	metrics_free(m);
 }
+
+TEST(register_by_kind)
+{
+	static const double bk[] = { 1 };
+	struct metrics *m = metrics_new("admit");
+	struct metric *mt = NULL;
+
+	REQUIRE(m != NULL);
+	/* an unknown kind, and buckets on a counter or a gauge, are refused */
+	CHECK_INT(metrics_register(m, (enum metric_kind)7,
+	    "kpgpud_admit_x_total", "X.", NULL, 0, NULL, NULL, 0, &mt),
+	    -EINVAL);
+	CHECK_INT(metrics_register(m, METRIC_COUNTER, "kpgpud_admit_x_total",
+	    "X.", bk, 1, NULL, NULL, 0, &mt), -EINVAL);
+	CHECK_INT(metrics_register(m, METRIC_GAUGE, "kpgpud_admit_x_bytes",
+	    "X.", bk, 1, NULL, NULL, 0, &mt), -EINVAL);
+	CHECK(mt == NULL);
+	CHECK_INT(metrics_register(m, METRIC_GAUGE, "kpgpud_admit_x_bytes",
+	    "X.", NULL, 0, NULL, NULL, 0, &mt), 0);
+	CHECK(mt != NULL && metric_set(mt, NULL, NULL, 2) == 0);
+	metrics_free(m);
+}
