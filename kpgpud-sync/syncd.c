@@ -108,6 +108,35 @@ syncd_write_failed(struct syncd *sd, const struct sync_res *res, int r)
 	return r;
 }
 
+/* What a reflector op asks of the usage ledger. */
+enum syncd_usage_op {
+	SYNCD_USAGE_PUT,
+	SYNCD_USAGE_DEL,
+	SYNCD_USAGE_PRUNE,
+};
+
+/* Hand an op on a usage collection to the ledger, in the open batch. */
+static int
+syncd_usage(struct syncd *sd, struct reflector *rf, enum syncd_usage_op op,
+    json_t *obj, const struct strset *seen)
+{
+	int r;
+
+	if (sd->acct == NULL)
+		return 0;
+	if ((r = syncd_batch(sd)) < 0)
+		return syncd_write_failed(sd, reflector_res(rf), r);
+	switch (op) {
+	case SYNCD_USAGE_PUT:
+		return acct_put(sd->acct, rf, obj);
+	case SYNCD_USAGE_DEL:
+		return acct_del(sd->acct, rf, obj);
+	case SYNCD_USAGE_PRUNE:
+		break;
+	}
+	return acct_prune(sd->acct, rf, seen);
+}
+
 /* Reflector op: store an object. */
 static int
 syncd_put(void *arg, struct reflector *rf, json_t *obj)
@@ -119,13 +148,8 @@ syncd_put(void *arg, struct reflector *rf, json_t *obj)
 	uint64_t gen = 0;
 	int r;
 
-	if (res->usage) {
-		if (sd->acct == NULL)
-			return 0;
-		if ((r = syncd_batch(sd)) < 0)
-			return syncd_write_failed(sd, res, r);
-		return acct_put(sd->acct, rf, obj);
-	}
+	if (res->usage)
+		return syncd_usage(sd, rf, SYNCD_USAGE_PUT, obj, NULL);
 	if ((r = sync_row_from_json(res, obj, &row, &why)) < 0) {
 		if (r == -ENOMEM)
 			return syncd_write_failed(sd, res, r);
@@ -196,15 +220,9 @@ syncd_del(void *arg, struct reflector *rf, json_t *obj)
 	const struct sync_res *res = reflector_res(rf);
 	const char *ns, *name;
 	json_t *k = json_object_get(obj, "kind");
-	int r;
 
-	if (res->usage) {
-		if (sd->acct == NULL)
-			return 0;
-		if ((r = syncd_batch(sd)) < 0)
-			return syncd_write_failed(sd, res, r);
-		return acct_del(sd->acct, rf, obj);
-	}
+	if (res->usage)
+		return syncd_usage(sd, rf, SYNCD_USAGE_DEL, obj, NULL);
 	if (sync_obj_key(obj, &ns, &name) < 0) {
 		sd->n_bad_objects++;
 		metric_inc(sd->m.bad_objects, res->key, NULL);
@@ -299,13 +317,8 @@ syncd_prune(void *arg, struct reflector *rf, const struct strset *seen)
 	size_t i;
 	int r;
 
-	if (res->usage) {
-		if (sd->acct == NULL)
-			return 0;
-		if ((r = syncd_batch(sd)) < 0)
-			return syncd_write_failed(sd, res, r);
-		return acct_prune(sd->acct, rf, seen);
-	}
+	if (res->usage)
+		return syncd_usage(sd, rf, SYNCD_USAGE_PRUNE, NULL, seen);
 	if (res->table == CACHE_T_NS)
 		r = cache_ns_foreach(sd->cache, 0, stale_ns, &st);
 	else if (res->table == CACHE_T_INSTANCE)
