@@ -159,15 +159,23 @@ filter_prefix(json_t *o, const char *prefix)
 	return out;
 }
 
+/* The metadata every row has: its key, uid and resourceVersion. */
+struct row_meta {
+	const char	*ns, *name, *uid, *rv;
+};
+
 /* Fill a Namespace row. */
 static int
-row_ns(json_t *obj, json_t *md, struct sync_row *row, const char **why)
+row_ns(json_t *obj, json_t *md, const struct row_meta *m,
+    struct sync_row *row, const char **why)
 {
 	json_t *labels = json_object_get(md, "labels");
 	json_t *ann = json_object_get(md, "annotations");
 	json_t *kp;
 	const char *iso;
 
+	row->u.ns = (struct cache_ns){ .name = m->name, .uid = m->uid,
+	    .rv = m->rv };
 	if (strlen(row->u.ns.name) > 63) {
 		*why = "namespace name over 63 bytes";
 		return -EINVAL;
@@ -193,17 +201,20 @@ row_ns(json_t *obj, json_t *md, struct sync_row *row, const char **why)
 /* Fill an instance row. */
 static int
 row_instance(const struct sync_res *res, json_t *obj, json_t *md,
-    struct sync_row *row)
+    const struct row_meta *m, struct sync_row *row)
 {
 	json_t *g = json_object_get(md, "generation");
 
-	row->u.in.gvr = res->key;
-	row->u.in.kind = str_of(obj, "kind");
-	row->u.in.generation = json_is_integer(g) ? json_integer_value(g) : 0;
-	row->u.in.created = str_of(md, "creationTimestamp");
-	row->u.in.isolation = str_of(json_object_get(md, "annotations"),
-	    SYNC_ISOLATION_ANNOTATION);
-	row->u.in.deleted = str_of(md, "deletionTimestamp");
+	row->u.in = (struct cache_instance){
+		.gvr = res->key,
+		.kind = str_of(obj, "kind"),
+		.ns = m->ns, .name = m->name, .uid = m->uid, .rv = m->rv,
+		.generation = json_is_integer(g) ? json_integer_value(g) : 0,
+		.created = str_of(md, "creationTimestamp"),
+		.isolation = str_of(json_object_get(md, "annotations"),
+		    SYNC_ISOLATION_ANNOTATION),
+		.deleted = str_of(md, "deletionTimestamp"),
+	};
 	return 0;
 }
 
@@ -284,15 +295,16 @@ claim_devices(json_t *status)
 /* Fill an owned row: the drift-relevant fields as one JSON document. */
 static int
 row_owned(const struct sync_res *res, json_t *obj, json_t *md,
-    struct sync_row *row)
+    const struct row_meta *m, struct sync_row *row)
 {
 	json_t *d = json_object(), *spec = json_object_get(obj, "spec");
 	json_t *status = json_object_get(obj, "status"), *sub;
 	int r = 0;
 
+	row->u.ow = (struct cache_owned){ .kind = res->kind, .ns = m->ns,
+	    .name = m->name, .uid = m->uid, .rv = m->rv };
 	if (d == NULL)
 		return -ENOMEM;
-	row->u.ow.kind = res->kind;
 	if (strcmp(res->kind, CACHE_KIND_ALLOC) == 0) {
 		/* only the allocation: status churn stays out of the stream */
 		if ((sub = claim_devices(status)) == NULL ||
@@ -381,8 +393,9 @@ sync_row_from_json(const struct sync_res *res, json_t *obj,
     struct sync_row *ret, const char **ret_why)
 {
 	struct sync_row row;
+	struct row_meta m;
 	json_t *md = json_object_get(obj, "metadata");
-	const char *ns, *name, *uid, *rv, *why = "bad object";
+	const char *why = "bad object";
 	int r;
 
 	memset(&row, 0, sizeof(row));
@@ -392,38 +405,27 @@ sync_row_from_json(const struct sync_res *res, json_t *obj,
 		r = -EINVAL;
 		goto fail;
 	}
-	if ((r = sync_obj_key(obj, &ns, &name)) < 0) {
+	if ((r = sync_obj_key(obj, &m.ns, &m.name)) < 0) {
 		why = "bad metadata.name or metadata.namespace";
 		goto fail;
 	}
-	uid = str_of(md, "uid");
-	rv = str_of(md, "resourceVersion");
-	if (rv == NULL || *rv == '\0' || strlen(rv) > CACHE_RV_MAX ||
-	    (uid != NULL && strlen(uid) > CACHE_KEY_MAX)) {
+	m.uid = str_of(md, "uid");
+	m.rv = str_of(md, "resourceVersion");
+	if (m.rv == NULL || *m.rv == '\0' || strlen(m.rv) > CACHE_RV_MAX ||
+	    (m.uid != NULL && strlen(m.uid) > CACHE_KEY_MAX)) {
 		why = "bad metadata.resourceVersion or metadata.uid";
 		r = -EINVAL;
 		goto fail;
 	}
 	switch (res->table) {
 	case CACHE_T_NS:
-		row.u.ns.name = name;
-		row.u.ns.uid = uid;
-		row.u.ns.rv = rv;
-		r = row_ns(obj, md, &row, &why);
+		r = row_ns(obj, md, &m, &row, &why);
 		break;
 	case CACHE_T_INSTANCE:
-		row.u.in.ns = ns;
-		row.u.in.name = name;
-		row.u.in.uid = uid;
-		row.u.in.rv = rv;
-		r = row_instance(res, obj, md, &row);
+		r = row_instance(res, obj, md, &m, &row);
 		break;
 	case CACHE_T_OWNED:
-		row.u.ow.ns = ns;
-		row.u.ow.name = name;
-		row.u.ow.uid = uid;
-		row.u.ow.rv = rv;
-		r = row_owned(res, obj, md, &row);
+		r = row_owned(res, obj, md, &m, &row);
 		break;
 	}
 	if (r == 0 && !row_fits(&row)) {
