@@ -42,46 +42,30 @@ def token_of(simdir, role="admin"):
     raise RuntimeError("no %s token in %s" % (role, simdir))
 
 
-class Api:
-    """A small client of the simulator's REST API (one connection)."""
+class Conn:
+    """One keep-alive HTTPS connection to 127.0.0.1:PORT, opened on first
+    use and again after a transport error."""
 
-    def __init__(self, simdir, timeout=15.0):
-        with open(os.path.join(simdir, "port")) as f:
-            self.port = int(f.read().strip())
-        self.ctx = ssl.create_default_context(
-            cafile=os.path.join(simdir, "ca.crt"))
-        self.token = token_of(simdir)
+    def __init__(self, port, cafile, timeout):
+        self.port = port
+        self.ctx = ssl.create_default_context(cafile=cafile)
         self.timeout = timeout
         self.conn = None
 
-    def request(self, method, path, body=None, ctype="application/json"):
-        """(status, parsed body or None); status 0 on a transport error."""
-        hdrs = {"Authorization": "Bearer " + self.token,
-                "Accept": "application/json"}
-        data = None
-        if body is not None:
-            data = body if isinstance(body, bytes) else \
-                json.dumps(body).encode()
-            hdrs["Content-Type"] = ctype
-        for attempt in (0, 1):
-            try:
-                if self.conn is None:
-                    self.conn = http.client.HTTPSConnection(
-                        "127.0.0.1", self.port, context=self.ctx,
-                        timeout=self.timeout)
-                self.conn.request(method, path, data, hdrs)
-                r = self.conn.getresponse()
-                raw = r.read()
-                try:
-                    doc = json.loads(raw) if raw else None
-                except ValueError:
-                    doc = None
-                return r.status, doc
-            except (OSError, http.client.HTTPException):
-                self.close()
-                if attempt == 1:
-                    return 0, None
-        return 0, None
+    def exchange(self, method, path, data, hdrs):
+        """(response, its body); on a transport error closes the connection
+        and raises the error (OSError or http.client.HTTPException)."""
+        try:
+            if self.conn is None:
+                self.conn = http.client.HTTPSConnection(
+                    "127.0.0.1", self.port, context=self.ctx,
+                    timeout=self.timeout)
+            self.conn.request(method, path, data, hdrs)
+            r = self.conn.getresponse()
+            return r, r.read()
+        except (OSError, http.client.HTTPException):
+            self.close()
+            raise
 
     def close(self):
         if self.conn is not None:
@@ -90,6 +74,43 @@ class Api:
             except OSError:
                 pass
             self.conn = None
+
+
+class Api(Conn):
+    """A small client of the simulator's REST API (one connection) as one
+    identity: TOKEN, else the simulator's admin. With RETRY a request that
+    fails in transport is sent once more on a new connection."""
+
+    def __init__(self, simdir, timeout=15.0, token=None, retry=True):
+        with open(os.path.join(simdir, "port")) as f:
+            port = int(f.read().strip())
+        super().__init__(port, os.path.join(simdir, "ca.crt"), timeout)
+        self.token = token or token_of(simdir)
+        self.tries = 2 if retry else 1
+        self.error = ""             # the last transport error
+
+    def request(self, method, path, body=None, ctype="application/json"):
+        """(status, parsed body or None); status 0 on a transport error
+        (then self.error says which)."""
+        hdrs = {"Authorization": "Bearer " + self.token,
+                "Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else \
+                json.dumps(body).encode()
+            hdrs["Content-Type"] = ctype
+        for _ in range(self.tries):
+            try:
+                r, raw = self.exchange(method, path, data, hdrs)
+            except (OSError, http.client.HTTPException) as e:
+                self.error = str(e)
+                continue
+            try:
+                doc = json.loads(raw) if raw else None
+            except ValueError:
+                doc = None
+            return r.status, doc
+        return 0, None
 
 
 def pod_body(name_prefix):
@@ -261,36 +282,20 @@ class ReviewLoad(Load):
 
     def __init__(self, port, cafile, rate, isolated, plain):
         super().__init__(rate, isolated, plain)
-        self.port = port
-        self.ctx = ssl.create_default_context(cafile=cafile)
-        self.conn = None
+        self.conn = Conn(port, cafile, 12)
         self.seq = 0
-
-    def close(self):
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except OSError:
-                pass
-            self.conn = None
 
     def one(self, ns, isolated):
         self.seq += 1
         uid = "load-%d-%d" % (os.getpid(), self.seq)
         body = json.dumps(review_body(ns, uid)).encode()
         try:
-            if self.conn is None:
-                self.conn = http.client.HTTPSConnection(
-                    "127.0.0.1", self.port, context=self.ctx, timeout=12)
-            self.conn.request("POST", "/mutate?timeout=10s", body,
-                              {"Content-Type": "application/json"})
-            r = self.conn.getresponse()
-            raw = r.read()
-            if r.getheader("Connection", "").lower() == "close":
-                self.close()
+            r, raw = self.conn.exchange("POST", "/mutate?timeout=10s", body,
+                                        {"Content-Type": "application/json"})
         except (OSError, http.client.HTTPException) as e:
-            self.close()
             return "fail", "transport %s" % (type(e).__name__,)
+        if r.getheader("Connection", "").lower() == "close":
+            self.conn.close()
         if r.status != 200:
             return "fail", "HTTP %d" % r.status
         try:

@@ -60,6 +60,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(SRC, "tests", "faults"))
 sys.path.insert(0, os.path.join(SRC, "tests", "kube-sim"))
+from load import Api, token_of  # noqa: E402
 from stack import Stack  # noqa: E402
 from kubesim import cel  # noqa: E402
 
@@ -151,60 +152,18 @@ def wait_for(limit, fn, step=0.1):
         time.sleep(step)
 
 
-class Client:
+class Client(Api):
     """One HTTPS connection to the simulator as one identity (keep-alive:
-    requests in sequence go over the same connection)."""
+    requests in sequence go over the same connection; a request that fails
+    in transport is not sent again)."""
 
     def __init__(self, simdir, token, timeout=30.0):
-        with open(os.path.join(simdir, "port")) as f:
-            self.port = int(f.read().strip())
-        self.ctx = ssl.create_default_context(
-            cafile=os.path.join(simdir, "ca.crt"))
-        self.token, self.timeout, self.conn = token, timeout, None
-        self.reconnects = 0
+        super().__init__(simdir, timeout, token=token, retry=False)
 
     def req(self, method, path, body=None, ctype="application/json"):
-        hdrs = {"Authorization": "Bearer " + self.token,
-                "Accept": "application/json"}
-        data = None
-        if body is not None:
-            data = body if isinstance(body, bytes) else \
-                json.dumps(body).encode()
-            hdrs["Content-Type"] = ctype
-        try:
-            if self.conn is None:
-                self.conn = http.client.HTTPSConnection(
-                    "127.0.0.1", self.port, context=self.ctx,
-                    timeout=self.timeout)
-                self.reconnects += 1
-            self.conn.request(method, path, data, hdrs)
-            r = self.conn.getresponse()
-            raw = r.read()
-            try:
-                doc = json.loads(raw) if raw else None
-            except ValueError:
-                doc = None
-            return r.status, doc
-        except (OSError, http.client.HTTPException) as e:
-            self.close()
-            return 0, {"message": str(e)}
-
-    def close(self):
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except OSError:
-                pass
-            self.conn = None
-
-
-def token_of(simdir, role):
-    with open(os.path.join(simdir, "tokens")) as f:
-        for line in f:
-            p = line.split()
-            if len(p) == 2 and p[0] == role:
-                return p[1]
-    raise RuntimeError("no %s token" % role)
+        """(status, doc); on a transport error (0, {"message": error})."""
+        st, doc = self.request(method, path, body, ctype)
+        return (st, doc) if st else (0, {"message": self.error})
 
 
 def tenant_token(simdir, ns):

@@ -85,6 +85,26 @@ def _container_claims(claims, pod_names, path, errs):
             errs.append(FieldError("NotFound", p, name, d))
 
 
+def _at_most(items, cap, path, errs):
+    """The TooMany error of a list of more than CAP items."""
+    if len(items) > cap:
+        errs.append(FieldError("TooMany", path, len(items),
+                               "must have at most %d items" % cap))
+
+
+def _unique_label(n, path, seen, errs):
+    """A required DNS-label name, unique among SEEN (which gets it); whether
+    it was given."""
+    if not n:
+        errs.append(FieldError("Required", path))
+        return False
+    dns_label(n, path, errs)
+    if n in seen:
+        errs.append(FieldError("Duplicate", path, n))
+    seen.add(n)
+    return True
+
+
 def _containers(spec, field, pod_names, errs, all_names):
     """Names, images and claim references of one container list."""
     for i, c in enumerate(spec.get(field) or []):
@@ -92,14 +112,7 @@ def _containers(spec, field, pod_names, errs, all_names):
         if not isinstance(c, dict):
             errs.append(FieldError("Invalid", p, str(c), "must be an object"))
             continue
-        n = c.get("name") or ""
-        if not n:
-            errs.append(FieldError("Required", p + ".name"))
-        else:
-            dns_label(n, p + ".name", errs)
-            if n in all_names:
-                errs.append(FieldError("Duplicate", p + ".name", n))
-            all_names.add(n)
+        _unique_label(c.get("name") or "", p + ".name", all_names, errs)
         if not c.get("image") and field != "ephemeralContainers":
             errs.append(FieldError("Required", p + ".image"))
         res = c.get("resources") or {}
@@ -158,9 +171,7 @@ def _pod_update(obj, old, errs):
 def _selectors(sels, path, errs, compile_cel=True):
     """DeviceSelector list checks; new CEL expressions are compiled and
     cost-checked (stored ones are not checked again)."""
-    if len(sels or []) > MAX_SELECTORS:
-        errs.append(FieldError("TooMany", path, len(sels),
-                               "must have at most %d items" % MAX_SELECTORS))
+    _at_most(sels or [], MAX_SELECTORS, path, errs)
     for i, s in enumerate(sels or []):
         p = "%s[%d]" % (path, i)
         cel = (s or {}).get("cel")
@@ -205,13 +216,7 @@ def _exact(r, path, errs, sub=False):
 def _request(r, path, names, errs):
     """validateDeviceRequest."""
     n = r.get("name") or ""
-    if not n:
-        errs.append(FieldError("Required", path + ".name"))
-    else:
-        dns_label(n, path + ".name", errs)
-        if n in names:
-            errs.append(FieldError("Duplicate", path + ".name", n))
-        names.add(n)
+    _unique_label(n, path + ".name", names, errs)
     fa, ex = r.get("firstAvailable"), r.get("exactly")
     if fa and ex is not None:
         errs.append(FieldError("Invalid", path, GoValue("null"),
@@ -223,21 +228,12 @@ def _request(r, path, names, errs):
     if isinstance(ex, dict):
         _exact(ex, path + ".exactly", errs)
     if fa:
-        if len(fa) > MAX_SUBREQUESTS:
-            errs.append(FieldError("TooMany", path + ".firstAvailable",
-                                   len(fa), "must have at most %d items" %
-                                   MAX_SUBREQUESTS))
+        _at_most(fa, MAX_SUBREQUESTS, path + ".firstAvailable", errs)
         subs = set()
         for i, s in enumerate(fa):
             sp = "%s.firstAvailable[%d]" % (path, i)
             sn = (s or {}).get("name") or ""
-            if not sn:
-                errs.append(FieldError("Required", sp + ".name"))
-            else:
-                dns_label(sn, sp + ".name", errs)
-                if sn in subs:
-                    errs.append(FieldError("Duplicate", sp + ".name", sn))
-                subs.add(sn)
+            if _unique_label(sn, sp + ".name", subs, errs):
                 names.add(n + "/" + sn)
             _exact(s or {}, sp, errs, sub=True)
 
@@ -270,10 +266,7 @@ def validate_claim_spec(spec, path, errs):
     """ResourceClaimSpec (v1) checks."""
     dev = (spec or {}).get("devices") or {}
     reqs = dev.get("requests") or []
-    if len(reqs) > MAX_REQUESTS:
-        errs.append(FieldError("TooMany", path + ".devices.requests",
-                               len(reqs), "must have at most %d items" %
-                               MAX_REQUESTS))
+    _at_most(reqs, MAX_REQUESTS, path + ".devices.requests", errs)
     names = set()
     for i, r in enumerate(reqs):
         _request(r or {}, "%s.devices.requests[%d]" % (path, i), names,
@@ -297,10 +290,8 @@ def validate_claim_spec(spec, path, errs):
         _opaque(c.get("opaque"), p + ".opaque", errs)
     for what, cap in (("constraints", MAX_CONSTRAINTS),
                       ("config", MAX_CONFIG)):
-        n = len(dev.get(what) or [])
-        if n > cap:
-            errs.append(FieldError("TooMany", "%s.devices.%s" % (path, what),
-                                   n, "must have at most %d items" % cap))
+        _at_most(dev.get(what) or [], cap, "%s.devices.%s" % (path, what),
+                 errs)
 
 
 def validate_device_class(obj, old, errs):
@@ -363,9 +354,7 @@ def validate_slice(obj, errs):
             "{" + ", ".join('"%s"' % s for s in sel) + "}"),
             msg + ", but multiple fields are set"))
     devs = spec.get("devices") or []
-    if len(devs) > MAX_DEVICES:
-        errs.append(FieldError("TooMany", "spec.devices", len(devs),
-                               "must have at most %d items" % MAX_DEVICES))
+    _at_most(devs, MAX_DEVICES, "spec.devices", errs)
     seen = set()
     for i, d in enumerate(devs):
         _device(d or {}, "spec.devices[%d]" % i, errs)
