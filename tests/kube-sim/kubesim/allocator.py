@@ -529,13 +529,8 @@ class Scheduler:
 
     def _write_status(self, key, obj):
         """Update the status subresource; False on conflict/gone."""
-        md = obj["metadata"]
-        try:
-            self.api.update(key, md.get("namespace", ""), obj,
-                            subresource="status", user=SCHEDULER)
-            return True
-        except ApiError:
-            return False
+        return controllers.write_status(self.api, key, obj,
+                                        SCHEDULER) is not None
 
 
 def _scheduled(pod):

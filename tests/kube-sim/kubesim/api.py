@@ -9,7 +9,7 @@ import uuid
 
 from . import checks, dravalid, patch as patchmod, schema, selector
 from . import validation
-from .hooks import (AdmissionContext, ApiError, default_groups,
+from .hooks import (AdmissionContext, ApiError, Caller,
                     err_already_exists, err_bad_request, err_conflict,
                     err_forbidden, err_internal, err_invalid, err_not_found)
 from .store import Entry, obj_key
@@ -23,22 +23,15 @@ def now_rfc3339():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-class Who:
-    """The caller of one request: user (with its groups and uid), role,
-    options, collected warnings."""
+class Who(Caller):
+    """The caller of one request (hooks.Caller) and how unknown fields of
+    its body are handled."""
 
     def __init__(self, user=INTERNAL_USER, role="internal", dry_run=False,
                  options=None, field_validation="Ignore", groups=None,
                  uid=""):
-        self.user = user
-        self.groups = list(groups) if groups is not None else \
-            default_groups(user, role)
-        self.uid = uid
-        self.role = role
-        self.dry_run = dry_run
-        self.options = options or {}
+        super().__init__(user, role, dry_run, options, groups, uid)
         self.field_validation = field_validation
-        self.warnings = []
 
 
 class WatchEvent:

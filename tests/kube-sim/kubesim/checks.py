@@ -2,6 +2,7 @@
 CRDs, webhook configurations and Events."""
 
 from . import crdvalidate, dravalid
+from .selector import match_label_selector_obj
 from .validation import (FieldError, GoValue, dns_label, dns_subdomain,
                          validate_meta)
 
@@ -483,21 +484,6 @@ def _go_strmap(m):
         '"%s":"%s"' % (k, m[k]) for k in sorted(m)))
 
 
-def _selector_matches(sel, labels):
-    """A metav1.LabelSelector (matchLabels, matchExpressions) on labels."""
-    for k, v in (sel.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in sel.get("matchExpressions") or []:
-        op, k, vals = e.get("operator"), e.get("key"), e.get("values") or []
-        if (op == "In" and labels.get(k) not in vals) or \
-                (op == "NotIn" and k in labels and labels[k] in vals) or \
-                (op == "Exists" and k not in labels) or \
-                (op == "DoesNotExist" and k in labels):
-            return False
-    return True
-
-
 def validate_deployment(obj, errs):
     """ValidateDeploymentSpec: a selector that selects the template."""
     spec = obj.get("spec") or {}
@@ -508,7 +494,7 @@ def validate_deployment(obj, errs):
     labels = ((spec.get("template") or {}).get("metadata") or {}).get(
         "labels") or {}
     if (sel.get("matchLabels") or sel.get("matchExpressions")) and \
-            not _selector_matches(sel, labels):
+            not match_label_selector_obj(sel, labels):
         errs.append(FieldError("Invalid", "spec.template.metadata.labels",
                                _go_strmap(labels), "`selector` does not "
                                "match template `labels`"))

@@ -91,6 +91,17 @@ def _watch_closed(w):
     return bool(inner is not None and getattr(inner, "closed", False))
 
 
+def write_status(api, key, obj, user):
+    """Update the status subresource of OBJ as USER; the stored object, or
+    None when the write was refused (a conflict, the object gone)."""
+    md = obj["metadata"]
+    try:
+        return api.update(key, md.get("namespace", ""), obj,
+                          subresource="status", user=user)
+    except ApiError:
+        return None
+
+
 def event_loop(api, stop, keys, fn, due=None, resync=None):
     """Call fn() at start, after relevant changes and every RESYNC s.
 
@@ -274,10 +285,7 @@ class ClaimController:
             return
         st["resourceClaimStatuses"] = list(have.values()) + new
         pod["status"] = st
-        try:
-            self.api.update("pods", md["namespace"], pod,
-                            subresource="status", user=CLAIM_USER)
-        except ApiError:
+        if write_status(self.api, "pods", pod, CLAIM_USER) is None:
             return
         self.failures.pop(md["uid"], None)
         self.not_before.pop(md["uid"], None)
@@ -528,10 +536,8 @@ class NamespaceController:
                 c["lastTransitionTime"] = o.get("lastTransitionTime", ts)
         if [old.get(c["type"]) for c in conds] != conds:
             cur.setdefault("status", {})["conditions"] = conds
-            try:
-                cur = self.api.update("namespaces", "", cur,
-                                      subresource="status", user=NS_USER)
-            except ApiError:
+            cur = write_status(self.api, "namespaces", cur, NS_USER)
+            if cur is None:
                 return
         if remaining:
             return

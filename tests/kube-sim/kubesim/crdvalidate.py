@@ -1,6 +1,7 @@
 """Validation of custom resources against their CRD's structural schema
 (type, required, enum, bounds, lengths), worded as apiextensions does."""
 
+from .schema import type_name
 from .validation import FieldError
 
 _TYPES = {"string": (str,), "boolean": (bool,), "object": (dict,),
@@ -8,21 +9,9 @@ _TYPES = {"string": (str,), "boolean": (bool,), "object": (dict,),
 MAX_ERRORS = 50
 
 
-def _type_name(v):
-    """The JSON type name the OpenAPI validator reports."""
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, dict):
-        return "object"
-    return "null"
+# the JSON type names the OpenAPI validator reports, bool before int
+_TYPE_NAMES = ((bool, "boolean"), (int, "integer"), (float, "number"),
+               (str, "string"), (list, "array"), (dict, "object"))
 
 
 def _type_ok(v, t):
@@ -77,9 +66,9 @@ def check(s, v, path, errs):
         t = None if isinstance(v, (int, str)) and not isinstance(
             v, bool) else "integer"
     if not _type_ok(v, t):
-        errs.append(FieldError("Invalid", path, _type_name(v), "%s in body "
-                               "must be of type %s: \"%s\"" %
-                               (path, t, _type_name(v))))
+        got = type_name(v, _TYPE_NAMES)
+        errs.append(FieldError("Invalid", path, got, "%s in body must be of "
+                               "type %s: \"%s\"" % (path, t, got)))
         return
     _scalar_checks(s, v, path, errs)
     if isinstance(v, dict):

@@ -17,7 +17,7 @@ import math
 import re
 
 from . import cel
-from .validation import DNS1123_SUB_RE, SUB_MSG, FieldError
+from .validation import FieldError, dns_subdomain
 
 # resource.CELSelectorExpressionMaxCost: "roughly 0.1 second for each
 # expression evaluation" (pkg/apis/resource/types.go).
@@ -230,12 +230,7 @@ def csi_driver_name(name, path, errs):
     if len(name) > 63:
         errs.append(FieldError("TooLong", path, None,
                                "may not be more than 63 bytes"))
-    low = name.lower()
-    if len(low) > 253:
-        errs.append(FieldError("Invalid", path, name,
-                               "must be no more than 253 characters"))
-    if not DNS1123_SUB_RE.match(low):
-        errs.append(FieldError("Invalid", path, name, SUB_MSG))
+    dns_subdomain(name.lower(), path, errs, value=name)
 
 
 def raw_parameters(params, path, errs):

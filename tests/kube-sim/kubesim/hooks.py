@@ -262,19 +262,12 @@ def default_groups(user, role=None):
     return ["system:authenticated"]
 
 
-class AdmissionContext:
-    """What an admission hook sees of one write request."""
+class Caller:
+    """Who makes one write request and how: user (with its groups and
+    uid), role, dry run, query options, the warnings collected for it."""
 
-    def __init__(self, operation, resource, namespace, name, obj, old,
-                 user, role, api, subresource="", dry_run=False,
-                 options=None, groups=None, uid=""):
-        self.operation = operation
-        self.resource = resource
-        self.subresource = subresource
-        self.namespace = namespace
-        self.name = name
-        self.object = obj
-        self.old_object = old
+    def __init__(self, user, role, dry_run=False, options=None, groups=None,
+                 uid=""):
         self.user = user
         self.groups = list(groups) if groups is not None else \
             default_groups(user, role)
@@ -282,8 +275,24 @@ class AdmissionContext:
         self.role = role
         self.dry_run = dry_run
         self.options = options or {}
-        self.api = api
         self.warnings = []
+
+
+class AdmissionContext(Caller):
+    """What an admission hook sees of one write request."""
+
+    def __init__(self, operation, resource, namespace, name, obj, old,
+                 user, role, api, subresource="", dry_run=False,
+                 options=None, groups=None, uid=""):
+        super().__init__(user, role, dry_run, options, groups, uid)
+        self.operation = operation
+        self.resource = resource
+        self.subresource = subresource
+        self.namespace = namespace
+        self.name = name
+        self.object = obj
+        self.old_object = old
+        self.api = api
 
 
 class Registry:

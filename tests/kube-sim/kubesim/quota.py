@@ -21,7 +21,7 @@ import re
 import time
 
 from . import quantity as qty
-from .controllers import QUOTA_USER, each, event_loop
+from .controllers import QUOTA_USER, each, event_loop, write_status
 from .hooks import ApiError, err_forbidden
 
 RS = "resource.k8s.io"
@@ -309,10 +309,7 @@ class QuotaController:
         if t - first < self.delay:
             return
         q["status"] = status
-        try:
-            self.api.update("resourcequotas", md["namespace"], q,
-                            subresource="status", user=QUOTA_USER)
-        except ApiError:
+        if write_status(self.api, "resourcequotas", q, QUOTA_USER) is None:
             return
         self.since.pop(md["uid"], None)
 

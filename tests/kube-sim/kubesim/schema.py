@@ -240,9 +240,10 @@ _JSON_TYPES = ((bool, "bool"), (str, "string"), (int, "number"),
 _GO_TYPES = {"s": "string", "i": "int64", "b": "bool"}
 
 
-def _json_type(v):
-    """The JSON type name Go's decoder reports."""
-    for t, n in _JSON_TYPES:
+def type_name(v, table=_JSON_TYPES):
+    """The name of v's JSON type in TABLE ((type, name), the first match
+    wins; by default the names Go's decoder reports); "null" for none."""
+    for t, n in table:
         if isinstance(v, t):
             return n
     return "null"
@@ -273,7 +274,7 @@ class Walk:
             field = re.sub(r"\[\d+\]", "", path)
             self.type_error = ("json: cannot unmarshal %s into Go struct "
                                "field %s.%s of type %s" % (
-                                   _json_type(v), go, field, _GO_TYPES[t]))
+                                   type_name(v), go, field, _GO_TYPES[t]))
 
 
 def prune(obj, schema, path="", walk=None, go=None):

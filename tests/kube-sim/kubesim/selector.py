@@ -93,9 +93,11 @@ def match_labels(reqs, labels):
     return True
 
 
-def match_label_selector_obj(sel, labels):
-    """Match a metav1.LabelSelector dict (matchLabels/matchExpressions)."""
-    if sel is None:
+def match_label_selector_obj(sel, labels, unknown_op=True):
+    """Match a metav1.LabelSelector dict (matchLabels/matchExpressions); no
+    selector matches everything. An expression whose operator is none of
+    the four matches when UNKNOWN_OP, else fails the match."""
+    if not sel:
         return True
     labels = labels or {}
     for k, v in (sel.get('matchLabels') or {}).items():
@@ -103,13 +105,16 @@ def match_label_selector_obj(sel, labels):
             return False
     for e in sel.get('matchExpressions') or []:
         k, op, vals = e.get('key'), e.get('operator'), e.get('values') or []
-        if op == 'In' and labels.get(k) not in vals:
+        if op == 'In' and (k not in labels or labels[k] not in vals):
             return False
         if op == 'NotIn' and k in labels and labels[k] in vals:
             return False
         if op == 'Exists' and k not in labels:
             return False
         if op == 'DoesNotExist' and k in labels:
+            return False
+        if not unknown_op and \
+                op not in ('In', 'NotIn', 'Exists', 'DoesNotExist'):
             return False
     return True
 
@@ -177,3 +182,27 @@ def match_resource_entries(entries, resource, sub):
         if es and sub and es in ("*", sub):
             return True
     return False
+
+
+def rule_matches(rule, ctx, versions=True):
+    """Whether a webhook's or policy's RuleWithOperations (operations,
+    apiGroups, apiVersions unless not VERSIONS, scope, resources) names
+    the admission request CTX."""
+    ops = rule.get("operations") or []
+    if "*" not in ops and ctx.operation not in ops:
+        return False
+    res = ctx.resource
+    groups = rule.get("apiGroups") or []
+    if "*" not in groups and res.group not in groups:
+        return False
+    if versions:
+        vers = rule.get("apiVersions") or []
+        if "*" not in vers and res.version not in vers:
+            return False
+    scope = rule.get("scope") or "*"
+    if scope == "Cluster" and res.namespaced:
+        return False
+    if scope == "Namespaced" and not res.namespaced:
+        return False
+    return match_resource_entries(rule.get("resources") or [],
+                                  res.resource, ctx.subresource or "")

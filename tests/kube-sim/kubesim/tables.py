@@ -18,29 +18,30 @@ def _col(name, desc="", priority=0, typ="string"):
             "priority": priority}
 
 
+# kubectl's HumanDuration, a row a range: (below this many seconds, the
+# unit's seconds and letter, the finer unit shown with it when not zero).
+_DURATIONS = (
+    (120, 1, "s", None),
+    (600, 60, "m", (1, "s")),
+    (180 * 60, 60, "m", None),
+    (8 * 3600, 3600, "h", (60, "m")),
+    (48 * 3600, 3600, "h", None),
+    (8 * 86400, 86400, "d", (3600, "h")),
+    (2 * 365 * 86400, 86400, "d", None),
+    (None, 365 * 86400, "y", None),
+)
+
+
 def human_duration(secs):
     """kubectl's HumanDuration (apimachinery/pkg/util/duration)."""
     secs = max(0, int(secs))
-    if secs < 120:
-        return "%ds" % secs
-    mins = secs // 60
-    if mins < 10:
-        s = secs % 60
-        return "%dm%ds" % (mins, s) if s else "%dm" % mins
-    if mins < 180:
-        return "%dm" % mins
-    hours = secs // 3600
-    if hours < 8:
-        m = mins % 60
-        return "%dh%dm" % (hours, m) if m else "%dh" % hours
-    if hours < 48:
-        return "%dh" % hours
-    if hours < 24 * 8:
-        h = hours % 24
-        return "%dd%dh" % (hours // 24, h) if h else "%dd" % (hours // 24)
-    if hours < 24 * 365 * 2:
-        return "%dd" % (hours // 24)
-    return "%dy" % (hours // (24 * 365))
+    for below, unit, letter, finer in _DURATIONS:
+        if below is None or secs < below:
+            break
+    s = "%d%s" % (secs // unit, letter)
+    if finer and secs % unit // finer[0]:
+        s += "%d%s" % (secs % unit // finer[0], finer[1])
+    return s
 
 
 def age(obj):

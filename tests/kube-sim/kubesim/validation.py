@@ -95,23 +95,25 @@ class FieldError:
                 "field": self.field}
 
 
+def _dns_name(name, path, errs, limit, regex, msg, value):
+    """Append the errors of a name longer than LIMIT or not matching REGEX
+    (MSG says what it must be); the errors show VALUE."""
+    if len(name) > limit:
+        errs.append(FieldError("Invalid", path, value,
+                               "must be no more than %d characters" % limit))
+    if not regex.match(name):
+        errs.append(FieldError("Invalid", path, value, msg))
+
+
 def dns_label(name, path, errs):
     """Append errors for a value that must be an RFC 1123 label."""
-    if len(name) > 63:
-        errs.append(FieldError("Invalid", path, name,
-                               "must be no more than 63 characters"))
-    if not DNS1123_LABEL_RE.match(name):
-        errs.append(FieldError("Invalid", path, name, LABEL_MSG))
+    _dns_name(name, path, errs, 63, DNS1123_LABEL_RE, LABEL_MSG, name)
 
 
 def dns1035_label(name, path, errs):
     """Append errors for a value that must be a DNS-1035 label (Service
     names)."""
-    if len(name) > 63:
-        errs.append(FieldError("Invalid", path, name,
-                               "must be no more than 63 characters"))
-    if not DNS1035_RE.match(name):
-        errs.append(FieldError("Invalid", path, name, DNS1035_MSG))
+    _dns_name(name, path, errs, 63, DNS1035_RE, DNS1035_MSG, name)
 
 
 def path_segment(name, path, errs):
@@ -126,13 +128,11 @@ def path_segment(name, path, errs):
                                    "may not contain '%s'" % bad))
 
 
-def dns_subdomain(name, path, errs):
-    """Append errors for a value that must be an RFC 1123 subdomain."""
-    if len(name) > 253:
-        errs.append(FieldError("Invalid", path, name,
-                               "must be no more than 253 characters"))
-    if not DNS1123_SUB_RE.match(name):
-        errs.append(FieldError("Invalid", path, name, SUB_MSG))
+def dns_subdomain(name, path, errs, value=None):
+    """Append errors for a value that must be an RFC 1123 subdomain (the
+    errors show VALUE when given, else NAME)."""
+    _dns_name(name, path, errs, 253, DNS1123_SUB_RE, SUB_MSG,
+              name if value is None else value)
 
 
 def _qualified_name(key, path, errs):

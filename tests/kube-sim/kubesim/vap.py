@@ -30,7 +30,7 @@ import threading
 
 from . import cel
 from .hooks import ApiError, err_forbidden, err_invalid
-from .selector import match_label_selector_obj, match_resource_entries
+from .selector import match_label_selector_obj, rule_matches
 from .validation import FieldError
 
 GROUP = "admissionregistration.k8s.io"
@@ -402,26 +402,10 @@ def check_spec(ctx):
 
 def _rule_matches(rule, ctx):
     """One NamedRuleWithOperations against the request."""
-    ops = rule.get("operations") or []
-    if "*" not in ops and ctx.operation not in ops:
-        return False
-    res = ctx.resource
-    groups = rule.get("apiGroups") or []
-    if "*" not in groups and res.group not in groups:
-        return False
-    vers = rule.get("apiVersions") or []
-    if "*" not in vers and res.version not in vers:
-        return False
-    scope = rule.get("scope") or "*"
-    if scope == "Cluster" and ctx.namespace:
-        return False
-    if scope == "Namespaced" and not ctx.namespace:
-        return False
     names = rule.get("resourceNames") or []
     if names and _request_name(ctx) not in names:
         return False
-    return match_resource_entries(rule.get("resources") or [],
-                                  res.resource, ctx.subresource or "")
+    return rule_matches(rule, ctx)
 
 
 class _Request:

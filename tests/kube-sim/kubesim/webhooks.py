@@ -27,7 +27,7 @@ import uuid
 
 from . import jsonpatch, schema
 from .hooks import ApiError, err_internal
-from .selector import match_resource_entries
+from .selector import match_label_selector_obj, rule_matches
 
 MAX_RESPONSE = 3 * 1024 * 1024
 MAX_IDLE_PER_HOOK = 4
@@ -70,51 +70,6 @@ class CallError(Exception):
 
 # ---------------------------------------------------------------- matching
 
-def _rule_matches(rule, ctx, exact):
-    """One RuleWithOperations against the request."""
-    ops = rule.get("operations") or []
-    if "*" not in ops and ctx.operation not in ops:
-        return False
-    res = ctx.resource
-    groups = rule.get("apiGroups") or []
-    if "*" not in groups and res.group not in groups:
-        return False
-    if exact:
-        vers = rule.get("apiVersions") or []
-        if "*" not in vers and res.version not in vers:
-            return False
-    scope = rule.get("scope") or "*"
-    if scope == "Cluster" and res.namespaced:
-        return False
-    if scope == "Namespaced" and not res.namespaced:
-        return False
-    return match_resource_entries(rule.get("resources") or [],
-                                  res.resource, ctx.subresource or "")
-
-
-def _selector_matches(sel, labels):
-    """metav1.LabelSelector match; empty selector matches everything."""
-    if not sel:
-        return True
-    labels = labels or {}
-    for k, v in (sel.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in sel.get("matchExpressions") or []:
-        k, op, vals = e.get("key"), e.get("operator"), e.get("values") or []
-        if op == "In" and (k not in labels or labels[k] not in vals):
-            return False
-        if op == "NotIn" and k in labels and labels[k] in vals:
-            return False
-        if op == "Exists" and k not in labels:
-            return False
-        if op == "DoesNotExist" and k in labels:
-            return False
-        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            return False
-    return True
-
-
 def _namespace_labels(ctx):
     """Labels the namespaceSelector is matched against, or None = match."""
     res = ctx.resource
@@ -130,18 +85,19 @@ def _namespace_labels(ctx):
 def _webhook_matches(hook, ctx):
     """Rules, namespaceSelector and objectSelector of one webhook."""
     exact = hook.get("matchPolicy") == "Exact"
-    if not any(_rule_matches(r, ctx, exact) for r in hook.get("rules")
+    if not any(rule_matches(r, ctx, exact) for r in hook.get("rules")
                or []):
         return False
     labels = _namespace_labels(ctx)
-    if labels is not None and not _selector_matches(
-            hook.get("namespaceSelector"), labels):
+    if labels is not None and not match_label_selector_obj(
+            hook.get("namespaceSelector"), labels, unknown_op=False):
         return False
     osel = hook.get("objectSelector")
     if osel:
         objs = [o for o in (ctx.object, ctx.old_object) if o]
-        if not any(_selector_matches(osel, (o.get("metadata") or {})
-                                     .get("labels")) for o in objs):
+        if not any(match_label_selector_obj(
+                osel, (o.get("metadata") or {}).get("labels"),
+                unknown_op=False) for o in objs):
             return False
     return True
 
