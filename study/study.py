@@ -182,6 +182,18 @@ def cheapest(summ, traffic, load, goal):
     return min(ok)[2] if ok else None
 
 
+def cheapest_table(summ, goal):
+    """The report's lines of the cheapest configuration meeting GOAL, a
+    row a load, a column a traffic."""
+    lines = ["| load | " + " | ".join(model.TRAFFIC) + " |",
+             "|---|" + "---|" * len(model.TRAFFIC)]
+    for load in LOADS:
+        lines.append("| %s | %s |" % (load, " | ".join(
+            cheapest(summ, t, load, goal) or "none"
+            for t in model.TRAFFIC)))
+    return lines
+
+
 def max_load(summ, config, traffic, goal, k=K):
     """The highest load of the grid up to which the configuration meets the
     SLO goal at every grid load (0 when not even the lowest)."""
@@ -393,20 +405,10 @@ def report(rows, summ, wall, started):
       "held; ties broken by p99 TTFT), k = %d; GPU-equivalents: hybrid-1g "
       "1/7, hybrid-2g and larger-2g 2/7, larger-3g and mig-1g 3/7, mig-2g "
       "6/7, mig-3g 9/7, exclusive 3:\n" % K)
-    w("| load | " + " | ".join(model.TRAFFIC) + " |")
-    w("|---|" + "---|" * len(model.TRAFFIC))
-    for load in LOADS:
-        w("| %s | %s |" % (load, " | ".join(
-            cheapest(summ, t, load, goal) or "none"
-            for t in model.TRAFFIC)))
+    L.extend(cheapest_table(summ, goal))
     w("")
     w("With the goal relaxed to %.0f %% of calls:\n" % (100 * GOAL_LOOSE))
-    w("| load | " + " | ".join(model.TRAFFIC) + " |")
-    w("|---|" + "---|" * len(model.TRAFFIC))
-    for load in LOADS:
-        w("| %s | %s |" % (load, " | ".join(
-            cheapest(summ, t, load, GOAL_LOOSE) or "none"
-            for t in model.TRAFFIC)))
+    L.extend(cheapest_table(summ, GOAL_LOOSE))
     w("")
     w("![latency](latency_vs_load.png)\n")
     w("![utilisation](utilisation.png)\n")

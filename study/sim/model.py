@@ -1,9 +1,12 @@
 """GPU partitions, the sharing configurations of a tenant, and one run.
 
-Every number here is a parameter with its source in PARAMS; study.py prints
-the table into the report and varies the uncertain ones.
+Every number here is a parameter with its source in PARAMS, read from
+params.toml; study.py prints the table into the report and varies the
+uncertain ones.
 """
 
+import os
+import tomllib
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,74 +14,31 @@ import numpy as np
 from .engine import Partition, Pod, Sim
 from .traffic import Agent, AgentSource, ReplaySource, Service, load_trace
 
-# name: (default, low, high, source). low/high is the published range the
-# sensitivity analysis walks; None when the value is a definition or fixed.
-PARAMS = {
-    "scale_1g_2g": (1.92, 1.88, 1.96,
-                    "A100-80GB, 10 GB -> 20 GB slice x1.88 (GROMACS) to "
-                    "x1.96 (QLoRA) (NJIT measurements); default: midpoint"),
-    "scale_2g_3g": (1.42, None, None,
-                    "A100-80GB, 20 GB -> 40 GB slice x1.42 (NJIT)"),
-    "scale_3g_full": (1.03, None, None,
-                      "A100-80GB, 40 GB slice -> full x1.03 (NJIT)"),
-    "mig_overhead": (0.09, 0.0, 0.09,
-                     "MIG on leaves 98 of 108 SMs on A100 (-9 %); splitting "
-                     "further costs nothing more (CERN, 2023). Low end: "
-                     "the loss is already inside the NJIT ratios"),
-    "switch_loss": (0.24, 0.0, 0.24,
-                    "throughput lost while pods time-share: time-slicing "
-                    "0.76 vs MIG 1.00 request/s per GPU (NVIDIA developer "
-                    "blog, 2026-03); KubeRay (+74 %/+158 % completion) and "
-                    "CERN (CHEP 2024) give no separable figure; low end: "
-                    "no loss"),
-    "mps_gain": (0.0, 0.0, 0.30,
-                 "MPS: up to +30 % throughput in favourable mixes "
-                 "(secondary source); default: no gain"),
-    "mps_penalty": (0.30, 0.0, 0.30,
-                    "MPS: about -30 % under memory contention "
-                    "(secondary source)"),
-    "mps_contention": (0.5, 0.25, 0.75,
-                       "share of the partition's memory the pods' models "
-                       "must exceed for MPS memory contention: assumed "
-                       "(no published figure)"),
-    "mem_1g_mib": (9728, 9728, 9856,
-                   "memory a 1g.10gb slice exposes: 9728-9856 MiB; larger "
-                   "profiles scale it by their memory eighths (NVIDIA MIG "
-                   "user guide geometry)"),
-    "model_gib": (3.0, 2.0, 4.5,
-                  "memory of one pod's model and KV cache: assumed (a "
-                  "small model that fits 1g.10gb); the decision map "
-                  "varies it"),
-    "prefill_rate": (10000.0, 5000.0, 20000.0,
-                     "prompt tokens/s of the model on a whole GPU: assumed "
-                     "(no figure in the facts); range x0.5-x2"),
-    "decode_rate": (100.0, 50.0, 200.0,
-                    "output tokens/s on a whole GPU: assumed; range "
-                    "x0.5-x2"),
-    "turns": (3.95, None, None,
-              "turns per agent session (GitHub Copilot coding-agent "
-              "traces, Azure public dataset, 2026)"),
-    "calls_per_turn": (7.83, None, None,
-                       "LLM calls per turn (same traces)"),
-    "tools_per_turn": (7.3, None, None, "tool calls per turn (same traces)"),
-    "cached": (0.857, 0.0, 0.857,
-               "share of prompt tokens served from cache (same traces); "
-               "low end: no prompt cache"),
-    "tool_time": (2.0, 0.5, 10.0,
-                  "mean seconds per tool call: assumed (the traces time "
-                  "each tool batch but the facts give no figure)"),
-    "think_time": (30.0, 5.0, 120.0,
-                   "mean seconds between an agent's turns: assumed"),
-    "ttft_slo": (2.0, 1.0, 4.0,
-                 "SLO: time to first token at most this (s): the study's "
-                 "stated target"),
-    "tpot_slo": (0.1, None, None,
-                 "SLO: completion at most ttft_slo + output tokens x this "
-                 "(s/token): the study's stated target"),
-    "slo_goal": (0.99, None, None,
-                 "a configuration meets the SLO when this share of calls "
-                 "does: the study's stated target"),
-}
+PARAMS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "params.toml")
+
+
+def load_params(path=PARAMS_FILE):
+    """{name: (default, low, high, source)} of the parameter file, in its
+    order; low/high is the published range the sensitivity analysis walks,
+    None when the value is a definition or fixed."""
+    with open(path, "rb") as f:
+        doc = tomllib.load(f)
+    out = {}
+    for name, t in doc.items():
+        if not isinstance(t, dict) or set(t) - {"default", "low", "high",
+                                                "source"}:
+            raise ValueError("%s: [%s] must have only default, low, high "
+                             "and source" % (path, name))
+        if "default" not in t or "source" not in t or \
+                ("low" in t) != ("high" in t):
+            raise ValueError("%s: [%s] needs default and source, and low "
+                             "with high" % (path, name))
+        out[name] = (t["default"], t.get("low"), t.get("high"), t["source"])
+    return out
+
+
+PARAMS = load_params()
 
 
 def defaults():

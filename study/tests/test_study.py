@@ -1,10 +1,13 @@
 """The trace loader reads the shipped Azure traces exactly (row counts and
-statistics of the data's README) and refuses malformed input; a run is
-deterministic with its seed; configurations respect memory and geometry."""
+statistics of the data's README) and refuses malformed input; the parameter
+file gives every parameter a default and a source and refuses a malformed
+table; a run is deterministic with its seed; configurations respect memory
+and geometry."""
 
 import gzip
 import hashlib
 import os
+import tempfile
 
 import numpy as np
 
@@ -69,6 +72,35 @@ def test_trace_loader_refuses_bad_input():
         pass
     else:
         raise AssertionError("unknown trace accepted")
+
+
+def test_parameter_file():
+    p = model.PARAMS
+    assert list(p)[:2] == ["scale_1g_2g", "scale_2g_3g"] and len(p) == 21
+    assert p["scale_1g_2g"][:3] == (1.92, 1.88, 1.96)
+    assert p["turns"][1:3] == (None, None)
+    assert isinstance(p["mem_1g_mib"][0], int)
+    for name, (dflt, lo, hi, src) in p.items():
+        assert src and isinstance(dflt, (int, float)), name
+        assert (lo is None) == (hi is None), name
+    good = '[a]\ndefault = 1.0\nsource = "s"\n'
+    for bad in ('[a]\ndefault = 1.0\n',                  # no source
+                '[a]\nsource = "s"\n',                   # no default
+                good + 'low = 0.5\n',                      # low, no high
+                good + 'lo = 0.5\n'):                      # unknown key
+        with tempfile.NamedTemporaryFile("w", suffix=".toml") as f:
+            f.write(bad)
+            f.flush()
+            try:
+                model.load_params(f.name)
+            except ValueError as e:
+                assert "[a]" in str(e), e
+            else:
+                raise AssertionError("accepted: %r" % bad)
+    with tempfile.NamedTemporaryFile("w", suffix=".toml") as f:
+        f.write(good)
+        f.flush()
+        assert model.load_params(f.name) == {"a": (1.0, None, None, "s")}
 
 
 def small_run(seed, **kw):
