@@ -2,7 +2,7 @@
 # everything started here on exit, the stack pieces (simulator, sync,
 # admit, quota, nginx), wrk runs and result records.
 #   bg CMD...			start CMD, kill it at exit; sets $!
-#   wait_until SECONDS CMD...	poll CMD every 50 ms; bounded
+#   wait_for SECONDS CMD...	poll CMD every 50 ms; bounded (scripts/lib.sh)
 #   cpu_s PID...			user+system CPU seconds of PIDs (threads in)
 #   hwm_kb PID			peak RSS (VmHWM) in kB
 #   machine_s			"IDLE STEAL" CPU seconds of the machine
@@ -10,6 +10,8 @@
 set -u
 : "${SRC:=$(cd "$(dirname "$0")/.." && pwd)}"
 BIN=${BENCH_BIN:-$SRC/build/bin}
+# wait_for, stop_pids, tls_ca, tls_cert (shared with tests/integration)
+. "$SRC/scripts/lib.sh"
 B=$(mktemp -d "${TMPDIR:-/tmp}/kpgpud-bench.XXXXXX")
 RESULTS=$B/results.jsonl
 : >"$RESULTS"
@@ -18,14 +20,7 @@ ROOT=""
 [ "$(id -u)" = 0 ] && ROOT=--allow-root
 
 bench_cleanup() {
-	for p in $_pids; do kill "$p" 2>/dev/null; done
-	for p in $_pids; do
-		i=0
-		while kill -0 "$p" 2>/dev/null && [ $i -lt 100 ]; do
-			sleep 0.05; i=$((i + 1))
-		done
-		kill -9 "$p" 2>/dev/null
-	done
+	stop_pids $_pids
 	for d in "$B"/sim*; do
 		[ -f "$d/pid" ] || continue
 		kill -CONT "$(cat "$d/pid")" 2>/dev/null	# if paused
@@ -39,15 +34,6 @@ trap 'exit 130' INT TERM
 bg() {
 	"$@" &
 	_pids="$_pids $!"
-}
-
-wait_until() {
-	limit=$1; shift
-	end=$(( $(date +%s) + limit ))
-	while ! "$@" >/dev/null 2>&1; do
-		[ "$(date +%s)" -ge "$end" ] && return 1
-		sleep 0.05
-	done
 }
 
 cpu_s() {
@@ -115,7 +101,7 @@ sync_up() {
 	    --cache "$SYNC_CACHE" --runtime-dir "$B/$_n" \
 	    --instances kubeplus.io/v1alpha1/agents "$@" >"$SYNC_LOG" 2>&1
 	SYNC_PID=$!
-	wait_until 600 grep -q 'initial sync complete' "$SYNC_LOG" || {
+	wait_for 600 grep -q 'initial sync complete' "$SYNC_LOG" || {
 		tail -5 "$SYNC_LOG"; return 1; }
 }
 
@@ -125,15 +111,8 @@ sync_up() {
 # what a cluster's cert-manager would typically issue).
 tls_up() {
 	mkdir -p "$B/tls"
-	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=bench-ca \
-	    -keyout "$B/tls/ca.key" -out "$B/tls/ca.pem" >/dev/null 2>&1
-	openssl req -newkey rsa:2048 -nodes -subj /CN=localhost \
-	    -keyout "$B/tls/server.key" -out "$B/tls/server.csr" \
-	    >/dev/null 2>&1
-	printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$B/tls/ext"
-	openssl x509 -req -in "$B/tls/server.csr" -CA "$B/tls/ca.pem" \
-	    -CAkey "$B/tls/ca.key" -CAcreateserial -days 2 \
-	    -extfile "$B/tls/ext" -out "$B/tls/server.pem" >/dev/null 2>&1
+	tls_ca "$B/tls" bench-ca
+	tls_cert "$B/tls" server
 }
 
 # admit_up SYNC-SOCK [ARGS...]: kpgpud-admit on a free port; sets
@@ -146,12 +125,12 @@ admit_up() {
 	    --sync-socket "$_s" --max-namespaces 1000000 "$@" \
 	    >"$ADMIT_LOG" 2>&1
 	ADMIT_PID=$!
-	wait_until 20 grep -q 'listening address=' "$ADMIT_LOG" || {
+	wait_for 20 grep -q 'listening address=' "$ADMIT_LOG" || {
 		cat "$ADMIT_LOG"; return 1; }
 	_p=$(sed -n 's/.*listening address=[^ ]* port=\([0-9]*\).*/\1/p' \
 	    "$ADMIT_LOG" | tail -n 1)
 	ADMIT_URL=https://127.0.0.1:$_p
-	wait_until 60 admit_ready || { tail -5 "$ADMIT_LOG"; return 1; }
+	wait_for 60 admit_ready || { tail -5 "$ADMIT_LOG"; return 1; }
 }
 
 admit_ready() {
@@ -206,7 +185,7 @@ PY
 	bg nginx -c "$B/nginx/nginx.conf" -p "$B/nginx" -e "$B/nginx/error.log"
 	NGINX_PID=$!
 	NGINX_URL=https://127.0.0.1:$_port
-	wait_until 20 sh -c "curl -s -o /dev/null --cacert $B/tls/ca.pem \
+	wait_for 20 sh -c "curl -s -o /dev/null --cacert $B/tls/ca.pem \
 	    -d x $NGINX_URL/mutate" || { cat "$B/nginx/error.log"; return 1; }
 }
 

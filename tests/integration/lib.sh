@@ -9,6 +9,8 @@ set -u
 : "${KPGPUD_BIN:=$KPGPUD_SRCDIR/build/test/bin}"
 : "${KPGPUD_TESTBIN:=$KPGPUD_SRCDIR/build/test/tests}"
 export KPGPUD_SRCDIR KPGPUD_BIN KPGPUD_TESTBIN
+# wait_for, stop_pids, tls_ca, tls_cert (shared with bench/lib.sh)
+. "$KPGPUD_SRCDIR/scripts/lib.sh"
 # Debian's python3, with the modules scripts/deps installs (python3-yaml,
 # python3-h2); the python3 first on PATH may be another one without them.
 PY_DEB=/usr/bin/python3
@@ -19,14 +21,7 @@ _t_skip=0
 _t_pids=""
 
 t_cleanup() {
-	for p in $_t_pids; do kill "$p" 2>/dev/null; done
-	for p in $_t_pids; do
-		i=0
-		while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do
-			sleep 0.1; i=$((i + 1))
-		done
-		kill -9 "$p" 2>/dev/null
-	done
+	stop_pids $_t_pids
 	[ -f "$T/sim/pid" ] && kill "$(cat "$T/sim/pid")" 2>/dev/null
 	if [ -n "${KEEP_TMP:-}" ]; then echo "kept $T"; else rm -rf "$T"; fi
 }
@@ -82,17 +77,6 @@ skip() { echo "skip $*"; _t_skip=$((_t_skip + 1)); }
 check() {
 	desc=$1; shift
 	if "$@"; then ok "$desc"; else fail "$desc"; fi
-}
-
-# wait_for SECONDS CMD...: poll CMD every 50 ms until it succeeds; bounded.
-wait_for() {
-	limit=$1; shift
-	end=$(( $(date +%s) + limit ))
-	while ! "$@" >/dev/null 2>&1; do
-		[ "$(date +%s)" -ge "$end" ] && return 1
-		sleep 0.05
-	done
-	return 0
 }
 
 # sim_start [ARGS...]: start a private API simulator in $T/sim; sets

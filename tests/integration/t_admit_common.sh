@@ -1,7 +1,5 @@
 # Helpers for the kpgpud-admit integration tests (sourced after lib.sh; not
 # a test itself, so not executable).
-#   admit_ca DIR			a CA in DIR/ca.{pem,key}
-#   admit_cert DIR NAME [CN]		DIR/NAME.{pem,key} signed by that CA
 #   admit_start NAME ARGS...		start kpgpud-admit, set NAME_URL, NAME_PID
 #   review NS FIXTURE [OP] [KIND]	an AdmissionReview for a pod fixture
 #   post URL FILE			POST it; prints the HTTP code, body in $T/body
@@ -48,21 +46,6 @@ if __name__ == "__main__":
     elif sys.argv[1] == "verdict":
         print(verdict(sys.argv[2]))
 EOF
-
-admit_ca() {
-	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=test-ca \
-	    -keyout "$1/ca.key" -out "$1/ca.pem" >/dev/null 2>&1
-}
-
-admit_cert() {
-	dir=$1 name=$2 cn=${3:-localhost}
-	openssl req -newkey rsa:2048 -nodes -subj "/CN=$cn" \
-	    -keyout "$dir/$name.key" -out "$dir/$name.csr" >/dev/null 2>&1
-	printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$dir/$name.ext"
-	openssl x509 -req -in "$dir/$name.csr" -CA "$dir/ca.pem" \
-	    -CAkey "$dir/ca.key" -CAcreateserial -days 2 \
-	    -extfile "$dir/$name.ext" -out "$dir/$name.pem" >/dev/null 2>&1
-}
 
 # admit_start NAME ARGS...: a private kpgpud-admit on a free port.
 admit_start() {
@@ -124,8 +107,8 @@ expect_verdict() {
 }
 
 mkdir -p "$T/tls"
-admit_ca "$T/tls"
-admit_cert "$T/tls" server
+tls_ca "$T/tls"
+tls_cert "$T/tls" server
 
 # admit_stop NAME: SIGTERM, a clean exit (status 0) within 15 s, and no
 # sanitizer report in its log.
