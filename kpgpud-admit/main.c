@@ -57,10 +57,7 @@ struct admit_conf {
 	int64_t	 reload_interval_ms;
 	int64_t	 grace_ms;
 	int64_t	 max_namespaces;
-	char	*pidfile;
-	char	*metrics_listen;
-	bool	 allow_root;
-	bool	 debug;
+	struct daemon_conf d;
 };
 
 static const char *const miss_policies[] = { "allow", "deny", NULL };
@@ -140,51 +137,91 @@ static const struct config_opt admit_opts[] = {
 	CONFIG_INT(C, max_namespaces, "max-namespaces", 0, "100000", 1,
 	    10000000, "Sync", "Most namespaces kept in the local map.",
 	    CONFIG_NORELOAD),
-	CONFIG_STRING(C, metrics_listen, "metrics-listen", 0, NULL, "General",
+	CONFIG_STRING(C, d.metrics_listen, "metrics-listen", 0, NULL, "General",
 	    "Also serve /metrics over plain HTTP on [HOST:]PORT ([V6]:PORT; "
 	    "no HOST: 127.0.0.1); /metrics on the HTTPS port is always there.",
 	    CONFIG_NORELOAD),
-	CONFIG_PATH(C, pidfile, "pidfile", 0, NULL, "General",
+	CONFIG_PATH(C, d.pidfile, "pidfile", 0, NULL, "General",
 	    "Write and lock a pid file.", CONFIG_NORELOAD),
-	CONFIG_BOOL(C, allow_root, "allow-root", 0, "false", "General",
+	CONFIG_BOOL(C, d.allow_root, "allow-root", 0, "false", "General",
 	    "Allow running as root (refused by default).", CONFIG_NORELOAD),
-	CONFIG_BOOL(C, debug, "debug", 'd', "false", "General",
+	CONFIG_BOOL(C, d.debug, "debug", 'd', "false", "General",
 	    "Debug logging (SIGUSR1 toggles it).", 0),
 };
 #undef C
 
+/*
+ * The pieces live in the workers' configuration (srv: TLS, map, sync
+ * link, registry, the metrics they count), made in place by setup.
+ */
 struct admit {
 	struct admit_conf	 conf;
-	struct config		*config;
 	struct event_base	*base;
-	struct daemon		*daemon;
 	struct event		*tick;
-	struct metrics_http	*mhttp;		/* --metrics-listen */
-	struct tls		*tls;
-	struct nscache		*cache;
-	struct syncconn		*sync;
+	struct server_config	 srv;
 	struct server		*server;
-	struct metrics		*metrics;
-	struct metric		*m_requests, *m_duration, *m_fallbacks;
-	struct metric		*m_connections, *m_refused, *m_open;
-	struct metric		*m_merged, *m_refused_addr, *m_deadline;
-	struct metric		*m_lookups;
 	struct metric		*m_connected, *m_namespaces, *m_reloads;
-	int			 listen_fd;
-	int			 pid_fd;
 };
+
+#define M(m)	offsetof(struct admit, m)
+/* The metrics in /metrics order: kind, name, help, label, series, where. */
+static const struct admit_metric {
+	enum metric_kind kind;
+	const char	*name, *help, *label;
+	size_t		 max, off;
+} admit_metrics[] = {
+	{ METRIC_COUNTER, "kpgpud_admit_requests_total",
+	    "AdmissionReview requests by result.", "result", 32,
+	    M(srv.requests) },
+	{ METRIC_HISTOGRAM, "kpgpud_admit_request_duration_seconds",
+	    "Time from request to response.", NULL, 0, M(srv.duration) },
+	{ METRIC_COUNTER, "kpgpud_admit_fallbacks_total",
+	    "Answers not backed by a live sync, by kind.", "kind", 16,
+	    M(srv.fallbacks) },
+	{ METRIC_GAUGE, "kpgpud_admit_sync_connected",
+	    "1 while connected to kpgpud-sync.", NULL, 0, M(m_connected) },
+	{ METRIC_GAUGE, "kpgpud_admit_cached_namespaces",
+	    "Namespaces in the local map.", NULL, 0, M(m_namespaces) },
+	{ METRIC_COUNTER, "kpgpud_admit_connections_total",
+	    "Connections accepted, by worker thread.", "worker", 64,
+	    M(srv.connections) },
+	{ METRIC_COUNTER, "kpgpud_admit_connections_refused_total",
+	    "Connections closed at once: over --max-connections.", NULL, 0,
+	    M(srv.refused) },
+	{ METRIC_COUNTER, "kpgpud_admit_lookups_merged_total",
+	    "Requests that waited on a lookup of the same namespace already "
+	    "in flight instead of asking sync again.", NULL, 0,
+	    M(srv.merged) },
+	{ METRIC_COUNTER, "kpgpud_admit_connections_refused_per_address_total",
+	    "Connections closed at once: their address had "
+	    "--max-connections-per-address open.", NULL, 0,
+	    M(srv.refused_addr) },
+	{ METRIC_COUNTER, "kpgpud_admit_connections_deadline_total",
+	    "Connections closed for no complete first request within "
+	    "--first-request-timeout.", NULL, 0, M(srv.deadline_closed) },
+	{ METRIC_COUNTER, "kpgpud_admit_lookups_total",
+	    "Namespaces the map did not know: sent (asked sync), "
+	    "negative_cached (sync said recently it does not exist), "
+	    "rate_limited (over --lookup-rate: miss policy).", "result", 4,
+	    M(srv.lookups) },
+	{ METRIC_GAUGE, "kpgpud_admit_open_connections",
+	    "Connections open now.", NULL, 0, M(srv.open) },
+	{ METRIC_COUNTER, "kpgpud_admit_tls_reloads_total",
+	    "Certificate reloads by result.", "result", 4, M(m_reloads) },
+};
+#undef M
 
 /* Check the TLS files and reload them when they changed. */
 static void
 check_tls(struct admit *a)
 {
 	char err[512];
-	int rv = tls_reload_if_changed(a->tls, err, sizeof(err));
+	int rv = tls_reload_if_changed(a->srv.tls, err, sizeof(err));
 
 	if (rv == 1) {
 		metric_inc(a->m_reloads, "ok", NULL);
 		log_notice("tls certificate reloaded generation=%lu",
-		    tls_generation(a->tls));
+		    tls_generation(a->srv.tls));
 	} else if (rv < 0) {
 		metric_inc(a->m_reloads, "error", NULL);
 		log_warn("tls reload failed, keeping the current certificate: "
@@ -201,71 +238,22 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	check_tls(a);
-	syncconn_tick(a->sync);
+	syncconn_tick(a->srv.sync);
 	metric_set(a->m_namespaces, NULL, NULL,
-	    (double)nscache_count(a->cache));
+	    (double)nscache_count(a->srv.cache));
 }
 
-/* SIGHUP: re-read the configuration and the TLS files now. */
+/* SIGHUP, after the configuration was re-read: policy and TLS files. */
 static int
 reload_hook(void *arg)
 {
 	struct admit *a = arg;
-	struct config_change ch[CONFIG_MAX_OPTS];
-	size_t n = 0;
-	char err[512];
-	int rv;
 
-	if ((rv = config_reload(a->config, ch, CONFIG_MAX_OPTS, &n, err,
-	    sizeof(err))) < 0) {
-		log_err("reload failed: %s", err);
-		return rv;
-	}
-	for (size_t i = 0; i < n; i++)
-		log_notice("config %s %s", ch[i].opt->name, ch[i].applied ?
-		    "changed" : "changed; needs a restart");
-	log_set_debug(a->conf.debug);
 	if (a->server != NULL)
 		server_set_policy(a->server, a->conf.miss_policy == 1,
 		    (unsigned)a->conf.lookup_timeout_ms);
 	check_tls(a);
 	return 0;
-}
-
-/* Log the address a socket is bound to (the real port when 0 was asked). */
-static void
-say_address(const char *what, int fd)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char host[128] = "?", port[16] = "?";
-
-	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-		getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host),
-		    port, sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
-	log_notice("%s address=%s port=%s", what, host, port);
-}
-
-/* GET /metrics on the plain-HTTP metrics listener: the registry. */
-static int
-render_metrics(void *arg, struct buf *out)
-{
-	struct admit *a = arg;
-
-	return metrics_render(a->metrics, out);
-}
-
-/* Serve /metrics over plain HTTP on --metrics-listen, on the main loop. */
-static void
-start_metrics(struct admit *a)
-{
-	char err[128];
-	int r;
-
-	if ((r = metrics_http_new(a->base, a->conf.metrics_listen,
-	    render_metrics, a, &a->mhttp, err, sizeof(err))) < 0)
-		fatal("--metrics-listen %s: %s", a->conf.metrics_listen, err);
-	say_address("metrics", metrics_http_fd(a->mhttp));
 }
 
 /* Watchdog gate: every worker loop must still be turning. */
@@ -277,62 +265,24 @@ alive_hook(void *arg)
 	return server_alive(a->server);
 }
 
-/* Register the metrics. */
+/* Register admit_metrics in the registry, each where the table says. */
 static int
 setup_metrics(struct admit *a)
 {
 	static const double bounds[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01,
 	    0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
-	struct metrics *m;
 	int rv;
 
-	if ((a->metrics = m = metrics_new("admit")) == NULL)
-		return -ENOMEM;
-	if ((rv = metrics_counter(m, "kpgpud_admit_requests_total",
-	    "AdmissionReview requests by result.", "result", NULL, 32,
-	    &a->m_requests)) < 0 ||
-	    (rv = metrics_histogram(m, "kpgpud_admit_request_duration_seconds",
-	    "Time from request to response.", bounds,
-	    nitems(bounds), NULL, NULL, 0,
-	    &a->m_duration)) < 0 ||
-	    (rv = metrics_counter(m, "kpgpud_admit_fallbacks_total",
-	    "Answers not backed by a live sync, by kind.", "kind", NULL, 16,
-	    &a->m_fallbacks)) < 0 ||
-	    (rv = metrics_gauge(m, "kpgpud_admit_sync_connected",
-	    "1 while connected to kpgpud-sync.", NULL, NULL, 0,
-	    &a->m_connected)) < 0 ||
-	    (rv = metrics_gauge(m, "kpgpud_admit_cached_namespaces",
-	    "Namespaces in the local map.", NULL, NULL, 0,
-	    &a->m_namespaces)) < 0 ||
-	    (rv = metrics_counter(m, "kpgpud_admit_connections_total",
-	    "Connections accepted, by worker thread.", "worker", NULL, 64,
-	    &a->m_connections)) < 0 ||
-	    (rv = metrics_counter(m, "kpgpud_admit_connections_refused_total",
-	    "Connections closed at once: over --max-connections.", NULL,
-	    NULL, 0, &a->m_refused)) < 0 ||
-	    (rv = metrics_counter(m, "kpgpud_admit_lookups_merged_total",
-	    "Requests that waited on a lookup of the same namespace already "
-	    "in flight instead of asking sync again.", NULL, NULL, 0,
-	    &a->m_merged)) < 0 ||
-	    (rv = metrics_counter(m,
-	    "kpgpud_admit_connections_refused_per_address_total",
-	    "Connections closed at once: their address had "
-	    "--max-connections-per-address open.", NULL, NULL, 0,
-	    &a->m_refused_addr)) < 0 ||
-	    (rv = metrics_counter(m, "kpgpud_admit_connections_deadline_total",
-	    "Connections closed for no complete first request within "
-	    "--first-request-timeout.", NULL, NULL, 0, &a->m_deadline)) < 0 ||
-	    (rv = metrics_counter(m, "kpgpud_admit_lookups_total",
-	    "Namespaces the map did not know: sent (asked sync), "
-	    "negative_cached (sync said recently it does not exist), "
-	    "rate_limited (over --lookup-rate: miss policy).", "result", NULL,
-	    4, &a->m_lookups)) < 0 ||
-	    (rv = metrics_gauge(m, "kpgpud_admit_open_connections",
-	    "Connections open now.", NULL, NULL, 0, &a->m_open)) < 0 ||
-	    (rv = metrics_counter(m, "kpgpud_admit_tls_reloads_total",
-	    "Certificate reloads by result.", "result", NULL, 4,
-	    &a->m_reloads)) < 0)
-		return rv;
+	for (size_t i = 0; i < nitems(admit_metrics); i++) {
+		const struct admit_metric *t = &admit_metrics[i];
+		bool h = t->kind == METRIC_HISTOGRAM;
+
+		if ((rv = metrics_register(a->srv.registry, t->kind, t->name,
+		    t->help, h ? bounds : NULL, h ? nitems(bounds) : 0,
+		    t->label, NULL, t->max, (struct metric **)(void *)
+		    ((char *)a + t->off))) < 0)
+			return rv;
+	}
 	return 0;
 }
 
@@ -422,13 +372,9 @@ listener(struct admit *a)
 static void
 say_listening(struct admit *a, int nthreads)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char host[128] = "?", port[16] = "?";
+	char host[128], port[16];
 
-	if (getsockname(a->listen_fd, (struct sockaddr *)&ss, &sl) == 0)
-		getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host),
-		    port, sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
+	daemon_sockname(a->srv.listen_fd, host, port);
 	log_notice("listening address=%s port=%s threads=%d sync=%s "
 	    "miss_policy=%s mtls=%s", host, port, nthreads,
 	    log_q(a->conf.sync_socket), miss_policies[a->conf.miss_policy],
@@ -436,64 +382,53 @@ say_listening(struct admit *a, int nthreads)
 }
 
 /* Create everything that serves: TLS, map, sync link, workers. */
-static void
-setup(struct admit *a)
+static int
+setup(void *arg, struct daemon_run *run)
 {
+	struct admit *a = arg;
 	struct syncconn_config sc = { 0 };
-	struct server_config srv = { 0 };
+	struct server_config *srv = &a->srv;
 	struct timeval tv;
 	char err[512];
 	int rv, nthreads = (int)a->conf.threads;
 
+	a->base = run->base;
+	srv->registry = run->reg;
 	if (nthreads == 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 
 		nthreads = n < 1 ? 1 : n > 64 ? 64 : (int)n;
 	}
 	if (tls_new(a->conf.tls_cert, a->conf.tls_key, a->conf.client_ca,
-	    &a->tls, err, sizeof(err)) < 0)
+	    &srv->tls, err, sizeof(err)) < 0)
 		fatal("tls: %s", err);
-	if ((rv = nscache_new((size_t)a->conf.max_namespaces, &a->cache)) < 0 ||
-	    (rv = setup_metrics(a)) < 0)
+	if ((rv = nscache_new((size_t)a->conf.max_namespaces,
+	    &srv->cache)) < 0 || (rv = setup_metrics(a)) < 0)
 		fatal("setup: %s", strerror(-rv));
 	sc.path = a->conf.sync_socket;
 	sc.nuids = (size_t)a->conf.sync_uids.n;
 	for (int i = 0; i < a->conf.sync_uids.n; i++)
 		sc.uids[i] = a->conf.sync_uids.uid[i];
 	sc.connected_gauge = a->m_connected;
-	if ((rv = syncconn_new(a->base, &sc, a->cache, &a->sync)) < 0)
+	if ((rv = syncconn_new(a->base, &sc, srv->cache, &srv->sync)) < 0)
 		fatal("sync link: %s", strerror(-rv));
-	a->listen_fd = listener(a);
-	srv.listen_fd = a->listen_fd;
-	srv.nthreads = nthreads;
-	srv.max_body = (size_t)a->conf.max_body;
-	srv.max_headers = (size_t)a->conf.max_headers;
-	srv.idle_timeout_s = (unsigned)((a->conf.idle_timeout_ms + 999) / 1000);
-	srv.lookup_timeout_ms = (unsigned)a->conf.lookup_timeout_ms;
-	srv.miss_deny = a->conf.miss_policy == 1;
-	srv.main_base = a->base;
-	srv.tls = a->tls;
-	srv.cache = a->cache;
-	srv.sync = a->sync;
-	srv.registry = a->metrics;
-	srv.requests = a->m_requests;
-	srv.duration = a->m_duration;
-	srv.fallbacks = a->m_fallbacks;
-	srv.connections = a->m_connections;
-	srv.refused = a->m_refused;
-	srv.open = a->m_open;
-	srv.merged = a->m_merged;
-	srv.max_connections = (unsigned)a->conf.max_connections;
-	srv.max_conns_per_addr = (unsigned)a->conf.max_conns_per_addr;
-	srv.first_request_ms = (unsigned)a->conf.first_request_ms;
-	srv.max_patch = (size_t)a->conf.max_patch;
-	srv.negative_ttl_ms = (unsigned)a->conf.negative_ttl_ms;
-	srv.lookup_rate = (unsigned)a->conf.lookup_rate;
-	srv.lookup_burst = (unsigned)a->conf.lookup_burst;
-	srv.refused_addr = a->m_refused_addr;
-	srv.deadline_closed = a->m_deadline;
-	srv.lookups = a->m_lookups;
-	if ((rv = server_new(&srv, &a->server)) < 0 ||
+	srv->listen_fd = listener(a);
+	srv->nthreads = nthreads;
+	srv->max_body = (size_t)a->conf.max_body;
+	srv->max_headers = (size_t)a->conf.max_headers;
+	srv->idle_timeout_s = (unsigned)((a->conf.idle_timeout_ms + 999) /
+	    1000);
+	srv->lookup_timeout_ms = (unsigned)a->conf.lookup_timeout_ms;
+	srv->miss_deny = a->conf.miss_policy == 1;
+	srv->main_base = a->base;
+	srv->max_connections = (unsigned)a->conf.max_connections;
+	srv->max_conns_per_addr = (unsigned)a->conf.max_conns_per_addr;
+	srv->first_request_ms = (unsigned)a->conf.first_request_ms;
+	srv->max_patch = (size_t)a->conf.max_patch;
+	srv->negative_ttl_ms = (unsigned)a->conf.negative_ttl_ms;
+	srv->lookup_rate = (unsigned)a->conf.lookup_rate;
+	srv->lookup_burst = (unsigned)a->conf.lookup_burst;
+	if ((rv = server_new(srv, &a->server)) < 0 ||
 	    (rv = server_start(a->server)) < 0)
 		fatal("server: %s", strerror(-rv));
 	if ((a->tick = event_new(a->base, -1, EV_PERSIST, tick_cb, a)) == NULL)
@@ -501,69 +436,39 @@ setup(struct admit *a)
 	tv.tv_sec = a->conf.reload_interval_ms / 1000;
 	tv.tv_usec = (a->conf.reload_interval_ms % 1000) * 1000;
 	event_add(a->tick, &tv);
-	if (a->conf.metrics_listen != NULL)
-		start_metrics(a);
 	say_listening(a, nthreads);
+	return 0;
 }
 
 /* Tear down in dependency order: workers, sync link, the rest. */
 static void
-teardown(struct admit *a)
+teardown(void *arg)
 {
+	struct admit *a = arg;
+
 	server_stop(a->server, (unsigned)a->conf.grace_ms);
-	syncconn_free(a->sync);
+	syncconn_free(a->srv.sync);
 	server_free(a->server);
 	if (a->tick != NULL)
 		event_free(a->tick);
-	metrics_http_free(a->mhttp);
-	daemon_free(a->daemon);
-	close(a->listen_fd);
-	tls_free(a->tls);
-	nscache_free(a->cache);
-	metrics_free(a->metrics);
-	event_base_free(a->base);
-	if (a->pid_fd >= 0)
-		daemon_pidfile_remove(a->conf.pidfile, a->pid_fd);
-	config_free(a->config);
+	close(a->srv.listen_fd);
+	tls_free(a->srv.tls);
+	nscache_free(a->srv.cache);
 }
 
 int
 main(int argc, char **argv)
 {
-	struct admit a;
-	struct daemon_hooks hooks = { 0 };
-	int rv;
+	static struct admit a;
+	static const struct daemon_spec spec = {
+		.prog = "kpgpud-admit", .metrics_name = "admit",
+		.opts = admit_opts, .nopts = nitems(admit_opts),
+		.conf = &a.conf, .conf_size = sizeof(a.conf),
+		.common = &a.conf.d, .threads = evthread_use_pthreads,
+		.setup = setup, .teardown = teardown,
+		.hooks = { .reload = reload_hook, .alive = alive_hook,
+		    .arg = &a },
+	};
 
-	memset(&a, 0, sizeof(a));
-	a.pid_fd = -1;
-	/* Before any worker thread can write to a closed connection. */
-	signal(SIGPIPE, SIG_IGN);
-	log_init("kpgpud-admit", false);
-	a.config = config_new("kpgpud-admit", admit_opts,
-	    nitems(admit_opts), &a.conf,
-	    sizeof(a.conf), 0);
-	if (a.config == NULL)
-		fatal("config: invalid option table");
-	config_main(a.config, argc, argv);
-	log_set_debug(a.conf.debug);
-	if (daemon_check_root(a.conf.allow_root) < 0)
-		fatal("refusing to run as root (use --allow-root)");
-	if (FAULTS_ENABLED && fault_init() < 0)
-		fatal("bad KPGPUD_FAULT");
-	if (evthread_use_pthreads() < 0 || (a.base = event_base_new()) == NULL)
-		fatal("libevent setup failed");
-	if (a.conf.pidfile != NULL &&
-	    (rv = daemon_pidfile_write(a.conf.pidfile, &a.pid_fd)) < 0)
-		fatal("pidfile %s: %s", a.conf.pidfile, strerror(-rv));
-	setup(&a);
-	hooks.reload = reload_hook;
-	hooks.alive = alive_hook;
-	hooks.arg = &a;
-	if ((rv = daemon_new(a.base, &hooks, &a.daemon)) < 0)
-		fatal("daemon: %s", strerror(-rv));
-	sdn_ready();
-	event_base_dispatch(a.base);
-	log_notice("stopping");
-	teardown(&a);
-	return 0;
+	return daemon_main(&spec, argc, argv);
 }

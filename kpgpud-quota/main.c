@@ -2,7 +2,8 @@
  * kpgpud-quota: composes each GPU-isolated tenant's DRA objects, quota keys
  * and Namespace label/annotation with the write API token, reading state
  * from kpgpud-sync's cache and change stream; one replica writes, elected
- * through a Lease. It serves nothing on the network: metrics go to a file.
+ * through a Lease. It serves nothing on the network but, when asked,
+ * /metrics (--metrics-listen); metrics can also go to a file.
  * See kpgpud-quota(8).
  */
 #include <errno.h>
@@ -17,11 +18,9 @@
 
 #include "common/config.h"
 #include "common/daemon.h"
-#include "common/fault.h"
 #include "common/kube.h"
 #include "common/log.h"
 #include "common/metrics.h"
-#include "common/sdnotify.h"
 #include "common/util.h"
 #include "kpgpud-quota/quota.h"
 
@@ -59,9 +58,7 @@ struct quota_conf {
 	char			*identity;
 	char			*metrics_file;
 	int64_t			 metrics_interval_ms;
-	char			*pidfile;
-	bool			 allow_root;
-	bool			 debug;
+	struct daemon_conf	 d;
 };
 
 static const char *const tenant_ns_names[] = { "name", "namespace", NULL };
@@ -76,7 +73,7 @@ static const struct config_opt quota_opts[] = {
 	    "Uids sync.sock may belong to (default: any).", CONFIG_NORELOAD),
 	CONFIG_PATH(QC, cache, "cache", 0, "/var/lib/kpgpud/cache.db", "Files",
 	    "kpgpud-sync's SQLite cache, opened read-only.", CONFIG_NORELOAD),
-	CONFIG_PATH(QC, pidfile, "pidfile", 0, NULL, "Files",
+	CONFIG_PATH(QC, d.pidfile, "pidfile", 0, NULL, "Files",
 	    "Write and lock a pid file.", CONFIG_NORELOAD),
 	CONFIG_PATH(QC, kubeconfig, "kubeconfig", 0, NULL, "API",
 	    "kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config).",
@@ -169,34 +166,45 @@ static const struct config_opt quota_opts[] = {
 	CONFIG_STRING(QC, identity, "identity", 0, NULL, "Lease",
 	    "This replica's holder identity (default HOSTNAME-PID).",
 	    CONFIG_NORELOAD),
+	CONFIG_STRING(QC, d.metrics_listen, "metrics-listen", 0, NULL,
+	    "Metrics", "Serve /metrics over plain HTTP on [HOST:]PORT "
+	    "([V6]:PORT; no HOST: 127.0.0.1): the metrics of --metrics-file.",
+	    CONFIG_NORELOAD),
 	CONFIG_PATH(QC, metrics_file, "metrics-file", 0, NULL, "Metrics",
 	    "Write Prometheus text metrics to this file (atomically).",
 	    CONFIG_NORELOAD),
 	CONFIG_DURATION(QC, metrics_interval_ms, "metrics-interval", 0, "5s",
 	    100, 3600000, "Metrics", "How often to write the metrics file.",
 	    CONFIG_NORELOAD),
-	CONFIG_BOOL(QC, allow_root, "allow-root", 0, "false", "General",
+	CONFIG_BOOL(QC, d.allow_root, "allow-root", 0, "false", "General",
 	    "Run even as uid 0.", CONFIG_NORELOAD),
-	CONFIG_BOOL(QC, debug, "debug", 'd', "false", "General",
+	CONFIG_BOOL(QC, d.debug, "debug", 'd', "false", "General",
 	    "Debug logging (SIGUSR1 toggles).", 0),
 };
 #undef QC
 
 struct quota_main {
 	struct quota_conf	 conf;
-	struct config		*cfg;
 	struct event_base	*base;
-	struct daemon		*daemon;
+	struct metrics		*reg;
 	struct kube_config	*kcfg;
 	struct kube_client	*kc;
-	struct metrics		*reg;
 	struct event		*metrics_ev;
 	struct quotad		 q;
 	struct policies		*pol;		/* --admission-policies */
 	char			 sockpath[4096];
 	char			 identity[LEASE_ID_MAX + 1];
-	int			 pidfd;
 };
+
+/* The metrics, for the file and for GET /metrics alike. */
+static int
+quota_render(void *arg, struct buf *out)
+{
+	struct quota_main *qm = arg;
+
+	quotad_update_gauges(&qm->q);
+	return metrics_render(qm->reg, out);
+}
 
 /* Write the metrics file: render, write a temporary file, rename. */
 static void
@@ -208,9 +216,8 @@ quota_write_metrics(struct quota_main *qm)
 
 	if (qm->conf.metrics_file == NULL)
 		return;
-	quotad_update_gauges(&qm->q);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", qm->conf.metrics_file);
-	if (metrics_render(qm->reg, &b) < 0)
+	if (quota_render(qm, &b) < 0)
 		goto out;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
@@ -246,24 +253,11 @@ quota_warn_strict(const struct quota_main *qm)
 		    "every other GPU class, without limit");
 }
 
-/* SIGHUP: only debug logging reloads. */
+/* SIGHUP: only debug logging reloads; say again if strict is off. */
 static int
 quota_reload(void *arg)
 {
-	struct quota_main *qm = arg;
-	struct config_change ch[CONFIG_MAX_OPTS];
-	char err[512];
-	size_t n;
-	int r;
-
-	if ((r = config_reload(qm->cfg, ch, CONFIG_MAX_OPTS, &n, err,
-	    sizeof(err))) < 0) {
-		log_err("reload failed: %s", err);
-		return r;
-	}
-	log_set_debug(qm->conf.debug);
-	log_notice("configuration reloaded changed=%zu", n);
-	quota_warn_strict(qm);
+	quota_warn_strict(arg);
 	return 0;
 }
 
@@ -398,14 +392,17 @@ quota_core_config(struct quota_main *qm, struct quotad_config *c)
 	return 0;
 }
 
-/* Everything after the configuration. */
+/* Everything after the common start-up. */
 static int
-quota_setup(struct quota_main *qm)
+quota_setup(void *arg, struct daemon_run *run)
 {
+	struct quota_main *qm = arg;
 	struct quotad_config c;
 	struct timeval tv;
 	int r;
 
+	qm->base = run->base;
+	qm->reg = run->reg;
 	if ((r = quota_core_config(qm, &c)) < 0)
 		return r;
 	if ((r = quota_kube(qm)) < 0)
@@ -428,14 +425,14 @@ quota_setup(struct quota_main *qm)
 	    "strict=%d", log_q(qm->sockpath), log_q(qm->conf.cache),
 	    log_q(qm->identity), qm->conf.leader_elect, qm->conf.strict);
 	quota_warn_strict(qm);
-	(void)sdn_ready();
 	return 0;
 }
 
-/* Release everything in reverse order. */
+/* Release what quota_setup made, in reverse order. */
 static void
-quota_teardown(struct quota_main *qm)
+quota_teardown(void *arg)
 {
+	struct quota_main *qm = arg;
 	int r;
 
 	if (qm->kcfg != NULL && (r = quotad_release(&qm->q, qm->kcfg)) < 0)
@@ -447,13 +444,6 @@ quota_teardown(struct quota_main *qm)
 		event_free(qm->metrics_ev);
 	kube_client_free(qm->kc);
 	kube_config_free(qm->kcfg);
-	metrics_free(qm->reg);
-	daemon_free(qm->daemon);
-	if (qm->pidfd >= 0)
-		daemon_pidfile_remove(qm->conf.pidfile, qm->pidfd);
-	if (qm->base != NULL)
-		event_base_free(qm->base);
-	config_free(qm->cfg);
 }
 
 /* Configure, start, run the event loop until a stop signal. */
@@ -461,37 +451,15 @@ int
 main(int argc, char **argv)
 {
 	static struct quota_main qm;
-	struct daemon_hooks hooks = { .reload = quota_reload, .arg = &qm };
-	int r;
+	static const struct daemon_spec spec = {
+		.prog = "kpgpud-quota", .metrics_name = "quota",
+		.opts = quota_opts, .nopts = nitems(quota_opts),
+		.conf = &qm.conf, .conf_size = sizeof(qm.conf),
+		.common = &qm.conf.d,
+		.setup = quota_setup, .teardown = quota_teardown,
+		.render = quota_render,
+		.hooks = { .reload = quota_reload, .arg = &qm },
+	};
 
-	log_init("kpgpud-quota", false);
-	qm.pidfd = -1;
-	qm.cfg = config_new("kpgpud-quota", quota_opts,
-	    nitems(quota_opts), &qm.conf,
-	    sizeof(qm.conf), 0);
-	if (qm.cfg == NULL)
-		fatal("config: out of memory");
-	config_main(qm.cfg, argc, argv);
-	log_set_debug(qm.conf.debug);
-	if (fault_init() < 0)
-		fatal("bad KPGPUD_FAULT");
-	if (daemon_check_root(qm.conf.allow_root) < 0)
-		fatal("refusing to run as root (see --allow-root)");
-	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
-	if (qm.conf.pidfile != NULL &&
-	    (r = daemon_pidfile_write(qm.conf.pidfile, &qm.pidfd)) < 0)
-		fatal("pidfile %s: %s", qm.conf.pidfile, strerror(-r));
-	if ((qm.base = event_base_new()) == NULL ||
-	    (qm.reg = metrics_new("quota")) == NULL)
-		fatal("out of memory");
-	if ((r = daemon_new(qm.base, &hooks, &qm.daemon)) < 0)
-		fatal("signals: %s", strerror(-r));
-	if ((r = quota_setup(&qm)) < 0) {
-		quota_teardown(&qm);
-		return 1;
-	}
-	event_base_dispatch(qm.base);
-	log_notice("stopping");
-	quota_teardown(&qm);
-	return 0;
+	return daemon_main(&spec, argc, argv);
 }

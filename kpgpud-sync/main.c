@@ -7,8 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -16,7 +14,6 @@
 
 #include "common/config.h"
 #include "common/daemon.h"
-#include "common/fault.h"
 #include "common/kube.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -49,12 +46,9 @@ struct sync_conf {
 	int64_t			 backoff_max_ms;
 	int64_t			 max_subscriber_buffer;
 	int64_t			 max_watch_line;
-	char			*metrics_listen;
 	int64_t			 usage_retention_ms;
 	int64_t			 usage_hours_ms;
-	char			*pidfile;
-	bool			 allow_root;
-	bool			 debug;
+	struct daemon_conf	 d;
 };
 
 #define SC struct sync_conf
@@ -65,7 +59,7 @@ static const struct config_opt sync_opts[] = {
 	    "sync.sock path (default RUNTIME-DIR/sync.sock).", 0),
 	CONFIG_PATH(SC, cache, "cache", 0, "/var/lib/kpgpud/cache.db",
 	    "Files", "The SQLite cache (sync is its only writer).", 0),
-	CONFIG_PATH(SC, pidfile, "pidfile", 0, NULL, "Files",
+	CONFIG_PATH(SC, d.pidfile, "pidfile", 0, NULL, "Files",
 	    "Write and lock a pid file.", 0),
 	CONFIG_PATH(SC, kubeconfig, "kubeconfig", 0, NULL, "API",
 	    "kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config).",
@@ -131,7 +125,7 @@ static const struct config_opt sync_opts[] = {
 	    "67108864", 65536, 1073741824, "Socket",
 	    "Bytes queued for one peer before it is dropped as too slow.",
 	    CONFIG_NORELOAD),
-	CONFIG_STRING(SC, metrics_listen, "metrics-listen", 0, NULL,
+	CONFIG_STRING(SC, d.metrics_listen, "metrics-listen", 0, NULL,
 	    "Metrics", "Serve /metrics and /readyz on [HOST:]PORT ([V6]:PORT; "
 	    "no HOST: 127.0.0.1).",
 	    CONFIG_NORELOAD),
@@ -143,26 +137,22 @@ static const struct config_opt sync_opts[] = {
 	    "9504h", 3600000, INT64_C(876000) * 3600000, "Accounting",
 	    "Keep the rolled-up hours this long (396 days), then delete them.",
 	    CONFIG_NORELOAD),
-	CONFIG_BOOL(SC, allow_root, "allow-root", 0, "false", "General",
+	CONFIG_BOOL(SC, d.allow_root, "allow-root", 0, "false", "General",
 	    "Run even as uid 0.", CONFIG_NORELOAD),
-	CONFIG_BOOL(SC, debug, "debug", 'd', "false", "General",
+	CONFIG_BOOL(SC, d.debug, "debug", 'd', "false", "General",
 	    "Debug logging (SIGUSR1 toggles).", 0),
 };
 #undef SC
 
 struct sync_main {
 	struct sync_conf	 conf;
-	struct config		*cfg;
+	struct daemon_run	*run;
 	struct event_base	*base;
-	struct daemon		*daemon;
 	struct kube_config	*kcfg;
 	struct kube_client	*kc;
 	struct cache		*cache;
-	struct metrics		*reg;
-	struct metrics_http	*http;
 	struct syncd		 sd;
 	char			 sockpath[4096];
-	int			 pidfd;
 	uint64_t		 start_ms;
 };
 
@@ -218,7 +208,7 @@ sync_metrics_render(void *arg, struct buf *out)
 	int r;
 
 	syncd_update_gauges(&sm->sd);
-	if ((r = metrics_render(sm->reg, out)) < 0)
+	if ((r = metrics_render(sm->run->reg, out)) < 0)
 		return r;
 	return sm->sd.acct != NULL ? acct_metrics(sm->sd.acct, out) : 0;
 }
@@ -255,22 +245,19 @@ sync_readyz_cb(struct evhttp_request *req, void *arg)
 	evbuffer_free(out);
 }
 
-/* Start the metrics listener (/metrics, /readyz) on --metrics-listen. */
+/* /readyz next to /metrics on --metrics-listen. */
 static int
-sync_metrics_listen(struct sync_main *sm, const char *spec)
+sync_readyz(struct sync_main *sm)
 {
-	char err[128];
 	int r;
 
-	if ((r = metrics_http_new(sm->base, spec, sync_metrics_render, sm,
-	    &sm->http, err, sizeof(err))) < 0 ||
-	    (r = metrics_http_handle(sm->http, "/readyz", sync_readyz_cb,
-	    sm)) < 0) {
-		log_err("metrics listener failed spec=%s error=%s", log_q(spec),
-		    r == -ENOMEM || r == -EEXIST ? strerror(-r) : log_q(err));
-		return r;
-	}
-	return 0;
+	if (sm->run->http == NULL ||
+	    (r = metrics_http_handle(sm->run->http, "/readyz", sync_readyz_cb,
+	    sm)) == 0)
+		return 0;
+	log_err("metrics listener failed spec=%s error=%s",
+	    log_q(sm->conf.d.metrics_listen), strerror(-r));
+	return r;
 }
 
 /* All collections are in place: the socket is up, tell systemd. */
@@ -287,26 +274,6 @@ sync_on_synced(struct syncd *sd)
 	    (unsigned long long)gen);
 	(void)sdn_ready();
 	(void)sdn_status("synced, generation %llu", (unsigned long long)gen);
-}
-
-/* SIGHUP: debug logging is the only option that reloads. */
-static int
-sync_reload(void *arg)
-{
-	struct sync_main *sm = arg;
-	struct config_change ch[CONFIG_MAX_OPTS];
-	char err[512];
-	size_t n;
-	int r;
-
-	if ((r = config_reload(sm->cfg, ch, CONFIG_MAX_OPTS, &n, err,
-	    sizeof(err))) < 0) {
-		log_err("reload failed: %s", err);
-		return r;
-	}
-	log_set_debug(sm->conf.debug);
-	log_notice("configuration reloaded changed=%zu", n);
-	return 0;
 }
 
 /* Load the kubeconfig and create the API client. */
@@ -405,10 +372,11 @@ sync_peer_uids(struct sync_main *sm, struct syncd_ipc_config *ic,
 	return 0;
 }
 
-/* Everything after the configuration: open, connect, serve, sync. */
+/* Everything after the common start-up: open, connect, serve, sync. */
 static int
-sync_setup(struct sync_main *sm)
+sync_setup(void *arg, struct daemon_run *run)
 {
+	struct sync_main *sm = arg;
 	struct sync_res res[SYNCD_MAX_RES];
 	struct reflector_config rc;
 	struct syncd_ipc_config ic;
@@ -416,6 +384,9 @@ sync_setup(struct sync_main *sm)
 	size_t nres = 0;
 	int r, fd;
 
+	sm->run = run;
+	sm->base = run->base;
+	sm->start_ms = monotonic_ms();
 	if ((r = sync_collections(&sm->conf, res, SYNCD_MAX_RES, &nres)) < 0)
 		return r;
 	if ((r = cache_open(sm->conf.cache, 0, &sm->cache)) < 0) {
@@ -434,8 +405,8 @@ sync_setup(struct sync_main *sm)
 	    1000);
 	rc.backoff_base_ms = (uint64_t)sm->conf.backoff_base_ms;
 	rc.backoff_max_ms = (uint64_t)sm->conf.backoff_max_ms;
-	if ((r = syncd_init(&sm->sd, sm->base, sm->cache, sm->kc, sm->reg, res,
-	    nres, &rc)) < 0) {
+	if ((r = syncd_init(&sm->sd, sm->base, sm->cache, sm->kc, run->reg,
+	    res, nres, &rc)) < 0) {
 		log_err("sync init failed: %s", strerror(-r));
 		return r;
 	}
@@ -467,71 +438,40 @@ sync_setup(struct sync_main *sm)
 		    log_q(sm->sockpath), strerror(-r));
 		return r;
 	}
-	if (sm->conf.metrics_listen != NULL &&
-	    (r = sync_metrics_listen(sm, sm->conf.metrics_listen)) < 0)
+	if ((r = sync_readyz(sm)) < 0)
 		return r;
 	log_notice("started socket=%s cache=%s collections=%zu",
 	    log_q(sm->sockpath), log_q(sm->conf.cache), nres);
 	return syncd_start(&sm->sd);
 }
 
-/* Release everything in reverse order. */
+/* Release what sync_setup made, in reverse order. */
 static void
-sync_teardown(struct sync_main *sm)
+sync_teardown(void *arg)
 {
+	struct sync_main *sm = arg;
+
 	syncd_ipc_stop(&sm->sd);
 	syncd_fini(&sm->sd);
 	acct_free(sm->sd.acct);
 	sm->sd.acct = NULL;
-	metrics_http_free(sm->http);
 	kube_client_free(sm->kc);
 	kube_config_free(sm->kcfg);
 	cache_free(sm->cache);
-	metrics_free(sm->reg);
-	daemon_free(sm->daemon);
-	if (sm->pidfd >= 0)
-		daemon_pidfile_remove(sm->conf.pidfile, sm->pidfd);
-	if (sm->base != NULL)
-		event_base_free(sm->base);
-	config_free(sm->cfg);
 }
 
 int
 main(int argc, char **argv)
 {
 	static struct sync_main sm;
-	struct daemon_hooks hooks = { .reload = sync_reload, .arg = &sm };
-	int r;
+	static const struct daemon_spec spec = {
+		.prog = "kpgpud-sync", .metrics_name = "sync",
+		.opts = sync_opts, .nopts = nitems(sync_opts),
+		.conf = &sm.conf, .conf_size = sizeof(sm.conf),
+		.common = &sm.conf.d, .ready_later = true,
+		.setup = sync_setup, .teardown = sync_teardown,
+		.render = sync_metrics_render, .hooks = { .arg = &sm },
+	};
 
-	log_init("kpgpud-sync", false);
-	sm.pidfd = -1;
-	sm.cfg = config_new("kpgpud-sync", sync_opts,
-	    nitems(sync_opts), &sm.conf,
-	    sizeof(sm.conf), 0);
-	if (sm.cfg == NULL)
-		fatal("config: out of memory");
-	config_main(sm.cfg, argc, argv);
-	log_set_debug(sm.conf.debug);
-	if (fault_init() < 0)
-		fatal("bad KPGPUD_FAULT");
-	if (daemon_check_root(sm.conf.allow_root) < 0)
-		fatal("refusing to run as root (see --allow-root)");
-	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
-	sm.start_ms = monotonic_ms();
-	if (sm.conf.pidfile != NULL &&
-	    (r = daemon_pidfile_write(sm.conf.pidfile, &sm.pidfd)) < 0)
-		fatal("pidfile %s: %s", sm.conf.pidfile, strerror(-r));
-	if ((sm.base = event_base_new()) == NULL ||
-	    (sm.reg = metrics_new("sync")) == NULL)
-		fatal("out of memory");
-	if ((r = daemon_new(sm.base, &hooks, &sm.daemon)) < 0)
-		fatal("signals: %s", strerror(-r));
-	if ((r = sync_setup(&sm)) < 0) {
-		sync_teardown(&sm);
-		return 1;
-	}
-	event_base_dispatch(sm.base);
-	log_notice("stopping");
-	sync_teardown(&sm);
-	return 0;
+	return daemon_main(&spec, argc, argv);
 }

@@ -390,12 +390,12 @@ TEST(daemon_signals_notify)
 	unsetenv("WATCHDOG_USEC");
 	REQUIRE((st.base = event_base_new()) != NULL);
 	REQUIRE(daemon_new(st.base, &h, &d) == 0);
-	CHECK_INT(daemon_watchdog_interval_ms(d), 0);
+	CHECK_INT(daemon_state(d)->wd_ms, 0);
 	/* SIGHUP: RELOADING=1, hook, READY=1 */
 	st.reload_ret = -EINVAL;
 	loop_with_signal(st.base, SIGHUP);
 	CHECK_INT(st.reloads, 1);
-	CHECK_INT(daemon_last_reload(d), -EINVAL);
+	CHECK_INT(daemon_state(d)->last_reload, -EINVAL);
 	m = recv_msg(fd);
 	CHECK(strncmp(m, "RELOADING=1\nMONOTONIC_USEC=", 27) == 0);
 	m = recv_msg(fd);
@@ -413,7 +413,7 @@ TEST(daemon_signals_notify)
 	loop_with_signal(st.base, SIGTERM);
 	CHECK_INT(st.stops, 1);
 	CHECK_INT(st.stop_signo, SIGTERM);
-	CHECK(daemon_stopping(d));
+	CHECK(daemon_state(d)->stopping);
 	CHECK_STR(recv_msg(fd), "STOPPING=1");
 	daemon_free(d);
 	daemon_free(NULL);
@@ -433,7 +433,7 @@ TEST(daemon_watchdog_pings_only_when_alive)
 	unsetenv("WATCHDOG_PID");
 	REQUIRE((st.base = event_base_new()) != NULL);
 	REQUIRE(daemon_new(st.base, &h, &d) == 0);
-	CHECK_INT(daemon_watchdog_interval_ms(d), 10);
+	CHECK_INT(daemon_state(d)->wd_ms, 10);
 	/* ends itself after six ticks (d_alive) */
 	event_base_dispatch(st.base);
 	CHECK_INT(st.alive_calls, 6);
