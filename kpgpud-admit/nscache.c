@@ -5,14 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/strmap.h"
 #include "common/util.h"
 #include "kpgpud-admit/nscache.h"
 
-#define NSCACHE_BUCKETS	4096
+/* Slots for this many namespaces from the start; the map grows past it. */
+#define NSCACHE_HINT	4096
 
+/* What is known about one namespace: the value of its name in the map. */
 struct nscache_entry {
-	struct nscache_entry	*next;
-	char			 name[64];
+	char			 name[64];	/* the map's key */
 	enum nscache_state	 state;
 	struct resolved		*r;	/* NSCACHE_ISOLATED only */
 	uint64_t		 epoch;
@@ -20,24 +22,19 @@ struct nscache_entry {
 
 struct nscache {
 	pthread_rwlock_t	 lock;
-	struct nscache_entry	*buckets[NSCACHE_BUCKETS];
-	size_t			 n;
-	size_t			 max;
+	struct strmap		*map;	/* entry->name -> entry */
 	uint64_t		 epoch;
 	bool			 full;	/* a full snapshot is being received */
 };
 
-/* FNV-1a of a name, reduced to a bucket index. */
-static size_t
-bucket(const char *s)
-{
-	return fnv1a32(FNV1A32_INIT, s) % NSCACHE_BUCKETS;
-}
-
-/* Free one entry. */
+/* Free one entry (a strmap value). */
 static void
-entry_free(struct nscache_entry *e)
+entry_free(void *p)
 {
+	struct nscache_entry *e = p;
+
+	if (e == NULL)
+		return;
 	free(e->r);
 	free(e);
 }
@@ -47,14 +44,20 @@ int
 nscache_new(size_t max, struct nscache **ret)
 {
 	struct nscache *c;
+	int r;
 
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return -ENOMEM;
+	if ((r = strmap_new(NSCACHE_HINT, max ? max : NSCACHE_DEFAULT_MAX,
+	    &c->map)) < 0) {
+		free(c);
+		return r;
+	}
 	if (pthread_rwlock_init(&c->lock, NULL) != 0) {
+		strmap_free(c->map, NULL);
 		free(c);
 		return -ENOMEM;
 	}
-	c->max = max ? max : NSCACHE_DEFAULT_MAX;
 	*ret = c;
 	return 0;
 }
@@ -63,28 +66,11 @@ nscache_new(size_t max, struct nscache **ret)
 void
 nscache_free(struct nscache *c)
 {
-	struct nscache_entry *e, *next;
-
 	if (c == NULL)
 		return;
-	for (size_t i = 0; i < NSCACHE_BUCKETS; i++)
-		for (e = c->buckets[i]; e != NULL; e = next) {
-			next = e->next;
-			entry_free(e);
-		}
+	strmap_free(c->map, entry_free);
 	pthread_rwlock_destroy(&c->lock);
 	free(c);
-}
-
-/* The link that points at ns's entry (or at the NULL ending its chain). */
-static struct nscache_entry **
-find(struct nscache *c, const char *ns)
-{
-	struct nscache_entry **pp = &c->buckets[bucket(ns)];
-
-	while (*pp != NULL && strcmp((*pp)->name, ns) != 0)
-		pp = &(*pp)->next;
-	return pp;
 }
 
 /* Build the new entry for a put, outside the lock. */
@@ -125,8 +111,9 @@ int
 nscache_put(struct nscache *c, const char *ns, bool isolated,
     const char *resolved_json, char *err, size_t errlen)
 {
-	struct nscache_entry *e, **pp;
-	int rv;
+	struct nscache_entry *e;
+	void *old = NULL;
+	int rv, r;
 
 	if (!dns1123_label_valid(ns))
 		return -EINVAL;
@@ -135,51 +122,35 @@ nscache_put(struct nscache *c, const char *ns, bool isolated,
 		return rv;
 	pthread_rwlock_wrlock(&c->lock);
 	e->epoch = c->epoch;
-	pp = find(c, ns);
-	if (*pp != NULL) {
-		e->next = (*pp)->next;
-		entry_free(*pp);
-		*pp = e;
-	} else if (c->n >= c->max) {
-		pthread_rwlock_unlock(&c->lock);
-		entry_free(e);
-		return -E2BIG;
-	} else {
-		*pp = e;
-		c->n++;
-	}
+	r = strmap_put(c->map, e->name, e, &old);
 	pthread_rwlock_unlock(&c->lock);
-	return rv;
+	entry_free(r < 0 ? e : old);
+	return r < 0 ? r : rv;
 }
 
 /* Forget ns. */
 int
 nscache_delete(struct nscache *c, const char *ns)
 {
-	struct nscache_entry *e, **pp;
+	void *e = NULL;
+	int r;
 
 	pthread_rwlock_wrlock(&c->lock);
-	pp = find(c, ns);
-	if ((e = *pp) != NULL) {
-		*pp = e->next;
-		c->n--;
-	}
+	r = strmap_remove(c->map, ns, &e);
 	pthread_rwlock_unlock(&c->lock);
-	if (e == NULL)
-		return -ENOENT;
 	entry_free(e);
-	return 0;
+	return r;
 }
 
 /* What is known about ns. */
 enum nscache_state
 nscache_get(struct nscache *c, const char *ns, struct resolved *ret)
 {
-	struct nscache_entry *e;
+	const struct nscache_entry *e;
 	enum nscache_state st = NSCACHE_MISSING;
 
 	pthread_rwlock_rdlock(&c->lock);
-	if ((e = *find(c, ns)) != NULL) {
+	if ((e = strmap_get(c->map, ns)) != NULL) {
 		st = e->state;
 		if (st == NSCACHE_ISOLATED && ret != NULL)
 			*ret = *e->r;
@@ -202,21 +173,20 @@ nscache_begin_full(struct nscache *c)
 size_t
 nscache_end_full(struct nscache *c)
 {
-	struct nscache_entry *e, **pp;
-	size_t dropped = 0;
+	struct nscache_entry *e;
+	void *v;
+	size_t pos = 0, dropped = 0;
 
 	pthread_rwlock_wrlock(&c->lock);
-	for (size_t i = 0; c->full && i < NSCACHE_BUCKETS; i++)
-		for (pp = &c->buckets[i]; (e = *pp) != NULL;) {
-			if (e->epoch == c->epoch) {
-				pp = &e->next;
-				continue;
-			}
-			*pp = e->next;
-			entry_free(e);
-			c->n--;
-			dropped++;
-		}
+	while (c->full && strmap_next(c->map, &pos, NULL, &v)) {
+		e = v;
+		if (e->epoch == c->epoch)
+			continue;
+		/* removing never moves the other entries: pos stays good */
+		(void)strmap_remove(c->map, e->name, NULL);
+		entry_free(e);
+		dropped++;
+	}
 	c->full = false;
 	pthread_rwlock_unlock(&c->lock);
 	return dropped;
@@ -238,7 +208,7 @@ nscache_count(struct nscache *c)
 	size_t n;
 
 	pthread_rwlock_rdlock(&c->lock);
-	n = c->n;
+	n = strmap_count(c->map);
 	pthread_rwlock_unlock(&c->lock);
 	return n;
 }

@@ -1,5 +1,5 @@
 /*
- * The rate-limited work queue: a hash of known keys, a FIFO of ready keys,
+ * The rate-limited work queue: a map of known keys, a FIFO of ready keys,
  * a list of delayed keys and a token bucket. Delayed keys are few (retries
  * and deferred work), so they are scanned linearly.
  */
@@ -8,26 +8,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/util.h"
+#include "common/strmap.h"
 #include "kpgpud-quota/workqueue.h"
 
-#define WQ_BUCKETS	4096
+/* Slots for this many keys from the start; the map grows past it. */
+#define WQ_HINT		256
 
 struct item {
-	char		*key;
-	struct item	*hnext;		/* hash chain */
 	struct item	*qnext;		/* ready FIFO */
 	struct item	*dnext;		/* delayed list */
 	uint64_t	 ready_at;	/* when delayed */
 	uint64_t	 dirty_at;	/* when re-added during processing */
 	unsigned	 failures;
 	bool		 queued, delayed, processing, dirty;
+	char		 key[];		/* the map's key */
 };
 
 struct wq {
 	struct wq_config cfg;
-	struct item	*buckets[WQ_BUCKETS];
-	size_t		 nitems;
+	struct strmap	*items;		/* key -> item */
 	struct item	*head, *tail;
 	struct item	*delayed;
 	size_t		 nready, ndelayed, nprocessing;
@@ -35,18 +34,12 @@ struct wq {
 	uint64_t	 refilled;
 };
 
-/* FNV-1a of a key, for the bucket. */
-static unsigned
-hash(const char *s)
-{
-	return fnv1a32(FNV1A32_INIT, s) % WQ_BUCKETS;
-}
-
 /* Create a queue with defaults filled in. */
 int
 wq_new(const struct wq_config *cfg, uint64_t now_ms, struct wq **ret)
 {
 	struct wq *q;
+	int r;
 
 	if ((q = calloc(1, sizeof(*q))) == NULL)
 		return -ENOMEM;
@@ -64,6 +57,10 @@ wq_new(const struct wq_config *cfg, uint64_t now_ms, struct wq **ret)
 		q->cfg.burst = 50;
 	if (q->cfg.max_items == 0)
 		q->cfg.max_items = 65536;
+	if ((r = strmap_new(WQ_HINT, q->cfg.max_items, &q->items)) < 0) {
+		free(q);
+		return r;
+	}
 	q->tokens = q->cfg.burst;
 	q->refilled = now_ms;
 	*ret = q;
@@ -74,16 +71,9 @@ wq_new(const struct wq_config *cfg, uint64_t now_ms, struct wq **ret)
 void
 wq_free(struct wq *q)
 {
-	struct item *it, *next;
-
 	if (q == NULL)
 		return;
-	for (size_t b = 0; b < WQ_BUCKETS; b++)
-		for (it = q->buckets[b]; it != NULL; it = next) {
-			next = it->hnext;
-			free(it->key);
-			free(it);
-		}
+	strmap_free(q->items, free);
 	free(q);
 }
 
@@ -91,12 +81,7 @@ wq_free(struct wq *q)
 static struct item *
 find(const struct wq *q, const char *key)
 {
-	struct item *it;
-
-	for (it = q->buckets[hash(key)]; it != NULL; it = it->hnext)
-		if (strcmp(it->key, key) == 0)
-			return it;
-	return NULL;
+	return strmap_get(q->items, key);
 }
 
 /* Find or create the item of key. */
@@ -105,7 +90,7 @@ lookup(struct wq *q, const char *key, struct item **ret)
 {
 	struct item *it;
 	size_t len = strlen(key);
-	unsigned b;
+	int r;
 
 	if (len == 0 || len > WQ_KEY_MAX)
 		return -EINVAL;
@@ -113,17 +98,13 @@ lookup(struct wq *q, const char *key, struct item **ret)
 		*ret = it;
 		return 0;
 	}
-	if (q->nitems >= q->cfg.max_items)
-		return -ENOSPC;
-	if ((it = calloc(1, sizeof(*it))) == NULL ||
-	    (it->key = strdup(key)) == NULL) {
-		free(it);
+	if ((it = calloc(1, sizeof(*it) + len + 1)) == NULL)
 		return -ENOMEM;
+	memcpy(it->key, key, len + 1);
+	if ((r = strmap_put(q->items, it->key, it, NULL)) < 0) {
+		free(it);
+		return r == -E2BIG ? -ENOSPC : r;
 	}
-	b = hash(key);
-	it->hnext = q->buckets[b];
-	q->buckets[b] = it;
-	q->nitems++;
 	*ret = it;
 	return 0;
 }
@@ -132,15 +113,9 @@ lookup(struct wq *q, const char *key, struct item **ret)
 static void
 maybe_release(struct wq *q, struct item *it)
 {
-	struct item **pp;
-
 	if (it->queued || it->delayed || it->processing || it->failures > 0)
 		return;
-	for (pp = &q->buckets[hash(it->key)]; *pp != it; pp = &(*pp)->hnext)
-		;
-	*pp = it->hnext;
-	q->nitems--;
-	free(it->key);
+	(void)strmap_remove(q->items, it->key, NULL);
 	free(it);
 }
 

@@ -23,10 +23,10 @@ struct wq_config {
 	uint64_t	 max_ms;	/* backoff cap [60000] */
 	double		 qps;		/* keys handed out per second [20] */
 	unsigned	 burst;		/* bucket size [50] */
-	size_t		 max_items;	/* known keys at most [65536] */
+	size_t		 max_items;	/* known keys at most [65536], <= 16M */
 };
 
-/* A new queue; the config is copied. 0, -EINVAL or -ENOMEM. */
+/* A new queue; the config is copied. 0, -EINVAL (max_items) or -ENOMEM. */
 int	 wq_new(const struct wq_config *cfg, uint64_t now_ms, struct wq **ret);
 void	 wq_free(struct wq *q);
 

@@ -6,23 +6,15 @@
 
 #include <event2/event.h>
 
+#include "common/strmap.h"
 #include "common/util.h"
 #include "kpgpud-sync/reflector.h"
 
-/* ---- strset: open addressing, FNV-1a, power-of-two table ---- */
+/* ---- strset: a set of copied keys in a common/strmap ---- */
 
 struct strset {
-	char	**slot;
-	size_t	  cap;		/* power of two */
-	size_t	  n;
+	struct strmap	*map;	/* each key is its own value, freed with it */
 };
-
-/* FNV-1a of a string. */
-static uint64_t
-strset_hash(const char *s)
-{
-	return fnv1a64(FNV1A64_INIT, s);
-}
 
 /* An empty set. */
 struct strset *
@@ -32,8 +24,7 @@ strset_new(void)
 
 	if (s == NULL)
 		return NULL;
-	s->cap = 1024;
-	if ((s->slot = calloc(s->cap, sizeof(*s->slot))) == NULL) {
+	if (strmap_new(512, STRSET_MAX, &s->map) < 0) {
 		free(s);
 		return NULL;
 	}
@@ -44,77 +35,40 @@ strset_new(void)
 void
 strset_free(struct strset *s)
 {
-	size_t i;
-
 	if (s == NULL)
 		return;
-	for (i = 0; i < s->cap; i++)
-		free(s->slot[i]);
-	free(s->slot);
+	strmap_free(s->map, free);
 	free(s);
-}
-
-/* The slot that holds key, or the empty slot where it would go. */
-static size_t
-strset_find(char *const *slot, size_t cap, const char *key)
-{
-	size_t i = (size_t)strset_hash(key) & (cap - 1);
-
-	while (slot[i] != NULL && strcmp(slot[i], key) != 0)
-		i = (i + 1) & (cap - 1);
-	return i;
-}
-
-/* Double the table. */
-static int
-strset_grow(struct strset *s)
-{
-	size_t ncap = s->cap * 2, i;
-	char **nslot = calloc(ncap, sizeof(*nslot));
-
-	if (nslot == NULL)
-		return -ENOMEM;
-	for (i = 0; i < s->cap; i++)
-		if (s->slot[i] != NULL)
-			nslot[strset_find(nslot, ncap, s->slot[i])] = s->slot[i];
-	free(s->slot);
-	s->slot = nslot;
-	s->cap = ncap;
-	return 0;
 }
 
 /* Add a copy of key. */
 int
 strset_add(struct strset *s, const char *key)
 {
-	size_t i;
+	char *copy;
 	int r;
 
-	if (strset_has(s, key))
+	if (strmap_has(s->map, key))
 		return 0;
-	if (s->n >= STRSET_MAX)
-		return -E2BIG;
-	if ((s->n + 1) * 2 > s->cap && (r = strset_grow(s)) < 0)
-		return r;
-	i = strset_find(s->slot, s->cap, key);
-	if ((s->slot[i] = strdup(key)) == NULL)
+	if ((copy = strdup(key)) == NULL)
 		return -ENOMEM;
-	s->n++;
-	return 1;
+	if ((r = strmap_put(s->map, copy, copy, NULL)) < 0)
+		free(copy);
+	return r;
 }
 
 /* Whether key is in the set. */
 bool
 strset_has(const struct strset *s, const char *key)
 {
-	return s->slot[strset_find(s->slot, s->cap, key)] != NULL;
+	return strmap_has(s->map, key);
 }
 
 /* Number of keys. */
 size_t
 strset_count(const struct strset *s)
 {
-	return s->n;
+	return strmap_count(s->map);
 }
 
 /* Format the key of an object. */
@@ -237,6 +191,17 @@ rf_delay(struct reflector *rf, enum reflector_next next)
 	    rf->cfg.backoff_max_ms, rf_jitter());
 }
 
+/* Report n with what comes next, counting a failure, then schedule it. */
+static void
+rf_next(struct reflector *rf, struct reflector_note *n,
+    enum reflector_next next)
+{
+	n->next = next;
+	n->delay_ms = rf_delay(rf, next);
+	rf_note(rf, n);
+	rf_schedule(rf, next, n->delay_ms);
+}
+
 /* Mark the collection synced once and tell the owner. */
 static void
 rf_set_synced(struct reflector *rf)
@@ -316,11 +281,8 @@ rf_list_end(const struct kube_response *resp, const char *rv, void *arg)
 	n.message = resp->message;
 	if ((rv == NULL || strlen(rv) > CACHE_RV_MAX) && !missing) {
 		n.event = REFL_EV_LIST_FAILED;
-		n.next = resp->status == 410 ? REFL_NEXT_RELIST :
-		    REFL_NEXT_RELIST_LATER;
-		n.delay_ms = rf_delay(rf, n.next);
-		rf_note(rf, &n);
-		rf_schedule(rf, n.next, n.delay_ms);
+		rf_next(rf, &n, resp->status == 410 ? REFL_NEXT_RELIST :
+		    REFL_NEXT_RELIST_LATER);
 		return;
 	}
 	n.event = REFL_EV_LIST_DONE;
@@ -328,10 +290,7 @@ rf_list_end(const struct kube_response *resp, const char *rv, void *arg)
 	if (rf->ops.prune(rf->arg, rf, rf->seen) < 0) {
 		n.event = REFL_EV_LIST_FAILED;
 		n.message = "pruning the cache failed";
-		n.next = REFL_NEXT_RELIST_LATER;
-		n.delay_ms = rf_delay(rf, n.next);
-		rf_note(rf, &n);
-		rf_schedule(rf, n.next, n.delay_ms);
+		rf_next(rf, &n, REFL_NEXT_RELIST_LATER);
 		return;
 	}
 	strset_free(rf->seen);
@@ -389,10 +348,7 @@ rf_list(struct reflector *rf)
 fail:
 	n.error = r;
 	n.message = "cannot start the list";
-	n.next = REFL_NEXT_RELIST_LATER;
-	n.delay_ms = rf_delay(rf, n.next);
-	rf_note(rf, &n);
-	rf_schedule(rf, n.next, n.delay_ms);
+	rf_next(rf, &n, REFL_NEXT_RELIST_LATER);
 }
 
 /* One watch event: hand it over, remember how far we are. */
@@ -434,10 +390,7 @@ rf_watch_end(const struct kube_watch_end *end, void *arg)
 	n.status = end->status;
 	n.error = end->error;
 	n.message = end->message;
-	n.next = reflector_after_watch(end, ran);
-	n.delay_ms = rf_delay(rf, n.next);
-	rf_note(rf, &n);
-	rf_schedule(rf, n.next, n.delay_ms);
+	rf_next(rf, &n, reflector_after_watch(end, ran));
 }
 
 /* Start a watch from rf->rv. */
@@ -461,10 +414,7 @@ rf_watch(struct reflector *rf)
 	if (r < 0) {
 		n.error = r;
 		n.message = "cannot start the watch";
-		n.next = REFL_NEXT_WATCH_LATER;
-		n.delay_ms = rf_delay(rf, n.next);
-		rf_note(rf, &n);
-		rf_schedule(rf, n.next, n.delay_ms);
+		rf_next(rf, &n, REFL_NEXT_WATCH_LATER);
 		return;
 	}
 	rf->state = RF_WATCHING;

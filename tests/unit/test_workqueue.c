@@ -2,7 +2,8 @@
  * The quota work queue: keys are deduplicated, a key added while in
  * process comes back once after done, failures back off exponentially per
  * key up to the cap, forget resets the backoff, and the token bucket
- * limits the hand-out rate. Time is passed in, so nothing sleeps.
+ * limits the hand-out rate; the key cap holds (keys with nothing left to
+ * remember make room) at 100,000 keys. Time is passed in, so nothing sleeps.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -143,5 +144,66 @@ TEST(caps)
 	memset(big, 'k', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
 	CHECK(wq_add(q, big, 0) == -EINVAL);
+	wq_free(q);
+}
+
+TEST(released_keys_make_room)
+{
+	struct wq_config cfg = { .max_items = 2, .qps = 1e9, .burst = 1000 };
+	const char *k;
+	struct wq *q;
+
+	REQUIRE(wq_new(&cfg, 0, &q) == 0);
+	CHECK(wq_add(q, "a", 0) == 0);
+	CHECK(wq_add(q, "b", 0) == 0);
+	REQUIRE(wq_get(q, 0, &k) == 0);
+	CHECK_STR(k, "a");
+	CHECK(wq_add(q, "c", 0) == -ENOSPC);
+	/* a is done with no failure: nothing left to remember */
+	wq_done(q, k, 0);
+	CHECK(wq_add(q, "c", 0) == 0);
+	CHECK_INT(wq_len(q), 2);
+	/* a failing key is remembered (its backoff) until forgotten */
+	REQUIRE(wq_get(q, 0, &k) == 0);
+	CHECK_STR(k, "b");
+	CHECK(wq_add_rate_limited(q, k, 0, NULL) == 0);
+	wq_done(q, "b", 0);
+	CHECK_INT(wq_failures(q, "b"), 1);
+	CHECK(wq_add(q, "d", 0) == -ENOSPC);
+	wq_free(q);
+	cfg.max_items = 17u * 1024 * 1024;
+	CHECK(wq_new(&cfg, 0, &q) == -EINVAL);
+}
+
+TEST(hundred_thousand_keys)
+{
+	struct wq_config cfg = { .max_items = 100000, .qps = 1e9,
+	    .burst = 1000000 };
+	char key[64];
+	const char *k;
+	struct wq *q;
+	int i, bad = 0;
+
+	REQUIRE(wq_new(&cfg, 0, &q) == 0);
+	for (i = 0; i < 100000; i++) {
+		snprintf(key, sizeof(key), "Agent/tenant-%d", i);
+		bad += wq_add(q, key, 0) != 0;
+	}
+	CHECK_INT(bad, 0);
+	CHECK(wq_add(q, "Agent/one-more", 0) == -ENOSPC);
+	/* adding again dedups */
+	CHECK(wq_add(q, "Agent/tenant-99999", 0) == 0);
+	CHECK_INT(wq_len(q), 100000);
+	for (i = 0; i < 100000; i++) {
+		snprintf(key, sizeof(key), "Agent/tenant-%d", i);
+		if (wq_get(q, 0, &k) != 0 || strcmp(k, key) != 0)
+			bad++;
+		else
+			wq_done(q, k, 0);
+	}
+	CHECK_INT(bad, 0);
+	CHECK_INT(wq_len(q), 0);
+	CHECK_INT(wq_processing(q), 0);
+	CHECK(wq_add(q, "Agent/one-more", 0) == 0);
 	wq_free(q);
 }
