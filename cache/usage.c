@@ -1,5 +1,6 @@
 /* The usage ledger in the cache: see usage.h; its SQL is in cache_sql.c. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "cache/cache_impl.h"
 #include "cache/cache_sql.h"
 #include "cache/usage.h"
+#include "common/util.h"
 
 struct usage_store {
 	sqlite3		*db;
@@ -48,33 +50,41 @@ usage_store_free(struct usage_store *s)
 	free(s);
 }
 
-/* Bind a text (NULL as ""). */
-static void
-bt(sqlite3_stmt *st, int i, const char *v)
+/*
+ * Bind the parameters of st from 1 on, one format letter an argument:
+ * t a text (const char *, NULL as ""), u a time (uint64_t), i an int, d a
+ * double. Returns st.
+ */
+static sqlite3_stmt *
+bind_args(sqlite3_stmt *st, const char *fmt, ...)
 {
-	sqlite3_bind_text(st, i, v != NULL ? v : "", -1, SQLITE_STATIC);
+	const char *v;
+	va_list ap;
+
+	va_start(ap, fmt);
+	for (int i = 1; *fmt != '\0'; fmt++, i++)
+		switch (*fmt) {
+		case 't':
+			v = va_arg(ap, const char *);
+			sqlite3_bind_text(st, i, v != NULL ? v : "", -1,
+			    SQLITE_STATIC);
+			break;
+		case 'u':
+			sqlite3_bind_int64(st, i,
+			    (sqlite3_int64)va_arg(ap, uint64_t));
+			break;
+		case 'i':
+			sqlite3_bind_int(st, i, va_arg(ap, int));
+			break;
+		case 'd':
+			sqlite3_bind_double(st, i, va_arg(ap, double));
+			break;
+		}
+	va_end(ap);
+	return st;
 }
 
-/* Bind a time. */
-static void
-bi(sqlite3_stmt *st, int i, uint64_t v)
-{
-	sqlite3_bind_int64(st, i, (sqlite3_int64)v);
-}
-
-/* Step a statement that returns no rows, then reset it. */
-static int
-run(sqlite3_stmt *st)
-{
-	int rc = sqlite3_step(st);
-
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	return rc == SQLITE_DONE ? 0 : cache_errno(rc) ? cache_errno(rc) :
-	    -EIO;
-}
-
-/* Reset a statement after reading. */
+/* Reset a statement after stepping it to rc; 0 or a negative errno. */
 static int
 done(sqlite3_stmt *st, int rc)
 {
@@ -84,22 +94,77 @@ done(sqlite3_stmt *st, int rc)
 	    -EIO;
 }
 
-/* A text column ("" for NULL). */
-static const char *
-ct(sqlite3_stmt *st, int i)
+/* Step a bound statement that returns no rows, then reset it. */
+static int
+run(sqlite3_stmt *st)
 {
-	const unsigned char *v = sqlite3_column_text(st, i);
-
-	return v != NULL ? (const char *)v : "";
+	return done(st, sqlite3_step(st));
 }
 
-/* A time column (0 for NULL or negative). */
-static uint64_t
-cu(sqlite3_stmt *st, int i)
+/*
+ * Read the columns of st's current row from 0 on, one format letter a
+ * pointer: t const char ** ("" for NULL), u uint64_t * (0 for NULL or
+ * negative), i int *, d double *.
+ */
+static void
+cols(sqlite3_stmt *st, const char *fmt, ...)
 {
-	sqlite3_int64 v = sqlite3_column_int64(st, i);
+	const unsigned char *t;
+	sqlite3_int64 v;
+	va_list ap;
 
-	return v > 0 ? (uint64_t)v : 0;
+	va_start(ap, fmt);
+	for (int i = 0; *fmt != '\0'; fmt++, i++)
+		switch (*fmt) {
+		case 't':
+			t = sqlite3_column_text(st, i);
+			*va_arg(ap, const char **) = t != NULL ?
+			    (const char *)t : "";
+			break;
+		case 'u':
+			v = sqlite3_column_int64(st, i);
+			*va_arg(ap, uint64_t *) = v > 0 ? (uint64_t)v : 0;
+			break;
+		case 'i':
+			*va_arg(ap, int *) = sqlite3_column_int(st, i);
+			break;
+		case 'd':
+			*va_arg(ap, double *) = sqlite3_column_double(st, i);
+			break;
+		}
+	va_end(ap);
+}
+
+/*
+ * Step a bound statement to its rows; for each, row() reads it and hands
+ * it on (nonzero stops the walk and is returned). Resets st.
+ */
+static int
+each(sqlite3_stmt *st, int (*row)(sqlite3_stmt *, void *), void *arg)
+{
+	int rc, r = 0;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		if ((r = row(st, arg)) != 0)
+			break;
+	rc = done(st, r != 0 ? SQLITE_DONE : rc);
+	return r != 0 ? r : rc;
+}
+
+/* Read one row of two times (b may be NULL) from a bound statement. */
+static int
+two_times(sqlite3_stmt *st, uint64_t *a, uint64_t *b)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW) {
+		if (b != NULL)
+			cols(st, "uu", a, b);
+		else
+			cols(st, "u", a);
+		rc = SQLITE_DONE;
+	}
+	return done(st, rc);
 }
 
 /* The open interval of a claim. */
@@ -107,62 +172,58 @@ int
 usage_open_get(struct usage_store *s, const char *claim_uid,
     uint64_t *ret_start, char *sig, size_t siglen)
 {
-	sqlite3_stmt *st = s->st[U_OPEN_GET];
+	sqlite3_stmt *st = bind_args(s->st[U_OPEN_GET], "t", claim_uid);
+	const char *v;
 	int rc;
 
-	bt(st, 1, claim_uid);
 	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		*ret_start = cu(st, 0);
-		snprintf(sig, siglen, "%s", ct(st, 1));
+		cols(st, "ut", ret_start, &v);
+		snprintf(sig, siglen, "%s", v);
 		done(st, SQLITE_DONE);
 		return 0;
 	}
 	return done(st, rc) < 0 ? done(st, rc) : -ENOENT;
 }
 
+/* A caller's callback and its argument, for the row readers below. */
+struct walk {
+	union {
+		usage_open_cb	 open;
+		usage_sum_cb	 sum;
+		usage_key_cb	 key;
+	}		 cb;
+	void		*arg;
+};
+
+/* One open interval's row: the interval's fields of a usage_row. */
+static int
+open_row(sqlite3_stmt *st, void *arg)
+{
+	const struct walk *w = arg;
+	struct usage_row o;
+
+	memset(&o, 0, sizeof(o));
+	cols(st, "ttttu", &o.claim_uid, &o.ns, &o.claim, &o.sig, &o.start_us);
+	return w->cb.open(&o, w->arg);
+}
+
 /* Every open interval. */
 int
 usage_open_foreach(struct usage_store *s, usage_open_cb cb, void *arg)
 {
-	sqlite3_stmt *st = s->st[U_OPEN_ALL];
-	struct usage_open o;
-	int rc, r = 0;
+	struct walk w = { .cb.open = cb, .arg = arg };
 
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		o.claim_uid = ct(st, 0);
-		o.ns = ct(st, 1);
-		o.claim = ct(st, 2);
-		o.sig = ct(st, 3);
-		o.start_us = cu(st, 4);
-		if ((r = cb(&o, arg)) != 0)
-			break;
-	}
-	rc = done(st, r != 0 ? SQLITE_DONE : rc);
-	return r != 0 ? r : rc;
+	return each(s->st[U_OPEN_ALL], open_row, &w);
 }
 
 /* Add one device row. */
 int
 usage_row_add(struct usage_store *s, const struct usage_row *r)
 {
-	sqlite3_stmt *st = s->st[U_ADD];
-
-	bt(st, 1, r->claim_uid);
-	bi(st, 2, r->start_us);
-	sqlite3_bind_int(st, 3, (int)r->dev);
-	bt(st, 4, r->ns);
-	bt(st, 5, r->instance);
-	bt(st, 6, r->claim);
-	bt(st, 7, r->driver);
-	bt(st, 8, r->pool);
-	bt(st, 9, r->device);
-	bt(st, 10, r->device_class);
-	bt(st, 11, r->profile);
-	sqlite3_bind_double(st, 12, r->share);
-	bt(st, 13, r->sig);
-	sqlite3_bind_int(st, 14, r->start_how);
-	bi(st, 15, r->lo_us);
-	return run(st);
+	return run(bind_args(s->st[U_ADD], "tuittttttttdtiu", r->claim_uid,
+	    r->start_us, (int)r->dev, r->ns, r->instance, r->claim, r->driver,
+	    r->pool, r->device, r->device_class, r->profile, r->share, r->sig,
+	    r->start_how, r->lo_us));
 }
 
 /* Close an open interval. */
@@ -170,32 +231,12 @@ int
 usage_close(struct usage_store *s, const char *claim_uid, uint64_t start_us,
     uint64_t end_us, int how, uint64_t hi_us)
 {
-	sqlite3_stmt *st = s->st[U_CLOSE];
 	int r;
 
-	bt(st, 1, claim_uid);
-	bi(st, 2, start_us);
-	bi(st, 3, end_us);
-	sqlite3_bind_int(st, 4, how);
-	bi(st, 5, hi_us);
-	if ((r = run(st)) < 0 || sqlite3_changes(s->db) == 0)
+	if ((r = run(bind_args(s->st[U_CLOSE], "tuuiu", claim_uid, start_us,
+	    end_us, how, hi_us))) < 0 || sqlite3_changes(s->db) == 0)
 		return r;
 	return run(s->st[U_CLOSED_INC]);
-}
-
-/* Read one row of two times from a prepared, bound statement. */
-static int
-two_times(sqlite3_stmt *st, uint64_t *a, uint64_t *b)
-{
-	int rc = sqlite3_step(st);
-
-	if (rc == SQLITE_ROW) {
-		*a = cu(st, 0);
-		if (b != NULL)
-			*b = cu(st, 1);
-		rc = SQLITE_DONE;
-	}
-	return done(st, rc);
 }
 
 /* The latest end on a device. */
@@ -203,13 +244,9 @@ int
 usage_prev_end(struct usage_store *s, const char *driver, const char *pool,
     const char *device, uint64_t *ret)
 {
-	sqlite3_stmt *st = s->st[U_PREV_END];
-
 	*ret = 0;
-	bt(st, 1, driver);
-	bt(st, 2, pool);
-	bt(st, 3, device);
-	return two_times(st, ret, NULL);
+	return two_times(bind_args(s->st[U_PREV_END], "ttt", driver, pool, device),
+	    ret, NULL);
 }
 
 /* Record a consumer. */
@@ -217,13 +254,8 @@ int
 usage_consumer_add(struct usage_store *s, const char *claim_uid,
     uint64_t start_us, const char *pod_uid, const char *pod_name)
 {
-	sqlite3_stmt *st = s->st[U_CONS_ADD];
-
-	bt(st, 1, claim_uid);
-	bi(st, 2, start_us);
-	bt(st, 3, pod_uid);
-	bt(st, 4, pod_name);
-	return run(st);
+	return run(bind_args(s->st[U_CONS_ADD], "tutt", claim_uid, start_us,
+	    pod_uid, pod_name));
 }
 
 /* The consumers' times of an interval. */
@@ -231,12 +263,9 @@ int
 usage_consumer_times(struct usage_store *s, const char *claim_uid,
     uint64_t start_us, uint64_t *ret_start, uint64_t *ret_finish)
 {
-	sqlite3_stmt *st = s->st[U_CONS_TIMES];
-
 	*ret_start = *ret_finish = 0;
-	bt(st, 1, claim_uid);
-	bi(st, 2, start_us);
-	return two_times(st, ret_start, ret_finish);
+	return two_times(bind_args(s->st[U_CONS_TIMES], "tu", claim_uid, start_us),
+	    ret_start, ret_finish);
 }
 
 /* Store a Pod's times. */
@@ -244,12 +273,8 @@ int
 usage_pod_set(struct usage_store *s, const char *pod_uid, uint64_t start_us,
     uint64_t finish_us)
 {
-	sqlite3_stmt *st = s->st[U_POD_SET];
-
-	bt(st, 1, pod_uid);
-	bi(st, 2, start_us);
-	bi(st, 3, finish_us);
-	return run(st);
+	return run(bind_args(s->st[U_POD_SET], "tuu", pod_uid, start_us,
+	    finish_us));
 }
 
 /* The intervals a Pod consumed. */
@@ -257,23 +282,19 @@ int
 usage_pod_spans(struct usage_store *s, const char *pod_uid,
     usage_span_cb cb, void *arg)
 {
-	sqlite3_stmt *st = s->st[U_POD_SPANS];
+	sqlite3_stmt *st = bind_args(s->st[U_POD_SPANS], "t", pod_uid);
 	struct usage_span sp[8];
 	char uid[8][256];
+	const char *v;
 	size_t n = 0, i;
 	int rc, r = 0;
 
 	/* copied out first: the callback writes to the same rows */
-	bt(st, 1, pod_uid);
 	while (n < 8 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		snprintf(uid[n], sizeof(uid[n]), "%s", ct(st, 0));
+		cols(st, "tuiuuiu", &v, &sp[n].start_us, &sp[n].start_how,
+		    &sp[n].lo_us, &sp[n].end_us, &sp[n].end_how, &sp[n].hi_us);
+		snprintf(uid[n], sizeof(uid[n]), "%s", v);
 		sp[n].claim_uid = uid[n];
-		sp[n].start_us = cu(st, 1);
-		sp[n].start_how = sqlite3_column_int(st, 2);
-		sp[n].lo_us = cu(st, 3);
-		sp[n].end_us = cu(st, 4);
-		sp[n].end_how = sqlite3_column_int(st, 5);
-		sp[n].hi_us = cu(st, 6);
 		n++;
 	}
 	if ((rc = done(st, n == 8 ? SQLITE_DONE : rc)) < 0)
@@ -288,20 +309,13 @@ int
 usage_set_start(struct usage_store *s, const char *claim_uid,
     uint64_t old_start, uint64_t new_start, int how)
 {
-	sqlite3_stmt *st = s->st[U_SET_START];
 	int r;
 
-	bt(st, 1, claim_uid);
-	bi(st, 2, old_start);
-	bi(st, 3, new_start);
-	sqlite3_bind_int(st, 4, how);
-	if ((r = run(st)) < 0)
+	if ((r = run(bind_args(s->st[U_SET_START], "tuui", claim_uid, old_start,
+	    new_start, how))) < 0)
 		return r;
-	st = s->st[U_SET_START_C];
-	bt(st, 1, claim_uid);
-	bi(st, 2, old_start);
-	bi(st, 3, new_start);
-	return run(st);
+	return run(bind_args(s->st[U_SET_START_C], "tuu", claim_uid, old_start,
+	    new_start));
 }
 
 /* Move a closed interval's end. */
@@ -309,13 +323,8 @@ int
 usage_set_end(struct usage_store *s, const char *claim_uid,
     uint64_t start_us, uint64_t end_us, int how)
 {
-	sqlite3_stmt *st = s->st[U_SET_END];
-
-	bt(st, 1, claim_uid);
-	bi(st, 2, start_us);
-	bi(st, 3, end_us);
-	sqlite3_bind_int(st, 4, how);
-	return run(st);
+	return run(bind_args(s->st[U_SET_END], "tuui", claim_uid, start_us, end_us,
+	    how));
 }
 
 /* The last moment sync was alive. */
@@ -329,33 +338,20 @@ usage_alive_get(struct usage_store *s, uint64_t *ret)
 int
 usage_alive_set(struct usage_store *s, uint64_t us)
 {
-	bi(s->st[U_ALIVE_SET], 1, us);
-	return run(s->st[U_ALIVE_SET]);
+	return run(bind_args(s->st[U_ALIVE_SET], "u", us));
 }
 
-/* Walk the rows of an aggregating statement. */
+/* One row of an aggregating statement. */
 static int
-sums(sqlite3_stmt *st, usage_sum_cb cb, void *arg)
+sum_row(sqlite3_stmt *st, void *arg)
 {
+	const struct walk *w = arg;
 	struct usage_sum u;
-	int rc, r = 0;
 
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		u.ns = ct(st, 0);
-		u.instance = ct(st, 1);
-		u.key = ct(st, 2);
-		u.device_class = ct(st, 3);
-		u.profile = ct(st, 4);
-		u.device_us = cu(st, 5);
-		u.gpu_us = sqlite3_column_double(st, 6);
-		u.intervals = cu(st, 7);
-		u.bounded = cu(st, 8);
-		u.open = cu(st, 9);
-		if ((r = cb(&u, arg)) != 0)
-			break;
-	}
-	rc = done(st, r != 0 ? SQLITE_DONE : rc);
-	return r != 0 ? r : rc;
+	cols(st, "tttttuduuu", &u.ns, &u.instance, &u.key, &u.device_class,
+	    &u.profile, &u.device_us, &u.gpu_us, &u.intervals, &u.bounded,
+	    &u.open);
+	return w->cb.sum(&u, w->arg);
 }
 
 /* Sums over a window. */
@@ -365,44 +361,40 @@ usage_query(struct usage_store *s, enum usage_by by, uint64_t since,
 {
 	static const enum usage_stmt ids[] = { U_Q_TENANT, U_Q_CLAIM,
 	    U_Q_POD, U_Q_DEVICE };
-	sqlite3_stmt *st;
+	struct walk w = { .cb.sum = cb, .arg = arg };
 
-	if ((unsigned)by >= sizeof(ids) / sizeof(ids[0]) || since >= until)
+	if ((unsigned)by >= nitems(ids) || since >= until)
 		return -EINVAL;
-	st = s->st[ids[by]];
-	bi(st, 1, since);
-	bi(st, 2, until);
-	bi(st, 3, now);
-	return sums(st, cb, arg);
+	return each(bind_args(s->st[ids[by]], "uuu", since, until, now), sum_row,
+	    &w);
 }
 
 /* Devices held now. */
 int
 usage_held(struct usage_store *s, usage_sum_cb cb, void *arg)
 {
-	return sums(s->st[U_HELD], cb, arg);
+	struct walk w = { .cb.sum = cb, .arg = arg };
+
+	return each(s->st[U_HELD], sum_row, &w);
 }
 
 /* Add one closed interval's hours to usage_hourly. */
 static int
 rollup_one(struct usage_store *s, sqlite3_stmt *row)
 {
-	sqlite3_stmt *st = s->st[U_HOUR_ADD];
-	uint64_t a = cu(row, 4), e = cu(row, 5), h, b;
-	double share = sqlite3_column_double(row, 6);
+	const char *ns, *instance, *device_class, *profile;
+	uint64_t a, e, h, b, part;
+	double share;
 	int r;
 
+	cols(row, "ttttuud", &ns, &instance, &device_class, &profile, &a, &e,
+	    &share);
 	for (h = a - a % USAGE_HOUR_US; h < e; h += USAGE_HOUR_US) {
 		b = h + USAGE_HOUR_US < e ? h + USAGE_HOUR_US : e;
-		bt(st, 1, ct(row, 0));
-		bt(st, 2, ct(row, 1));
-		bt(st, 3, ct(row, 2));
-		bt(st, 4, ct(row, 3));
-		bi(st, 5, h);
-		bi(st, 6, b - (a > h ? a : h));
-		sqlite3_bind_double(st, 7, share * (double)(b - (a > h ? a :
-		    h)));
-		if ((r = run(st)) < 0)
+		part = b - (a > h ? a : h);
+		if ((r = run(bind_args(s->st[U_HOUR_ADD], "ttttuud", ns, instance,
+		    device_class, profile, h, part,
+		    share * (double)part))) < 0)
 			return r;
 	}
 	return 0;
@@ -413,14 +405,13 @@ int
 usage_rollup(struct usage_store *s, uint64_t cutoff_us, uint64_t hours_us,
     uint64_t *ret_rows)
 {
-	sqlite3_stmt *st = s->st[U_OLD];
+	sqlite3_stmt *st;
 	int rc, r = 0;
 
 	*ret_rows = 0;
-	bi(s->st[U_DEL_HOURS], 1, hours_us);
-	if ((r = run(s->st[U_DEL_HOURS])) < 0)
+	if ((r = run(bind_args(s->st[U_DEL_HOURS], "u", hours_us))) < 0)
 		return r;
-	bi(st, 1, cutoff_us);
+	st = bind_args(s->st[U_OLD], "u", cutoff_us);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if ((r = rollup_one(s, st)) < 0)
 			break;
@@ -429,8 +420,7 @@ usage_rollup(struct usage_store *s, uint64_t cutoff_us, uint64_t hours_us,
 	rc = done(st, r < 0 ? SQLITE_DONE : rc);
 	if (r < 0 || rc < 0)
 		return r < 0 ? r : rc;
-	bi(s->st[U_DEL_OLD], 1, cutoff_us);
-	if ((r = run(s->st[U_DEL_OLD])) < 0)
+	if ((r = run(bind_args(s->st[U_DEL_OLD], "u", cutoff_us))) < 0)
 		return r;
 	return *ret_rows > 0 ? run(s->st[U_DEL_OLD_C]) : 0;
 }
@@ -451,12 +441,7 @@ int
 usage_lost_add(struct usage_store *s, uint64_t at_us, uint64_t intervals,
     const char *note)
 {
-	sqlite3_stmt *st = s->st[U_LOST_ADD];
-
-	bi(st, 1, at_us);
-	bi(st, 2, intervals);
-	bt(st, 3, note);
-	return run(st);
+	return run(bind_args(s->st[U_LOST_ADD], "uut", at_us, intervals, note));
 }
 
 /* Sum of lost intervals and the number of losses. */
@@ -478,8 +463,7 @@ usage_closed_get(struct usage_store *s, uint64_t *ret)
 int
 usage_closed_set(struct usage_store *s, uint64_t n)
 {
-	bi(s->st[U_CLOSED_SET], 1, n);
-	return run(s->st[U_CLOSED_SET]);
+	return run(bind_args(s->st[U_CLOSED_SET], "u", n));
 }
 
 /* Whether the ledger has any interval of a claim (by namespace and name). */
@@ -487,13 +471,11 @@ int
 usage_claim_known(struct usage_store *s, const char *ns, const char *claim,
     bool *ret)
 {
-	sqlite3_stmt *st = s->st[U_HAS_CLAIM];
 	uint64_t n = 0;
 	int r;
 
-	bt(st, 1, ns);
-	bt(st, 2, claim);
-	if ((r = two_times(st, &n, NULL)) < 0)
+	if ((r = two_times(bind_args(s->st[U_HAS_CLAIM], "tt", ns, claim), &n,
+	    NULL)) < 0)
 		return r;
 	*ret = n > 0;
 	return 0;
@@ -504,14 +486,8 @@ int
 usage_pod_put(struct usage_store *s, const char *uid, const char *ns,
     const char *name, uint64_t start_us, uint64_t finish_us)
 {
-	sqlite3_stmt *st = s->st[U_POD_PUT];
-
-	bt(st, 1, uid);
-	bt(st, 2, ns);
-	bt(st, 3, name);
-	bi(st, 4, start_us);
-	bi(st, 5, finish_us);
-	return run(st);
+	return run(bind_args(s->st[U_POD_PUT], "tttuu", uid, ns, name, start_us,
+	    finish_us));
 }
 
 /* A Pod's times (0, 0 when unknown). */
@@ -520,29 +496,33 @@ usage_pod_get(struct usage_store *s, const char *uid, uint64_t *ret_start,
     uint64_t *ret_finish)
 {
 	*ret_start = *ret_finish = 0;
-	bt(s->st[U_POD_GET], 1, uid);
-	return two_times(s->st[U_POD_GET], ret_start, ret_finish);
+	return two_times(bind_args(s->st[U_POD_GET], "t", uid), ret_start,
+	    ret_finish);
 }
 
 /* Forget a Pod. */
 int
 usage_pod_del(struct usage_store *s, const char *ns, const char *name)
 {
-	bt(s->st[U_POD_DEL], 1, ns);
-	bt(s->st[U_POD_DEL], 2, name);
-	return run(s->st[U_POD_DEL]);
+	return run(bind_args(s->st[U_POD_DEL], "tt", ns, name));
+}
+
+/* One remembered Pod's namespace and name. */
+static int
+key_row(sqlite3_stmt *st, void *arg)
+{
+	const struct walk *w = arg;
+	const char *ns, *name;
+
+	cols(st, "tt", &ns, &name);
+	return w->cb.key(ns, name, w->arg);
 }
 
 /* Every remembered Pod's namespace and name. */
 int
 usage_pod_foreach(struct usage_store *s, usage_key_cb cb, void *arg)
 {
-	sqlite3_stmt *st = s->st[U_POD_ALL];
-	int rc, r = 0;
+	struct walk w = { .cb.key = cb, .arg = arg };
 
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		if ((r = cb(ct(st, 0), ct(st, 1), arg)) != 0)
-			break;
-	rc = done(st, r != 0 ? SQLITE_DONE : rc);
-	return r != 0 ? r : rc;
+	return each(s->st[U_POD_ALL], key_row, &w);
 }

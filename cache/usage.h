@@ -37,15 +37,6 @@ struct usage_row {
 	uint64_t	 lo_us;
 };
 
-/* An open interval (one per claim), as usage_open_foreach gives it. */
-struct usage_open {
-	const char	*claim_uid;
-	const char	*ns;
-	const char	*claim;
-	const char	*sig;
-	uint64_t	 start_us;
-};
-
 enum usage_by {
 	USAGE_BY_TENANT = 0,
 	USAGE_BY_CLAIM,
@@ -67,7 +58,11 @@ struct usage_sum {
 	uint64_t	 open;		/* of them still open */
 };
 
-typedef int (*usage_open_cb)(const struct usage_open *o, void *arg);
+/*
+ * An open interval (one per claim), as usage_open_foreach gives it: of the
+ * usage_row, claim_uid, ns, claim, sig and start_us are set.
+ */
+typedef int (*usage_open_cb)(const struct usage_row *o, void *arg);
 typedef int (*usage_sum_cb)(const struct usage_sum *s, void *arg);
 
 /* Prepare the ledger's statements on the writer's (or a reader's) cache. */

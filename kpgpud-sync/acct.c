@@ -583,7 +583,7 @@ acct_gone_free(struct acct_gone *g)
 
 /* Collect one open interval when its claim is not in the list. */
 static int
-acct_gone_add(const struct usage_open *o, void *arg)
+acct_gone_add(const struct usage_row *o, void *arg)
 {
 	return acct_gone_push(arg, o->claim_uid, o->ns, o->claim);
 }
