@@ -1,6 +1,9 @@
 /*
  * Parsing and validation of the kubeplus.io/gpu-isolation annotation. Each
- * field has its own handler in a table; cross-field rules run afterwards.
+ * field has its own handler in a table but the container policies
+ * (initContainers, sidecarContainers, legacyGPU), which the resolved
+ * annotation shares (resolved_policy_member); cross-field rules run
+ * afterwards.
  * Messages quote user text through msg_str() so an Event never carries raw
  * control characters or unbounded strings.
  */
