@@ -82,6 +82,20 @@ struct daemon_conf {
 	bool	 debug;
 };
 
+/*
+ * The entries of struct daemon_conf every daemon's options table ends
+ * with (T: its options struct, whose member d is the struct daemon_conf;
+ * --metrics-listen is the daemon's own entry: its help says what it
+ * serves). Needs common/config.h.
+ */
+#define DAEMON_CONF_OPTS(T)						\
+	CONFIG_PATH(T, d.pidfile, "pidfile", 0, NULL, "General",	\
+	    "Write and lock a pid file.", CONFIG_NORELOAD),		\
+	CONFIG_BOOL(T, d.allow_root, "allow-root", 0, "false", "General", \
+	    "Run even as uid 0.", CONFIG_NORELOAD),			\
+	CONFIG_BOOL(T, d.debug, "debug", 'd', "false", "General",	\
+	    "Debug logging (SIGUSR1 toggles it).", 0)
+
 /* What daemon_main() runs for; the set-up hook keeps a pointer to it. */
 struct daemon_run {
 	const struct daemon_spec *spec;

@@ -141,12 +141,7 @@ static const struct config_opt admit_opts[] = {
 	    "Also serve /metrics over plain HTTP on [HOST:]PORT ([V6]:PORT; "
 	    "no HOST: 127.0.0.1); /metrics on the HTTPS port is always there.",
 	    CONFIG_NORELOAD),
-	CONFIG_PATH(C, d.pidfile, "pidfile", 0, NULL, "General",
-	    "Write and lock a pid file.", CONFIG_NORELOAD),
-	CONFIG_BOOL(C, d.allow_root, "allow-root", 0, "false", "General",
-	    "Allow running as root (refused by default).", CONFIG_NORELOAD),
-	CONFIG_BOOL(C, d.debug, "debug", 'd', "false", "General",
-	    "Debug logging (SIGUSR1 toggles it).", 0),
+	DAEMON_CONF_OPTS(C),
 };
 #undef C
 

@@ -73,8 +73,6 @@ static const struct config_opt quota_opts[] = {
 	    "Uids sync.sock may belong to (default: any).", CONFIG_NORELOAD),
 	CONFIG_PATH(QC, cache, "cache", 0, "/var/lib/kpgpud/cache.db", "Files",
 	    "kpgpud-sync's SQLite cache, opened read-only.", CONFIG_NORELOAD),
-	CONFIG_PATH(QC, d.pidfile, "pidfile", 0, NULL, "Files",
-	    "Write and lock a pid file.", CONFIG_NORELOAD),
 	CONFIG_PATH(QC, kubeconfig, "kubeconfig", 0, NULL, "API",
 	    "kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config).",
 	    CONFIG_NORELOAD),
@@ -176,10 +174,7 @@ static const struct config_opt quota_opts[] = {
 	CONFIG_DURATION(QC, metrics_interval_ms, "metrics-interval", 0, "5s",
 	    100, 3600000, "Metrics", "How often to write the metrics file.",
 	    CONFIG_NORELOAD),
-	CONFIG_BOOL(QC, d.allow_root, "allow-root", 0, "false", "General",
-	    "Run even as uid 0.", CONFIG_NORELOAD),
-	CONFIG_BOOL(QC, d.debug, "debug", 'd', "false", "General",
-	    "Debug logging (SIGUSR1 toggles).", 0),
+	DAEMON_CONF_OPTS(QC),
 };
 #undef QC
 

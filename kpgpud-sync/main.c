@@ -59,8 +59,6 @@ static const struct config_opt sync_opts[] = {
 	    "sync.sock path (default RUNTIME-DIR/sync.sock).", 0),
 	CONFIG_PATH(SC, cache, "cache", 0, "/var/lib/kpgpud/cache.db",
 	    "Files", "The SQLite cache (sync is its only writer).", 0),
-	CONFIG_PATH(SC, d.pidfile, "pidfile", 0, NULL, "Files",
-	    "Write and lock a pid file.", 0),
 	CONFIG_PATH(SC, kubeconfig, "kubeconfig", 0, NULL, "API",
 	    "kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config).",
 	    CONFIG_NORELOAD),
@@ -137,10 +135,7 @@ static const struct config_opt sync_opts[] = {
 	    "9504h", 3600000, INT64_C(876000) * 3600000, "Accounting",
 	    "Keep the rolled-up hours this long (396 days), then delete them.",
 	    CONFIG_NORELOAD),
-	CONFIG_BOOL(SC, d.allow_root, "allow-root", 0, "false", "General",
-	    "Run even as uid 0.", CONFIG_NORELOAD),
-	CONFIG_BOOL(SC, d.debug, "debug", 'd', "false", "General",
-	    "Debug logging (SIGUSR1 toggles).", 0),
+	DAEMON_CONF_OPTS(SC),
 };
 #undef SC
 
