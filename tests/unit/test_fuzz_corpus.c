@@ -36,6 +36,9 @@
 #define LLVMFuzzerTestOneInput fuzz_review_diff_one
 #include "tests/fuzz/fuzz_review_diff.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_strmap_one
+#include "tests/fuzz/fuzz_strmap.c"
+#undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_watchstream_one
 #include "tests/fuzz/fuzz_watchstream.c"
 #undef LLVMFuzzerTestOneInput
@@ -123,4 +126,5 @@ TEST(kubeconfig) { run_target("kubeconfig", fuzz_kubeconfig_one); }
 TEST(plan) { run_target("plan", fuzz_plan_one); }
 TEST(review) { run_target("review", fuzz_review_one); }
 TEST(review_diff) { run_target("review_diff", fuzz_review_diff_one); }
+TEST(strmap) { run_target("strmap", fuzz_strmap_one); }
 TEST(watchstream) { run_target("watchstream", fuzz_watchstream_one); }
