@@ -196,7 +196,7 @@ plain_run(const unsigned char *b, size_t len, size_t i)
  * The end (past the closing quote) of the string whose '"' is at b[i], or
  * 0 when it is not a valid string; *esc: whether it has escapes.
  */
-static inline size_t
+static inline __attribute__((always_inline)) size_t
 string_end(const unsigned char *b, size_t len, size_t i, bool *esc)
 {
 	size_t k;

@@ -184,6 +184,42 @@ pod_claims(struct patch_ctx *c, const json_t *spec)
 	return add_op(c, "add", "/spec/resourceClaims/-", buf_str(&c->claim));
 }
 
+/*
+ * Append s to the JSON Pointer in out (cap bytes, cut as snprintf would
+ * cut it): the pointers of every container are built without a printf.
+ */
+static void
+ptr_add(char *out, size_t cap, const char *s)
+{
+	size_t n = strlen(out);
+
+	while (*s != '\0' && n + 1 < cap)
+		out[n++] = *s++;
+	out[n] = '\0';
+}
+
+/* out = a followed by b (cut to cap bytes). */
+static void
+ptr_set(char *out, size_t cap, const char *a, const char *b)
+{
+	out[0] = '\0';
+	ptr_add(out, cap, a);
+	ptr_add(out, cap, b);
+}
+
+/* Append the decimal index i. */
+static void
+ptr_add_index(char *out, size_t cap, size_t i)
+{
+	char d[24], *p = d + sizeof(d) - 1;
+
+	*p = '\0';
+	do
+		*--p = (char)('0' + i % 10);
+	while ((i /= 10) != 0);
+	ptr_add(out, cap, p);
+}
+
 /* Append a map key as one JSON Pointer token (RFC 6901). */
 static int
 ptr_token(struct buf *b, const char *key)
@@ -259,7 +295,7 @@ container_ref(struct patch_ctx *c, const char *base, const json_t *ctr)
 	size_t i;
 
 	if (res == NULL || json_is_null(res)) {
-		snprintf(path, sizeof(path), "%s/resources", base);
+		ptr_set(path, sizeof(path), base, "/resources");
 		return add_op(c, "add", path,
 		    "{\"claims\":[{\"name\":\"" RESOLVED_POD_CLAIM "\"}]}");
 	}
@@ -267,7 +303,7 @@ container_ref(struct patch_ctx *c, const char *base, const json_t *ctr)
 		return bad_pod(c, "%s/resources is not an object", base);
 	claims = json_object_get(res, "claims");
 	if (claims == NULL || json_is_null(claims)) {
-		snprintf(path, sizeof(path), "%s/resources/claims", base);
+		ptr_set(path, sizeof(path), base, "/resources/claims");
 		return add_op(c, "add", path,
 		    "[{\"name\":\"" RESOLVED_POD_CLAIM "\"}]");
 	}
@@ -276,7 +312,7 @@ container_ref(struct patch_ctx *c, const char *base, const json_t *ctr)
 	json_array_foreach(claims, i, e)
 		if (named(e, RESOLVED_POD_CLAIM))
 			return 0;
-	snprintf(path, sizeof(path), "%s/resources/claims/-", base);
+	ptr_set(path, sizeof(path), base, "/resources/claims/-");
 	return add_op(c, "add", path, "{\"name\":\"" RESOLVED_POD_CLAIM "\"}");
 }
 
@@ -347,7 +383,9 @@ container_list(struct patch_ctx *c, const json_t *spec, const char *field,
 		name = json_string_value(json_object_get(ctr, "name"));
 		grab = (!init || resolved_init_selected(c->r, name)) &&
 		    !resolved_sidecar(c->r, name);
-		snprintf(base, sizeof(base), "/spec/%s/%zu", field, i);
+		ptr_set(base, sizeof(base), "/spec/", field);
+		ptr_add(base, sizeof(base), "/");
+		ptr_add_index(base, sizeof(base), i);
 		if ((rv = container_legacy(c, base, ctr, &grab)) < 0)
 			return rv;
 		if (c->out->deny)
