@@ -760,6 +760,36 @@ answer_isolated(const struct review *rv, const struct resolved *r,
 	return 0;
 }
 
+/*
+ * What a namespace state that needs no patch answers: its result, and a
+ * warning (the pod is admitted) or a denial message, the namespace between
+ * pre and post. States without an entry pass (REVIEW_OPEN).
+ */
+static const struct {
+	enum review_result	 result;
+	bool			 deny;
+	const char		*pre;
+	const char		*post;
+} plain_says[] = {
+	[REVIEW_NS_MISS_ALLOW] = { REVIEW_MISS_ALLOWED, false,
+	    "kpgpud: namespace ", " not known yet; pod admitted without its "
+	    "GPU claim" },
+	[REVIEW_NS_MISS_DENY] = { REVIEW_MISS_DENIED, true,
+	    "kpgpud cannot tell whether namespace \"", "\" is GPU-isolated "
+	    "(its cache is unavailable and the namespace is not known yet); "
+	    "retry shortly" },
+	[REVIEW_NS_UNRESOLVED_ALLOW] = { REVIEW_MISS_ALLOWED, false,
+	    "kpgpud: namespace ", " is labelled for GPU isolation but kpgpud "
+	    "has not (yet) resolved its claim (no or an invalid "
+	    RESOLVED_ANNOTATION " annotation); pod admitted without its GPU "
+	    "claim; check kpgpud-quota" },
+	[REVIEW_NS_UNRESOLVED_DENY] = { REVIEW_MISS_DENIED, true,
+	    "namespace \"", "\" is labelled for GPU isolation but kpgpud has "
+	    "not (yet) resolved its claim (no or an invalid "
+	    RESOLVED_ANNOTATION " annotation); retry shortly, and check "
+	    "kpgpud-quota if this persists" },
+};
+
 /* Decide the cases that need no patch. */
 static void
 answer_plain(const struct review *rv, enum review_ns ns, struct answer *an,
@@ -769,43 +799,19 @@ answer_plain(const struct review *rv, enum review_ns ns, struct answer *an,
 		rep->result = REVIEW_SKIPPED;
 		return;
 	}
-	switch (ns) {
-	case REVIEW_NS_MISS_ALLOW:
-		rep->result = REVIEW_MISS_ALLOWED;
-		snprintf(an->warning, sizeof(an->warning), "kpgpud: namespace "
-		    "%s not known yet; pod admitted without its GPU claim",
-		    rv->ns);
-		an->warnings[an->nwarnings++] = an->warning;
-		return;
-	case REVIEW_NS_MISS_DENY:
-		rep->result = REVIEW_MISS_DENIED;
-		snprintf(rep->message, sizeof(rep->message), "kpgpud cannot "
-		    "tell whether namespace \"%s\" is GPU-isolated (its cache "
-		    "is unavailable and the namespace is not known yet); "
-		    "retry shortly", rv->ns);
-		break;
-	case REVIEW_NS_UNRESOLVED_ALLOW:
-		rep->result = REVIEW_MISS_ALLOWED;
-		snprintf(an->warning, sizeof(an->warning), "kpgpud: namespace "
-		    "%s is labelled for GPU isolation but kpgpud has not (yet) "
-		    "resolved its claim (no or an invalid " RESOLVED_ANNOTATION
-		    " annotation); pod admitted without its GPU claim; check "
-		    "kpgpud-quota", rv->ns);
-		an->warnings[an->nwarnings++] = an->warning;
-		return;
-	case REVIEW_NS_UNRESOLVED_DENY:
-		rep->result = REVIEW_MISS_DENIED;
-		snprintf(rep->message, sizeof(rep->message), "namespace \"%s\" "
-		    "is labelled for GPU isolation but kpgpud has not (yet) "
-		    "resolved its claim (no or an invalid "
-		    RESOLVED_ANNOTATION " annotation); retry shortly, "
-		    "and check kpgpud-quota if this persists", rv->ns);
-		break;
-	case REVIEW_NS_OPEN:
-	default:
+	if ((size_t)ns >= nitems(plain_says) || plain_says[ns].pre == NULL) {
 		rep->result = REVIEW_OPEN;
 		return;
 	}
+	rep->result = plain_says[ns].result;
+	if (!plain_says[ns].deny) {
+		snprintf(an->warning, sizeof(an->warning), "%s%s%s",
+		    plain_says[ns].pre, rv->ns, plain_says[ns].post);
+		an->warnings[an->nwarnings++] = an->warning;
+		return;
+	}
+	snprintf(rep->message, sizeof(rep->message), "%s%s%s",
+	    plain_says[ns].pre, rv->ns, plain_says[ns].post);
 	rep->allowed = false;
 	an->code = 503;
 	an->reason = "ServiceUnavailable";
