@@ -1,6 +1,12 @@
-/* Unit tests for kpgpud-admit/nscache.c: the namespace map. */
+/*
+ * Unit tests for kpgpud-admit/nscache.c, the namespace map: put, get,
+ * delete, unusable annotations, the cap, full snapshots, concurrent
+ * readers, and 100,000 namespaces (read all along while the map grows).
+ */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "kpgpud-admit/nscache.h"
@@ -131,5 +137,77 @@ TEST(concurrent_readers)
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
 	CHECK_INT(a.bad, 0);
+	nscache_free(a.c);
+}
+
+struct grow_arg {
+	struct nscache	*c;
+	atomic_bool	 stop;
+	int		 bad;
+	atomic_long	 reads;
+};
+
+/* Read one namespace while the map grows around it: always there. */
+static void *
+anchor_reader(void *p)
+{
+	struct grow_arg *a = p;
+	struct resolved r;
+
+	while (!a->stop) {
+		if (nscache_get(a->c, "anchor", &r) != NSCACHE_ISOLATED ||
+		    strcmp(r.claim_template, "gpu-1g10gb") != 0)
+			a->bad++;
+		a->reads++;
+	}
+	return NULL;
+}
+
+TEST(hundred_thousand_namespaces)
+{
+	struct grow_arg a = { .c = NULL };
+	char n[32];
+	pthread_t t;
+	int i, bad = 0;
+
+	/* the default cap: 100,000 */
+	REQUIRE(nscache_new(0, &a.c) == 0);
+	REQUIRE(nscache_put(a.c, "anchor", true, TMPL, NULL, 0) == 0);
+	REQUIRE(pthread_create(&t, NULL, anchor_reader, &a) == 0);
+	/* bounded: let the reader start before the map grows */
+	for (i = 0; a.reads == 0 && i < 10000000; i++)
+		sched_yield();
+	for (i = 1; i < 100000; i++) {
+		snprintf(n, sizeof(n), "tenant-%d", i);
+		bad += nscache_put(a.c, n, i % 1000 == 0, TMPL, NULL, 0) != 0;
+	}
+	a.stop = true;
+	pthread_join(t, NULL);
+	CHECK_INT(bad, 0);
+	CHECK_INT(a.bad, 0);
+	CHECK(a.reads > 0);
+	CHECK_INT(nscache_count(a.c), 100000);
+	CHECK_INT(nscache_put(a.c, "one-more", false, NULL, NULL, 0), -E2BIG);
+	for (i = 1; i < 100000; i++) {
+		snprintf(n, sizeof(n), "tenant-%d", i);
+		bad += nscache_get(a.c, n, NULL) != (i % 1000 == 0 ?
+		    NSCACHE_ISOLATED : NSCACHE_OPEN);
+	}
+	CHECK_INT(bad, 0);
+	/* a snapshot that mentions the even ones drops the odd ones */
+	nscache_begin_full(a.c);
+	for (i = 2; i < 100000; i += 2) {
+		snprintf(n, sizeof(n), "tenant-%d", i);
+		bad += nscache_put(a.c, n, false, NULL, NULL, 0) != 0;
+	}
+	CHECK_INT(bad, 0);
+	/* the cap holds during a snapshot too: the old entries still count */
+	CHECK_INT(nscache_put(a.c, "tenant-0", false, NULL, NULL, 0), -E2BIG);
+	/* anchor and the 50,000 odd ones go */
+	CHECK_INT(nscache_end_full(a.c), 50001);
+	CHECK_INT(nscache_count(a.c), 49999);
+	CHECK_INT(nscache_get(a.c, "tenant-99999", NULL), NSCACHE_MISSING);
+	CHECK_INT(nscache_get(a.c, "tenant-99998", NULL), NSCACHE_OPEN);
+	CHECK_INT(nscache_put(a.c, "one-more", false, NULL, NULL, 0), 0);
 	nscache_free(a.c);
 }
