@@ -297,4 +297,17 @@ const char *const usage_sql[U__COUNT] = {
 	    "key", "value = value + 1"),
 	[U_CLOSED_GET] = META_GET("usage_closed"),
 	[U_CLOSED_SET] = META_SET("usage_closed"),
+	/* U_Q_TENANT's closed rows of one interval (since 0, now 0) */
+	[U_IV_SUMS] = "SELECT ns, instance, '', device_class, profile,"
+	    " sum(max(0, end_us - start_us)),"
+	    " sum(share * max(0, end_us - start_us)), 0, 0, 0"
+	    " FROM usage_intervals" IV_KEY " AND end_us > 0"
+	    " GROUP BY 1, 2, 4, 5 ORDER BY 1, 2, 4, 5",
+	/* U_Q_TENANT's open rows (since 0, now ?1) */
+	[U_OPEN_SUMS] = "SELECT ns, instance, '', device_class, profile,"
+	    " sum(max(0, ?1 - start_us)), sum(share * max(0, ?1 - start_us)),"
+	    " 0, 0, 0 FROM usage_intervals WHERE end_us IS NULL"
+	    " GROUP BY 1, 2, 4, 5 ORDER BY 1, 2, 4, 5",
+	[U_HOURS_BEFORE] = "SELECT count(*) FROM usage_hourly"
+	    " WHERE hour_us < ?1",
 };

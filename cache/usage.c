@@ -378,6 +378,27 @@ usage_held(struct usage_store *s, usage_sum_cb cb, void *arg)
 	return each(s->st[U_HELD], sum_row, &w);
 }
 
+/* The closed rows of one interval, as usage_query by tenant counts them. */
+int
+usage_interval_sums(struct usage_store *s, const char *claim_uid,
+    uint64_t start_us, usage_sum_cb cb, void *arg)
+{
+	struct walk w = { .cb.sum = cb, .arg = arg };
+
+	return each(bind_args(s->st[U_IV_SUMS], "tu", claim_uid, start_us),
+	    sum_row, &w);
+}
+
+/* The open rows up to now, as usage_query by tenant counts them. */
+int
+usage_open_sums(struct usage_store *s, uint64_t now, usage_sum_cb cb,
+    void *arg)
+{
+	struct walk w = { .cb.sum = cb, .arg = arg };
+
+	return each(bind_args(s->st[U_OPEN_SUMS], "u", now), sum_row, &w);
+}
+
 /* Add one closed interval's hours to usage_hourly. */
 static int
 rollup_one(struct usage_store *s, sqlite3_stmt *row)
@@ -423,6 +444,15 @@ usage_rollup(struct usage_store *s, uint64_t cutoff_us, uint64_t hours_us,
 	if ((r = run(bind_args(s->st[U_DEL_OLD], "u", cutoff_us))) < 0)
 		return r;
 	return *ret_rows > 0 ? run(s->st[U_DEL_OLD_C]) : 0;
+}
+
+/* The rolled-up hours retention would delete. */
+int
+usage_hours_before(struct usage_store *s, uint64_t hours_us, uint64_t *ret)
+{
+	*ret = 0;
+	return two_times(bind_args(s->st[U_HOURS_BEFORE], "u", hours_us), ret,
+	    NULL);
 }
 
 /* Row counts. */

@@ -148,6 +148,17 @@ int	 usage_query(struct usage_store *s, enum usage_by by, uint64_t since,
 	    uint64_t until, uint64_t now, usage_sum_cb cb, void *arg);
 /* Devices held now per (namespace, instance, class, profile): open = n. */
 int	 usage_held(struct usage_store *s, usage_sum_cb cb, void *arg);
+/*
+ * The two parts of usage_query by tenant over all time, in its order and
+ * without intervals, bounded and open: the closed device rows of one
+ * interval (claim uid, start), and every open row counted up to now.
+ * With the closed rows and hours of usage_query(USAGE_BY_TENANT, 0, ...,
+ * now 0) they keep its sums without reading every interval again.
+ */
+int	 usage_interval_sums(struct usage_store *s, const char *claim_uid,
+	    uint64_t start_us, usage_sum_cb cb, void *arg);
+int	 usage_open_sums(struct usage_store *s, uint64_t now, usage_sum_cb cb,
+	    void *arg);
 
 /*
  * Retention: roll the intervals that closed before cutoff_us up into hours
@@ -156,6 +167,9 @@ int	 usage_held(struct usage_store *s, usage_sum_cb cb, void *arg);
  */
 int	 usage_rollup(struct usage_store *s, uint64_t cutoff_us,
 	    uint64_t hours_us, uint64_t *ret_rows);
+/* The rolled-up hours before hours_us (what usage_rollup would delete). */
+int	 usage_hours_before(struct usage_store *s, uint64_t hours_us,
+	    uint64_t *ret);
 /* Row counts: intervals (device rows), hourly rows. */
 int	 usage_counts(struct usage_store *s, uint64_t *ret_rows,
 	    uint64_t *ret_hourly);
