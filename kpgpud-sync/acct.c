@@ -15,6 +15,7 @@
 #include "kpgpud-sync/acct.h"
 #include "kpgpud-sync/acct_pending.h"
 #include "kpgpud-sync/acct_result.h"
+#include "kpgpud-sync/acct_totals.h"
 #include "kpgpud-sync/ledger.h"
 #include "kpgpud-sync/syncd.h"
 
@@ -39,6 +40,7 @@ struct acct {
 	struct acct_results	 results;	/* last reconcile results */
 	char			*tally;		/* closed-interval tally file */
 	uint64_t		 tally_written;
+	struct acct_totals	 totals;	/* tenant counters, closed */
 };
 
 static void	 acct_tally_write(struct acct *a, uint64_t closed);
@@ -230,6 +232,19 @@ acct_prev_end(struct acct *a, const struct ledger_claim *c, uint64_t *ret)
 	return 0;
 }
 
+/* Close an interval; the tenant counters follow. */
+static int
+acct_close(struct acct *a, const char *uid, uint64_t start, uint64_t end,
+    int how, uint64_t hi)
+{
+	int r;
+
+	acct_totals_interval(&a->totals, a->st, uid, start, -1);
+	r = usage_close(a->st, uid, start, end, how, hi);
+	acct_totals_interval(&a->totals, a->st, uid, start, 1);
+	return r;
+}
+
 /* Apply one observation of a claim (c->allocated false: gone). */
 static int
 acct_observe(struct acct *a, struct ledger_claim *c, bool live)
@@ -276,7 +291,7 @@ acct_observe(struct acct *a, struct ledger_claim *c, bool live)
 		return r;
 	ledger_decide(&o, &d);
 	if ((d.act == LEDGER_CLOSE || d.act == LEDGER_REOPEN) &&
-	    (r = usage_close(a->st, c->uid, o.open_start_us, d.close_us,
+	    (r = acct_close(a, c->uid, o.open_start_us, d.close_us,
 	    (int)d.close_how, d.close_how == LEDGER_OBSERVED ? d.close_us :
 	    o.now_us)) == 0)
 		log_info("usage interval closed namespace=%s claim=%s how=%s "
@@ -298,6 +313,22 @@ acct_observe(struct acct *a, struct ledger_claim *c, bool live)
 	return 0;
 }
 
+/* Move a consumed interval's end or start; the tenant counters follow. */
+static int
+acct_move(struct acct *a, const struct usage_span *sp, bool end, uint64_t v)
+{
+	int r;
+
+	acct_totals_interval(&a->totals, a->st, sp->claim_uid, sp->start_us,
+	    -1);
+	r = end ? usage_set_end(a->st, sp->claim_uid, sp->start_us, v,
+	    LEDGER_RECONSTRUCTED) : usage_set_start(a->st, sp->claim_uid,
+	    sp->start_us, v, LEDGER_RECONSTRUCTED);
+	acct_totals_interval(&a->totals, a->st, sp->claim_uid,
+	    !end && r == 0 ? v : sp->start_us, 1);
+	return r;
+}
+
 /* What a Pod's times change in the intervals it consumed. */
 static int
 acct_refine(const struct usage_span *sp, void *arg)
@@ -311,8 +342,7 @@ acct_refine(const struct usage_span *sp, void *arg)
 		return r;
 	if (sp->end_us != 0 && ledger_refine_end(sp->start_us, sp->end_us,
 	    (enum ledger_how)sp->end_how, sp->hi_us, cf, &v)) {
-		if ((r = usage_set_end(a->st, sp->claim_uid, sp->start_us, v,
-		    LEDGER_RECONSTRUCTED)) < 0)
+		if ((r = acct_move(a, sp, true, v)) < 0)
 			return r;
 		log_info("usage interval end reconstructed claim_uid=%s "
 		    "seconds=%.3f", log_q(sp->claim_uid),
@@ -320,8 +350,7 @@ acct_refine(const struct usage_span *sp, void *arg)
 	}
 	if (ledger_refine_start(sp->start_us, (enum ledger_how)sp->start_how,
 	    sp->lo_us, cs, &v) && (sp->end_us == 0 || v <= sp->end_us)) {
-		if ((r = usage_set_start(a->st, sp->claim_uid, sp->start_us, v,
-		    LEDGER_RECONSTRUCTED)) < 0)
+		if ((r = acct_move(a, sp, false, v)) < 0)
 			return r;
 		log_info("usage interval start reconstructed claim_uid=%s",
 		    log_q(sp->claim_uid));
@@ -426,7 +455,7 @@ acct_pod_gap(struct acct *a, json_t *obj, const struct ledger_pod *p)
 				return r;
 		}
 		if ((r = usage_consumer_add(a->st, uid, p->start_us, p->uid,
-		    p->name)) < 0 || (r = usage_close(a->st, uid, p->start_us,
+		    p->name)) < 0 || (r = acct_close(a, uid, p->start_us,
 		    p->finish_us, LEDGER_RECONSTRUCTED, a->started_us)) < 0)
 			return r;
 		log_info("usage interval reconstructed from a Pod that ran "
@@ -686,6 +715,25 @@ acct_prune(struct acct *a, struct reflector *rf, const struct strset *seen)
 	return 0;
 }
 
+/*
+ * Roll old intervals up into hours: the tenant counters keep their sums
+ * (the same seconds, now as hours) unless hours are deleted, which they
+ * then drop (the documented fall of the counters), loaded again.
+ */
+static void
+acct_rollup(struct acct *a, uint64_t *ret_rows, int *ret)
+{
+	uint64_t hours_us = a->hours_ms > 0 ? ledger_now_us() -
+	    (uint64_t)a->hours_ms * 1000u : 0, deleted = 0;
+
+	if (hours_us > 0 && usage_hours_before(a->st, hours_us, &deleted) < 0)
+		deleted = 1;
+	*ret = usage_rollup(a->st, ledger_now_us() -
+	    (uint64_t)a->retention_ms * 1000u, hours_us, ret_rows);
+	if (*ret == 0)
+		acct_totals_rolled_up(&a->totals, *ret_rows, deleted > 0);
+}
+
 /* The heartbeat: the last moment sync is known alive; retention. */
 static void
 acct_tick_cb(evutil_socket_t fd, short what, void *arg)
@@ -707,10 +755,7 @@ acct_tick_cb(evutil_socket_t fd, short what, void *arg)
 	if (a->retention_ms > 0 && ms - a->last_rollup_ms >=
 	    ACCT_ROLLUP_EVERY_MS) {
 		a->last_rollup_ms = ms;
-		r = usage_rollup(a->st, ledger_now_us() -
-		    (uint64_t)a->retention_ms * 1000u, a->hours_ms > 0 ?
-		    ledger_now_us() - (uint64_t)a->hours_ms * 1000u : 0,
-		    &rows);
+		acct_rollup(a, &rows, &r);
 		if (r < 0)
 			(void)acct_failed(a, "rollup", r);
 		else if (rows > 0)
@@ -842,6 +887,7 @@ acct_free(struct acct *a)
 	usage_store_free(a->st);
 	acct_pending_free(&a->pending);
 	acct_result_free(&a->results);
+	acct_totals_free(&a->totals);
 	free(a->tally);
 	free(a);
 }
@@ -851,6 +897,13 @@ struct usage_store *
 acct_store(struct acct *a)
 {
 	return a->st;
+}
+
+/* A batch was rolled back: the counters load again from the cache. */
+void
+acct_rolled_back(struct acct *a)
+{
+	acct_totals_drop(&a->totals);
 }
 
 /* Closed intervals reported lost. */
@@ -962,9 +1015,8 @@ acct_metrics(struct acct *a, struct buf *out)
 		    fam[i].help, fam[i].name, fam[i].type);
 		m.name = fam[i].name;
 		m.what = i;
-		r = i < 2 ? usage_query(a->st, USAGE_BY_TENANT, 0, UINT64_MAX >>
-		    1, now, acct_sample, &m) : usage_held(a->st, acct_sample,
-		    &m);
+		r = i < 2 ? acct_totals_query(&a->totals, a->st, now,
+		    acct_sample, &m) : usage_held(a->st, acct_sample, &m);
 	}
 	buf_puts(out, "# HELP " ACCT_PENDING_METRIC " Pods Pending without "
 	    "their generated claim while the tenant's quota is used up.\n"

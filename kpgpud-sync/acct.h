@@ -56,6 +56,8 @@ int	 acct_metrics(struct acct *a, struct buf *out);
 struct usage_store *acct_store(struct acct *a);
 /* Closed intervals reported lost (a rebuilt cache). */
 uint64_t acct_lost(struct acct *a);
+/* A batch was rolled back: the tenant counters load again. */
+void	 acct_rolled_back(struct acct *a);
 /* The Pods waiting for their claim and the claim refusals. */
 struct acct_pending;
 const struct acct_pending *acct_pending(struct acct *a);

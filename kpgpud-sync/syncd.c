@@ -553,6 +553,8 @@ syncd_batch_lost(struct syncd *sd, int r)
 	struct timeval tv;
 
 	cache_rollback(sd->cache);
+	if (sd->acct != NULL)
+		acct_rolled_back(sd->acct);
 	syncd_drop_pending(sd);
 	sd->batch_failed = false;
 	sd->n_commit_errors++;

@@ -4,9 +4,11 @@
  * an observation makes, with duplicates, reorders, gaps and clock steps,
  * refinements, window overlap) and the store in cache/usage.c
  * (idempotent adds, closing, queries by tenant/claim/pod/device, rollup
- * keeping totals, the closed-interval count behind loss detection).
+ * keeping totals, the closed-interval count behind loss detection), and
+ * the tenant counters kpgpud-sync keeps from it (acct_totals.c).
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 
 #include "cache/cache_write.h"
 #include "cache/usage.h"
+#include "kpgpud-sync/acct_totals.h"
 #include "kpgpud-sync/ledger.h"
 #include "tests/unit/test.h"
 
@@ -583,5 +586,196 @@ TEST(usage_store_pods)
 	CHECK_INT(usage_pod_get(s, "pu1", &st, &fin), 0);
 	CHECK_INT(st, 0);
 	CHECK_INT(cache_commit(c), 0);
+	uclean(c, s);
+}
+
+/*
+ * ---- the tenant counters kept in memory (kpgpud-sync/acct_totals.c) ----
+ * After each step of a sequence of opens, closes, moved ends and starts, a
+ * reconstructed interval, roll-ups (with and without deleted hours), a
+ * rolled-back batch and a restart, acct_totals_query at "now" lists the
+ * same rows in the same order as usage_query by tenant over all time,
+ * device-seconds equal and GPU-equivalents equal up to rounding, while the
+ * totals stay loaded (kept, not summed again).
+ */
+#define BASE	(1700000000ull * S)
+
+/* Open an interval of ndev devices of one tenant, class and profile. */
+static int
+open_iv(struct usage_store *s, const char *uid, const char *ns,
+    const char *profile, double share, unsigned ndev, uint64_t start)
+{
+	char inst[64], dev[32];
+	int r = 0;
+
+	snprintf(inst, sizeof(inst), "Agent/%s", ns);
+	for (unsigned i = 0; i < ndev && r == 0; i++) {
+		struct usage_row row = {
+			.claim_uid = uid, .start_us = start, .dev = i,
+			.ns = ns, .instance = inst, .claim = uid,
+			.driver = "gpu.nvidia.com", .pool = "n1",
+			.device = dev, .device_class = "kpgpud-mig",
+			.profile = profile, .share = share, .sig = "",
+			.lo_us = start,
+		};
+
+		snprintf(dev, sizeof(dev), "%s-gpu-%u", uid, i);
+		r = usage_row_add(s, &row);
+	}
+	return r;
+}
+
+/* Close an interval as acct.c does: out, write, back in. */
+static int
+close_iv(struct acct_totals *t, struct usage_store *s, const char *uid,
+    uint64_t start, uint64_t end)
+{
+	int r;
+
+	acct_totals_interval(t, s, uid, start, -1);
+	r = usage_close(s, uid, start, end, 0, end);
+	acct_totals_interval(t, s, uid, start, 1);
+	return r;
+}
+
+struct trows {
+	int		 n;
+	char		 key[16][160];
+	uint64_t	 dev[16];
+	double		 gpu[16];
+};
+
+/* Collect the rows of a query with their full keys. */
+static int
+tcollect(const struct usage_sum *u, void *arg)
+{
+	struct trows *r = arg;
+
+	if (r->n == 16)
+		return -E2BIG;
+	snprintf(r->key[r->n], sizeof(r->key[0]), "%s|%s|%s|%s", u->ns,
+	    u->instance, u->device_class, u->profile);
+	r->dev[r->n] = u->device_us;
+	r->gpu[r->n] = u->gpu_us;
+	r->n++;
+	return 0;
+}
+
+/* The counters equal the sums of every interval at now; how many rows. */
+static int
+totals_same(struct acct_totals *t, struct usage_store *s, uint64_t now,
+    const char *step)
+{
+	struct trows a, b;
+
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	CHECK_CASE(acct_totals_query(t, s, now, tcollect, &a) == 0, step);
+	CHECK_CASE(usage_query(s, USAGE_BY_TENANT, 0, UINT64_MAX >> 1, now,
+	    tcollect, &b) == 0, step);
+	CHECK_CASE(a.n == b.n, step);
+	for (int i = 0; i < a.n && i < b.n; i++) {
+		CHECK_CASE(strcmp(a.key[i], b.key[i]) == 0, step);
+		CHECK_CASE(a.dev[i] == b.dev[i], step);
+		CHECK_CASE(fabs(a.gpu[i] - b.gpu[i]) <= 1e-9 * fabs(b.gpu[i]) +
+		    1e-6, step);
+	}
+	CHECK_CASE(t->loaded, step);
+	return b.n;
+}
+
+TEST(totals_follow_the_ledger)
+{
+	struct acct_totals t = { 0 };
+	struct cache *c;
+	struct usage_store *s;
+	uint64_t rows = 0, n = 0, now = BASE + 20 * 3600 * S;
+
+	REQUIRE(ustore(&c, &s) == 0);
+	CHECK_INT(totals_same(&t, s, now, "empty"), 0);
+	/* opens: two tenants, two profiles, a two-device interval */
+	CHECK(open_iv(s, "a", "ta", "1g.10gb", 1.0 / 7, 2, BASE) == 0);
+	CHECK(open_iv(s, "b", "tb", "", 1.0, 1, BASE + 1800 * S) == 0);
+	CHECK(open_iv(s, "c", "ta", "3g.40gb", 3.0 / 7, 1, BASE + 60 * S) ==
+	    0);
+	CHECK_INT(totals_same(&t, s, now, "opened"), 3);
+	/* closes, over hour boundaries */
+	CHECK(close_iv(&t, s, "a", BASE, BASE + 7300 * S) == 0);
+	CHECK_INT(totals_same(&t, s, now, "a closed"), 3);
+	CHECK(close_iv(&t, s, "c", BASE + 60 * S, BASE + 3 * 3600 * S) == 0);
+	CHECK_INT(totals_same(&t, s, now, "c closed"), 3);
+	/* a refined end and start of a closed interval, a moved open start */
+	acct_totals_interval(&t, s, "a", BASE, -1);
+	CHECK(usage_set_end(s, "a", BASE, BASE + 7000 * S, 2) == 0);
+	acct_totals_interval(&t, s, "a", BASE, 1);
+	CHECK_INT(totals_same(&t, s, now, "a end moved"), 3);
+	acct_totals_interval(&t, s, "a", BASE, -1);
+	CHECK(usage_set_start(s, "a", BASE, BASE + 100 * S, 2) == 0);
+	acct_totals_interval(&t, s, "a", BASE + 100 * S, 1);
+	CHECK_INT(totals_same(&t, s, now, "a start moved"), 3);
+	acct_totals_interval(&t, s, "b", BASE + 1800 * S, -1);
+	CHECK(usage_set_start(s, "b", BASE + 1800 * S, BASE + 1700 * S, 2) ==
+	    0);
+	acct_totals_interval(&t, s, "b", BASE + 1700 * S, 1);
+	CHECK(close_iv(&t, s, "b", BASE + 1700 * S, BASE + 9 * 3600 * S) ==
+	    0);
+	CHECK_INT(totals_same(&t, s, now, "b closed"), 3);
+	/* a reconstructed interval of a new tenant, sorted between two */
+	CHECK(open_iv(s, "d", "tab", "1g.10gb", 1.0 / 7, 1, BASE + 5 * S) ==
+	    0);
+	CHECK(close_iv(&t, s, "d", BASE + 5 * S, BASE + 4000 * S) == 0);
+	CHECK(open_iv(s, "e", "ta", "1g.10gb", 1.0 / 7, 1, BASE + 10 * 3600 *
+	    S) == 0);
+	CHECK_INT(totals_same(&t, s, now, "d reconstructed, e open"), 4);
+	/* roll-up: the same seconds as hours, the totals kept */
+	CHECK(usage_hours_before(s, BASE, &n) == 0 && n == 0);
+	CHECK(usage_rollup(s, BASE + 5 * 3600 * S, 0, &rows) == 0);
+	CHECK_INT(rows, 4);
+	acct_totals_rolled_up(&t, rows, false);
+	CHECK(t.loaded);
+	CHECK_INT(totals_same(&t, s, now, "rolled up"), 4);
+	CHECK(close_iv(&t, s, "e", BASE + 10 * 3600 * S, BASE + 11 * 3600 *
+	    S) == 0);
+	CHECK_INT(totals_same(&t, s, now, "e closed after the roll-up"), 4);
+	/* hours deleted: the documented drop, loaded again */
+	CHECK(usage_hours_before(s, BASE + 2 * 3600 * S, &n) == 0 && n > 0);
+	CHECK(usage_rollup(s, BASE + 5 * 3600 * S, BASE + 2 * 3600 * S,
+	    &rows) == 0);
+	acct_totals_rolled_up(&t, rows, n > 0);
+	CHECK(!t.loaded);
+	CHECK_INT(totals_same(&t, s, now, "hours deleted"), 3);	/* tab's went */
+	/* a restart: loaded once from the ledger */
+	acct_totals_free(&t);
+	CHECK_INT(totals_same(&t, s, now + 3600 * S, "restarted"), 3);
+	acct_totals_free(&t);
+	uclean(c, s);
+}
+
+TEST(totals_rollback_and_zero_keys)
+{
+	struct acct_totals t = { 0 };
+	struct cache *c;
+	struct usage_store *s;
+	uint64_t rows = 0, now = BASE + 10 * 3600 * S;
+
+	REQUIRE(ustore(&c, &s) == 0);
+	CHECK(open_iv(s, "z", "tz", "", 1.0, 1, BASE + 100 * S) == 0);
+	CHECK(close_iv(&t, s, "z", BASE + 100 * S, BASE + 100 * S) == 0);
+	CHECK_INT(totals_same(&t, s, now, "zero-length interval"), 1);
+	/* rolled up: a key with a zero total may lose its rows, loaded again */
+	CHECK(usage_rollup(s, BASE + 3600 * S, 0, &rows) == 0);
+	CHECK_INT(rows, 1);
+	acct_totals_rolled_up(&t, rows, false);
+	CHECK(!t.loaded);
+	CHECK_INT(totals_same(&t, s, now, "zero key rolled up"), 1);
+	/* a rolled-back batch: the totals are dropped and loaded again */
+	CHECK(cache_begin(c) == 0);
+	CHECK(open_iv(s, "y", "ty", "", 1.0, 1, BASE) == 0);
+	CHECK(close_iv(&t, s, "y", BASE, BASE + 50 * S) == 0);
+	CHECK_INT(totals_same(&t, s, now, "in the batch"), 2);
+	cache_rollback(c);
+	acct_totals_drop(&t);
+	CHECK_INT(totals_same(&t, s, now, "rolled back"), 1);
+	acct_totals_free(&t);
 	uclean(c, s);
 }
