@@ -482,12 +482,20 @@ jscan_run(const char *buf, size_t len, const struct jscan_node *nodes,
 	if (pos >= len || (b[pos] != '{' && b[pos] != '['))
 		return -EINVAL;
 	for (;;) {
-		/* A value at pos, white space skipped. */
+		/*
+		 * A value at pos. White space is skipped where a byte that
+		 * cannot be space was expected (compact JSON has none), so the
+		 * common case costs no extra test.
+		 */
 		if (depth >= JSCAN_MAX_DEPTH || pos >= len)
 			return -EINVAL;
+		c = b[pos];
+		if (jscan_is_ws(c)) {
+			pos = jscan_skip_ws(buf, pos, len);
+			continue;
+		}
 		if (n >= 0)
 			begin(&s, n, pos);
-		c = b[pos];
 		if (c == '{' || c == '[') {
 			s.open[depth] = c;
 			s.node[depth++] = (signed char)n;
@@ -511,20 +519,25 @@ jscan_run(const char *buf, size_t len, const struct jscan_node *nodes,
 		}
 		/* After a value: close containers up to the next ','. */
 		for (;;) {
-			pos = jscan_skip_ws(buf, pos, len);
-			if (depth == 0)
+			if (depth == 0) {
+				pos = jscan_skip_ws(buf, pos, len);
 				return pos == len ? 0 : -EINVAL;
+			}
 			if (pos >= len)
 				return -EINVAL;
-			if (b[pos] == ',') {
-				pos = jscan_skip_ws(buf, pos + 1, len);
+			c = b[pos];
+			if (c == ',') {
+				pos++;
 				break;
 			}
-			if (b[pos] != closer(s.open[depth - 1]))
+			if (c == closer(s.open[depth - 1])) {
+				pos++;
+				if ((p = s.node[--depth]) >= 0)
+					done(&s, p, pos);
+			} else if (jscan_is_ws(c))
+				pos = jscan_skip_ws(buf, pos, len);
+			else
 				return -EINVAL;
-			pos++;
-			if ((p = s.node[--depth]) >= 0)
-				done(&s, p, pos);
 		}
 entry:
 		/* The next entry of the innermost container: its node. */
@@ -533,15 +546,19 @@ entry:
 			n = p >= 0 ? s.elem[p] : -1;
 			continue;
 		}
+		if (pos < len && b[pos] != '"')
+			pos = jscan_skip_ws(buf, pos, len);
 		if (pos >= len || b[pos] != '"' ||
 		    (end = string_end(b, len, pos, &esc)) == 0)
 			return -EINVAL;
 		n = p >= 0 ? child(&s, p, b + pos + 1, end - pos - 2, esc) :
 		    -1;
-		pos = jscan_skip_ws(buf, end, len);
+		pos = end;
+		if (pos < len && b[pos] != ':')
+			pos = jscan_skip_ws(buf, pos, len);
 		if (pos >= len || b[pos] != ':')
 			return -EINVAL;
-		pos = jscan_skip_ws(buf, pos + 1, len);
+		pos++;
 	}
 }
 
