@@ -111,16 +111,53 @@ struct kube_client *kube_client_new(struct event_base *base,
  */
 void	 kube_client_free(struct kube_client *c);
 /*
- * A daemon's API client from its configuration: load kubeconfig/context
- * (kube_config_load: NULL for the default search, in-cluster included),
- * switch to token_file when not NULL, create the client with opts. 0, or
- * -errno with err set to one line naming the step ("kubeconfig: ...",
- * "token file: ...", "kube client: ..."); nothing is left allocated and
- * the ret_* are untouched on failure. The caller frees both.
+ * The API part of a daemon's configuration (the member k of its options
+ * struct): kubeconfig and context (NULL for kube_config_load's default
+ * search, in-cluster included), the token file to switch to (NULL: the
+ * kubeconfig's credentials), the rate limit and the HTTP version (enum
+ * kube_http_version).
  */
-int	 kube_setup(struct event_base *base, const char *kubeconfig,
-	    const char *context, const char *token_file,
-	    const struct kube_client_opts *opts, struct kube_config **ret_cfg,
+struct kube_conf {
+	char	*kubeconfig;
+	char	*context;
+	char	*token_file;
+	int64_t	 qps;
+	int64_t	 burst;
+	int	 http_version;
+};
+
+/*
+ * Its entries for the daemon's options table (T: the options struct);
+ * the token file's help, the qps default and help and the burst default
+ * are the daemon's. Needs common/config.h.
+ */
+#define KUBE_CONF_OPTS(T, token_help, qps_def, qps_help, burst_def)	\
+	CONFIG_PATH(T, k.kubeconfig, "kubeconfig", 0, NULL, "API",	\
+	    "kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config).", \
+	    CONFIG_NORELOAD),						\
+	CONFIG_STRING(T, k.context, "context", 0, NULL, "API",		\
+	    "kubeconfig context.", CONFIG_NORELOAD),			\
+	CONFIG_PATH(T, k.token_file, "token-file", 0, NULL, "API",	\
+	    token_help, CONFIG_NORELOAD),				\
+	CONFIG_INT(T, k.qps, "qps", 0, qps_def, 1, 100000, "API",	\
+	    qps_help, CONFIG_NORELOAD),					\
+	CONFIG_INT(T, k.burst, "burst", 0, burst_def, 1, 100000, "API",	\
+	    "Request burst.", CONFIG_NORELOAD),				\
+	CONFIG_ENUM(T, k.http_version, "api-http-version", 0, "auto",	\
+	    kube_http_versions, "API", "HTTP version to the API server: " \
+	    "auto (HTTP/2 when the server offers it, else HTTP/1.1), 1.1, " \
+	    "or 2 (required).", CONFIG_NORELOAD)
+
+/*
+ * A daemon's API client from its configuration: load conf's kubeconfig
+ * and context, switch to its token file when set, create the client with
+ * opts, whose qps, burst and http_version are set from conf. 0, or -errno
+ * with err set to one line naming the step ("kubeconfig: ...", "token
+ * file: ...", "kube client: ..."); nothing is left allocated and the
+ * ret_* are untouched on failure. The caller frees both.
+ */
+int	 kube_setup(struct event_base *base, const struct kube_conf *conf,
+	    struct kube_client_opts *opts, struct kube_config **ret_cfg,
 	    struct kube_client **ret_client, char *err, size_t errlen);
 const struct kube_metrics *kube_client_metrics(const struct kube_client *c);
 /* The client's enum kube_http_version (for a helper client to match). */

@@ -7,9 +7,8 @@
 
 /* Load the configuration, switch to the token file, create the client. */
 int
-kube_setup(struct event_base *base, const char *kubeconfig,
-    const char *context, const char *token_file,
-    const struct kube_client_opts *opts, struct kube_config **ret_cfg,
+kube_setup(struct event_base *base, const struct kube_conf *conf,
+    struct kube_client_opts *opts, struct kube_config **ret_cfg,
     struct kube_client **ret_client, char *err, size_t errlen)
 {
 	struct kube_config *cfg = NULL;
@@ -17,13 +16,16 @@ kube_setup(struct event_base *base, const char *kubeconfig,
 	char why[512];
 	int r;
 
-	if ((r = kube_config_load(kubeconfig, context, 0, &cfg, why,
+	opts->qps = (double)conf->qps;
+	opts->burst = (int)conf->burst;
+	opts->http_version = conf->http_version;
+	if ((r = kube_config_load(conf->kubeconfig, conf->context, 0, &cfg, why,
 	    sizeof(why))) < 0) {
 		snprintf(err, errlen, "kubeconfig: %s", why);
 		return r;
 	}
-	if (token_file != NULL && (r = kube_config_set_token_file(cfg,
-	    token_file, why, sizeof(why))) < 0) {
+	if (conf->token_file != NULL && (r = kube_config_set_token_file(cfg,
+	    conf->token_file, why, sizeof(why))) < 0) {
 		snprintf(err, errlen, "token file: %s", why);
 		goto fail;
 	}

@@ -29,9 +29,6 @@ struct quota_conf {
 	char			*sync_socket;
 	struct config_uids	 sync_uids;
 	char			*cache;
-	char			*kubeconfig;
-	char			*context;
-	char			*token_file;
 	int			 tenant_ns;
 	char			*quota_name;
 	char			*class_prefix;
@@ -48,9 +45,6 @@ struct quota_conf {
 	int64_t			 resync_ms;
 	int64_t			 backoff_base_ms;
 	int64_t			 backoff_max_ms;
-	int64_t			 qps;
-	int64_t			 burst;
-	int			 api_http_version;
 	bool			 leader_elect;
 	char			*lease_namespace;
 	char			*lease_name;
@@ -58,6 +52,7 @@ struct quota_conf {
 	char			*identity;
 	char			*metrics_file;
 	int64_t			 metrics_interval_ms;
+	struct kube_conf	 k;
 	struct daemon_conf	 d;
 };
 
@@ -73,23 +68,9 @@ static const struct config_opt quota_opts[] = {
 	    "Uids sync.sock may belong to (default: any).", CONFIG_NORELOAD),
 	CONFIG_PATH(QC, cache, "cache", 0, "/var/lib/kpgpud/cache.db", "Files",
 	    "kpgpud-sync's SQLite cache, opened read-only.", CONFIG_NORELOAD),
-	CONFIG_PATH(QC, kubeconfig, "kubeconfig", 0, NULL, "API",
-	    "kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config).",
-	    CONFIG_NORELOAD),
-	CONFIG_STRING(QC, context, "context", 0, NULL, "API",
-	    "kubeconfig context.", CONFIG_NORELOAD),
-	CONFIG_PATH(QC, token_file, "token-file", 0, NULL, "API",
-	    "The write bearer token file (re-read when it changes).",
-	    CONFIG_NORELOAD),
-	CONFIG_INT(QC, qps, "qps", 0, "20", 1, 100000, "API",
-	    "Requests per second to the API server; reconciles are started "
-	    "at the same rate.", CONFIG_NORELOAD),
-	CONFIG_INT(QC, burst, "burst", 0, "40", 1, 100000, "API",
-	    "Request burst.", CONFIG_NORELOAD),
-	CONFIG_ENUM(QC, api_http_version, "api-http-version", 0, "auto",
-	    kube_http_versions, "API", "HTTP version to the API server: auto "
-	    "(HTTP/2 when the server offers it, else HTTP/1.1), 1.1, or 2 "
-	    "(required).", CONFIG_NORELOAD),
+	KUBE_CONF_OPTS(QC, "The write bearer token file (re-read when it "
+	    "changes).", "20", "Requests per second to the API server; "
+	    "reconciles are started at the same rate.", "40"),
 	CONFIG_ENUM(QC, tenant_ns, "tenant-namespace", 0, "name",
 	    tenant_ns_names, "Plan", "The tenant namespace of an instance: "
 	    "its name (KubePlus) or its own namespace.", CONFIG_NORELOAD),
@@ -265,21 +246,17 @@ quota_kube(struct quota_main *qm)
 	int r;
 
 	memset(&o, 0, sizeof(o));
-	o.qps = (double)qm->conf.qps;
-	o.burst = (int)qm->conf.burst;
 	o.user_agent = "kpgpud-quota/" KPGPUD_VERSION;
 	o.max_retries = 2;
 	o.max_response = 16u << 20;
-	o.http_version = qm->conf.api_http_version;
-	if ((r = kube_setup(qm->base, qm->conf.kubeconfig, qm->conf.context,
-	    qm->conf.token_file, &o, &qm->kcfg, &qm->kc, err,
-	    sizeof(err))) < 0) {
+	if ((r = kube_setup(qm->base, &qm->conf.k, &o, &qm->kcfg, &qm->kc,
+	    err, sizeof(err))) < 0) {
 		log_err("%s", err);
 		return r;
 	}
 	log_info("api server=%s http_version=%s",
 	    log_q(kube_config_server(qm->kcfg)),
-	    kube_http_versions[qm->conf.api_http_version]);
+	    kube_http_versions[qm->conf.k.http_version]);
 	return 0;
 }
 
@@ -370,8 +347,8 @@ quota_core_config(struct quota_main *qm, struct quotad_config *c)
 	c->wq.base_ms = (uint64_t)f->backoff_base_ms;
 	c->wq.max_ms = (uint64_t)f->backoff_max_ms;
 	/* the API limiter bounds the writes; the queue must not be slower */
-	c->wq.qps = (double)f->qps;
-	c->wq.burst = (unsigned)f->burst;
+	c->wq.qps = (double)f->k.qps;
+	c->wq.burst = (unsigned)f->k.burst;
 	c->leader_elect = f->leader_elect;
 	if (f->identity != NULL)
 		snprintf(qm->identity, sizeof(qm->identity), "%s", f->identity);

@@ -28,9 +28,6 @@ struct sync_conf {
 	char			*runtime_dir;
 	char			*socket;
 	char			*cache;
-	char			*kubeconfig;
-	char			*context;
-	char			*token_file;
 	char			*instances;
 	char			*instance_groups;
 	int64_t			 discovery_interval_ms;
@@ -39,15 +36,13 @@ struct sync_conf {
 	int64_t			 watch_timeout_ms;
 	int64_t			 stall_timeout_ms;
 	int64_t			 list_limit;
-	int64_t			 qps;
-	int64_t			 burst;
-	int			 api_http_version;
 	int64_t			 backoff_base_ms;
 	int64_t			 backoff_max_ms;
 	int64_t			 max_subscriber_buffer;
 	int64_t			 max_watch_line;
 	int64_t			 usage_retention_ms;
 	int64_t			 usage_hours_ms;
+	struct kube_conf	 k;
 	struct daemon_conf	 d;
 };
 
@@ -59,14 +54,8 @@ static const struct config_opt sync_opts[] = {
 	    "sync.sock path (default RUNTIME-DIR/sync.sock).", 0),
 	CONFIG_PATH(SC, cache, "cache", 0, "/var/lib/kpgpud/cache.db",
 	    "Files", "The SQLite cache (sync is its only writer).", 0),
-	CONFIG_PATH(SC, kubeconfig, "kubeconfig", 0, NULL, "API",
-	    "kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config).",
-	    CONFIG_NORELOAD),
-	CONFIG_STRING(SC, context, "context", 0, NULL, "API",
-	    "kubeconfig context.", CONFIG_NORELOAD),
-	CONFIG_PATH(SC, token_file, "token-file", 0, NULL, "API",
-	    "Read-only bearer token file (re-read when it changes).",
-	    CONFIG_NORELOAD),
+	KUBE_CONF_OPTS(SC, "Read-only bearer token file (re-read when it "
+	    "changes).", "50", "Requests per second to the API server.", "100"),
 	CONFIG_STRING(SC, instance_groups, "instance-groups", 0,
 	    "platformapi.kubeplus", "Watch",
 	    "API groups whose every resource is an instance kind, found by "
@@ -94,14 +83,6 @@ static const struct config_opt sync_opts[] = {
 	    268435456, "Watch",
 	    "Longest watch event line; a longer one restarts the watch.",
 	    CONFIG_NORELOAD),
-	CONFIG_INT(SC, qps, "qps", 0, "50", 1, 100000, "API",
-	    "Requests per second to the API server.", CONFIG_NORELOAD),
-	CONFIG_INT(SC, burst, "burst", 0, "100", 1, 100000, "API",
-	    "Request burst.", CONFIG_NORELOAD),
-	CONFIG_ENUM(SC, api_http_version, "api-http-version", 0, "auto",
-	    kube_http_versions, "API", "HTTP version to the API server: auto "
-	    "(HTTP/2 when the server offers it, else HTTP/1.1), 1.1, or 2 "
-	    "(required).", CONFIG_NORELOAD),
 	CONFIG_DURATION(SC, backoff_base_ms, "backoff-base", 0, "500ms", 1,
 	    600000, "Watch", "First retry delay after an error.",
 	    CONFIG_NORELOAD),
@@ -280,21 +261,17 @@ sync_kube(struct sync_main *sm)
 	int r;
 
 	memset(&o, 0, sizeof(o));
-	o.qps = (double)sm->conf.qps;
-	o.burst = (int)sm->conf.burst;
 	o.user_agent = "kpgpud-sync/" KPGPUD_VERSION;
 	o.watch_stall_ms = (int)sm->conf.stall_timeout_ms;
 	o.max_line = (size_t)sm->conf.max_watch_line;
-	o.http_version = sm->conf.api_http_version;
-	if ((r = kube_setup(sm->base, sm->conf.kubeconfig, sm->conf.context,
-	    sm->conf.token_file, &o, &sm->kcfg, &sm->kc, err,
-	    sizeof(err))) < 0) {
+	if ((r = kube_setup(sm->base, &sm->conf.k, &o, &sm->kcfg, &sm->kc,
+	    err, sizeof(err))) < 0) {
 		log_err("%s", err);
 		return r;
 	}
 	log_info("api server=%s http_version=%s",
 	    log_q(kube_config_server(sm->kcfg)),
-	    kube_http_versions[sm->conf.api_http_version]);
+	    kube_http_versions[sm->conf.k.http_version]);
 	return 0;
 }
 

@@ -343,6 +343,24 @@ TEST(kc_server_name_and_proxy)
 }
 #undef KC_FMT
 
+/* kube_setup with these in its struct kube_conf (NULL: unset). */
+static int
+setup(struct event_base *base, const char *kubeconfig, const char *context,
+    const char *token_file, struct kube_client_opts *o,
+    struct kube_config **cfg, struct kube_client **kc, char *err,
+    size_t errlen)
+{
+	char path[1024], ctx[256], tok[1024];
+	struct kube_conf conf = { .kubeconfig = path };
+
+	snprintf(path, sizeof(path), "%s", kubeconfig);
+	snprintf(ctx, sizeof(ctx), "%s", context != NULL ? context : "");
+	snprintf(tok, sizeof(tok), "%s", token_file != NULL ? token_file : "");
+	conf.context = context != NULL ? ctx : NULL;
+	conf.token_file = token_file != NULL ? tok : NULL;
+	return kube_setup(base, &conf, o, cfg, kc, err, errlen);
+}
+
 TEST(kube_setup_steps)
 {
 	struct event_base *base = event_base_new();
@@ -353,20 +371,20 @@ TEST(kube_setup_steps)
 
 	REQUIRE(base != NULL);
 	memset(&o, 0, sizeof(o));
-	CHECK_INT(kube_setup(base, fx("missing.yaml"), NULL, NULL, &o, &cfg,
+	CHECK_INT(setup(base, fx("missing.yaml"), NULL, NULL, &o, &cfg,
 	    &kc, err, sizeof(err)), -ENOENT);
 	CHECK(strncmp(err, "kubeconfig: ", 12) == 0);
-	CHECK_INT(kube_setup(base, fx("full.yaml"), "no-such-context", NULL,
+	CHECK_INT(setup(base, fx("full.yaml"), "no-such-context", NULL,
 	    &o, &cfg, &kc, err, sizeof(err)) < 0, 1);
 	CHECK(strncmp(err, "kubeconfig: ", 12) == 0);
-	CHECK_INT(kube_setup(base, fx("full.yaml"), "edge-reader",
+	CHECK_INT(setup(base, fx("full.yaml"), "edge-reader",
 	    fx("no-such-token"), &o, &cfg, &kc, err, sizeof(err)), -ENOENT);
 	CHECK(strncmp(err, "token file: ", 12) == 0);
 	CHECK(strstr(err, "reader-secret-token") == NULL);
 	/* untouched on failure */
 	CHECK(cfg == (struct kube_config *)&base);
 	CHECK(kc == (struct kube_client *)&base);
-	REQUIRE(kube_setup(base, fx("full.yaml"), "edge-reader", fx("token"),
+	REQUIRE(setup(base, fx("full.yaml"), "edge-reader", fx("token"),
 	    &o, &cfg, &kc, err, sizeof(err)) == 0);
 	CHECK_STR(kube_config_server(cfg), "https://[fd00::1]:443");
 	CHECK_STR(cfg->token, "file-token-value");
