@@ -35,7 +35,7 @@ struct scan {
 	uint32_t		 below[JSCAN_MAX_NODES];	/* descendants */
 	signed char		 elem[JSCAN_MAX_NODES];	/* element child, -1 */
 	uint32_t		 dirty;		/* nodes with a record */
-	unsigned char		 open[JSCAN_MAX_DEPTH];	/* '{' or '[' */
+	unsigned char		 close[JSCAN_MAX_DEPTH];	/* '}' or ']' */
 	signed char		 node[JSCAN_MAX_DEPTH];	/* schema node, -1 */
 };
 
@@ -497,7 +497,7 @@ jscan_run(const char *buf, size_t len, const struct jscan_node *nodes,
 		if (n >= 0)
 			begin(&s, n, pos);
 		if (c == '{' || c == '[') {
-			s.open[depth] = c;
+			s.close[depth] = closer(c);
 			s.node[depth++] = (signed char)n;
 			if ((pos = jscan_skip_ws(buf, pos + 1, len)) >= len)
 				return -EINVAL;
@@ -530,7 +530,7 @@ jscan_run(const char *buf, size_t len, const struct jscan_node *nodes,
 				pos++;
 				break;
 			}
-			if (c == closer(s.open[depth - 1])) {
+			if (c == s.close[depth - 1]) {
 				pos++;
 				if ((p = s.node[--depth]) >= 0)
 					done(&s, p, pos);
@@ -542,7 +542,7 @@ jscan_run(const char *buf, size_t len, const struct jscan_node *nodes,
 entry:
 		/* The next entry of the innermost container: its node. */
 		p = s.node[depth - 1];
-		if (s.open[depth - 1] == '[') {
+		if (s.close[depth - 1] == ']') {
 			n = p >= 0 ? s.elem[p] : -1;
 			continue;
 		}

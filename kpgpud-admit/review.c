@@ -33,7 +33,8 @@
  * drops the region whole instead of freeing the tree node by node. Nothing
  * changes a built tree (readers get it const), so no node is freed later.
  */
-#define REGION_CHUNK	8192	/* about one agent pod's tree */
+#define REGION_CHUNK	16384	/* the first chunk: an agent pod's tree */
+#define REGION_CHUNK_MAX (1u << 20)	/* chunks double up to this */
 
 struct region_chunk {
 	struct region_chunk	*next;
@@ -135,8 +136,11 @@ region_malloc(size_t n)
 		return NULL;
 	n = (n + align - 1) & ~(align - 1);
 	if ((c = r->chunks) == NULL || c->cap - c->used < n) {
-		size_t cap = n > REGION_CHUNK ? n : REGION_CHUNK;
+		size_t cap = c == NULL ? REGION_CHUNK : c->cap >= REGION_CHUNK_MAX ?
+		    REGION_CHUNK_MAX : c->cap * 2;
 
+		if (cap < n)
+			cap = n;
 		if ((c = malloc(sizeof(*c) + cap)) == NULL)
 			return NULL;
 		c->used = 0;
