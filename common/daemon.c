@@ -235,6 +235,15 @@ daemon_sockname(int fd, char host[static 128], char port[static 16])
 		    NI_NUMERICHOST | NI_NUMERICSERV);
 }
 
+int
+daemon_sync_socket(const char *path, const char *dir, char *buf, size_t len)
+{
+	int n = path != NULL ? snprintf(buf, len, "%s", path) :
+	    snprintf(buf, len, "%s/sync.sock", dir);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
 /* SIGHUP: re-read the configuration, then the daemon's own reload hook. */
 static int
 daemon_main_reload(void *arg)

@@ -74,6 +74,14 @@ void	 daemon_pidfile_remove(const char *path, int fd);
  */
 void	 daemon_sockname(int fd, char host[static 128], char port[static 16]);
 
+/*
+ * Where sync.sock is, as all three daemons name it: path when given (a
+ * --sync-socket or sync's --socket), else DIR/sync.sock (--runtime-dir).
+ * 0, or -ENAMETOOLONG when it does not fit buf.
+ */
+int	 daemon_sync_socket(const char *path, const char *dir, char *buf,
+	    size_t len);
+
 /* The options every daemon has: a member of its options struct. */
 struct daemon_conf {
 	char	*pidfile;

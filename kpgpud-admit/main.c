@@ -39,6 +39,7 @@ struct admit_conf {
 	char	*tls_cert;
 	char	*tls_key;
 	char	*client_ca;
+	char	*runtime_dir;
 	char	*sync_socket;
 	struct config_uids sync_uids;
 	int	 miss_policy;
@@ -111,8 +112,10 @@ static const struct config_opt admit_opts[] = {
 	CONFIG_DURATION(C, grace_ms, "shutdown-grace", 0, "5s", 0, 60000,
 	    "Serving", "How long requests in flight may finish at shutdown.",
 	    0),
-	CONFIG_PATH(C, sync_socket, "sync-socket", 's',
-	    "/run/kpgpud/sync.sock", "Sync", "kpgpud-sync's socket.",
+	CONFIG_PATH(C, runtime_dir, "runtime-dir", 0, "/run/kpgpud", "Sync",
+	    "Directory of the sockets.", CONFIG_NORELOAD),
+	CONFIG_PATH(C, sync_socket, "sync-socket", 's', NULL, "Sync",
+	    "sync.sock path (default RUNTIME-DIR/sync.sock).",
 	    CONFIG_NORELOAD),
 	CONFIG_UIDS(C, sync_uids, "sync-uids", 0, NULL, "Sync",
 	    "Uids kpgpud-sync may run as (checked with SO_PEERCRED); default: "
@@ -156,6 +159,7 @@ struct admit {
 	struct server_config	 srv;
 	struct server		*server;
 	struct metric		*m_connected, *m_namespaces, *m_reloads;
+	char			 sockpath[4096];	/* sync.sock */
 };
 
 #define M(m)	offsetof(struct admit, m)
@@ -372,7 +376,7 @@ say_listening(struct admit *a, int nthreads)
 	daemon_sockname(a->srv.listen_fd, host, port);
 	log_notice("listening address=%s port=%s threads=%d sync=%s "
 	    "miss_policy=%s mtls=%s", host, port, nthreads,
-	    log_q(a->conf.sync_socket), miss_policies[a->conf.miss_policy],
+	    log_q(a->sockpath), miss_policies[a->conf.miss_policy],
 	    a->conf.client_ca ? "on" : "off");
 }
 
@@ -400,7 +404,10 @@ setup(void *arg, struct daemon_run *run)
 	if ((rv = nscache_new((size_t)a->conf.max_namespaces,
 	    &srv->cache)) < 0 || (rv = setup_metrics(a)) < 0)
 		fatal("setup: %s", strerror(-rv));
-	sc.path = a->conf.sync_socket;
+	if (daemon_sync_socket(a->conf.sync_socket, a->conf.runtime_dir,
+	    a->sockpath, sizeof(a->sockpath)) < 0)
+		fatal("sync.sock path too long (--runtime-dir, --sync-socket)");
+	sc.path = a->sockpath;
 	sc.nuids = (size_t)a->conf.sync_uids.n;
 	for (int i = 0; i < a->conf.sync_uids.n; i++)
 		sc.uids[i] = a->conf.sync_uids.uid[i];

@@ -334,11 +334,8 @@ quota_core_config(struct quota_main *qm, struct quotad_config *c)
 	c->plan.owner_refs = f->owner_refs;
 	c->plan.ns_from_namespace = f->tenant_ns == 1;
 	c->cache_path = f->cache;
-	if (f->sync_socket != NULL)
-		snprintf(qm->sockpath, sizeof(qm->sockpath), "%s",
-		    f->sync_socket);
-	else if (snprintf(qm->sockpath, sizeof(qm->sockpath), "%s/sync.sock",
-	    f->runtime_dir) >= (int)sizeof(qm->sockpath))
+	if (daemon_sync_socket(f->sync_socket, f->runtime_dir, qm->sockpath,
+	    sizeof(qm->sockpath)) < 0)
 		return -ENAMETOOLONG;
 	c->sync_socket = qm->sockpath;
 	for (int i = 0; i < f->sync_uids.n && i < IPC_UIDS_MAX; i++)

@@ -283,12 +283,9 @@ sync_socket(struct sync_main *sm, int *ret_fd)
 	size_t n = 0;
 	int r, fd = -1;
 
-	if (sm->conf.socket != NULL)
-		snprintf(sm->sockpath, sizeof(sm->sockpath), "%s",
-		    sm->conf.socket);
-	else if (snprintf(sm->sockpath, sizeof(sm->sockpath), "%s/sync.sock",
-	    sm->conf.runtime_dir) >= (int)sizeof(sm->sockpath))
-		return -ENAMETOOLONG;
+	if ((r = daemon_sync_socket(sm->conf.socket, sm->conf.runtime_dir,
+	    sm->sockpath, sizeof(sm->sockpath))) < 0)
+		return r;
 	if ((r = sdn_listen_fds(fds, SDN_MAX_LISTEN_FDS, &n)) < 0)
 		return r;
 	if (n > 0) {
