@@ -118,9 +118,6 @@ int	 ipc_server_handle(struct ipc_server *srv, enum ipc_type type,
 /* Number of connected peers. */
 unsigned ipc_server_nconns(const struct ipc_server *srv);
 
-/* The request's message type, id and connection credentials. */
-enum ipc_type ipc_req_type(const struct ipc_req *req);
-uint32_t ipc_req_id(const struct ipc_req *req);
 /* Monotonic deadline in ms (CLOCK_MONOTONIC), or 0 when the peer set none. */
 uint64_t ipc_req_deadline(const struct ipc_req *req);
 /* Milliseconds left before the deadline (0 if past), or UINT32_MAX. */

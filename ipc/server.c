@@ -260,20 +260,6 @@ ipc_req_error(struct ipc_req *req, int code, const char *fmt, ...)
 	return ipc_req_reply(req, &m);
 }
 
-/* The request's type. */
-enum ipc_type
-ipc_req_type(const struct ipc_req *req)
-{
-	return req->type;
-}
-
-/* The request's id. */
-uint32_t
-ipc_req_id(const struct ipc_req *req)
-{
-	return req->id;
-}
-
 /* The request's monotonic deadline in ms, 0 for none. */
 uint64_t
 ipc_req_deadline(const struct ipc_req *req)
