@@ -399,7 +399,12 @@ usage_open_sums(struct usage_store *s, uint64_t now, usage_sum_cb cb,
 	return each(bind_args(s->st[U_OPEN_SUMS], "u", now), sum_row, &w);
 }
 
-/* Add one closed interval's hours to usage_hourly. */
+/*
+ * Add one closed interval's hours to usage_hourly: its part of every hour
+ * it overlaps, and at least its start's hour, so the tenant keeps its row.
+ * An end before the start (a clock step back) counts as no length, as the
+ * ledger's queries count it: a zero, never a negative, hourly part.
+ */
 static int
 rollup_one(struct usage_store *s, sqlite3_stmt *row)
 {
@@ -410,14 +415,18 @@ rollup_one(struct usage_store *s, sqlite3_stmt *row)
 
 	cols(row, "ttttuud", &ns, &instance, &device_class, &profile, &a, &e,
 	    &share);
-	for (h = a - a % USAGE_HOUR_US; h < e; h += USAGE_HOUR_US) {
+	if (e < a)
+		e = a;
+	h = a - a % USAGE_HOUR_US;
+	do {
 		b = h + USAGE_HOUR_US < e ? h + USAGE_HOUR_US : e;
 		part = b - (a > h ? a : h);
 		if ((r = run(bind_args(s->st[U_HOUR_ADD], "ttttuud", ns, instance,
 		    device_class, profile, h, part,
 		    share * (double)part))) < 0)
 			return r;
-	}
+		h += USAGE_HOUR_US;
+	} while (h < e);
 	return 0;
 }
 

@@ -417,6 +417,18 @@ add(struct usage_store *s, const char *uid, const char *claim,
 	return usage_row_add(s, &r);
 }
 
+/* Add a one-device interval and close it at end. */
+static int
+add_closed(struct usage_store *s, const char *uid, const char *claim,
+    const char *profile, double share, uint64_t start, uint64_t end)
+{
+	int r;
+
+	if ((r = add(s, uid, claim, claim, profile, share, start)) < 0)
+		return r;
+	return usage_close(s, uid, start, end, 0, 0);
+}
+
 struct sums {
 	int		 n;
 	char		 key[8][64];
@@ -501,41 +513,58 @@ TEST(usage_store_intervals)
 	uclean(c, s);
 }
 
+/*
+ * Roll up the intervals closed before cutoff and check the tenant's rows
+ * over all time at now are the same before and after (one per class and
+ * profile, keys tenant rows); want: intervals rolled up, left, hours.
+ */
+static void
+rollup_keeps(struct usage_store *s, uint64_t cutoff, uint64_t now,
+    const uint64_t want[3], int keys, struct sums *after)
+{
+	struct sums before;
+	uint64_t rows = 0, n = 0, h = 0;
+
+	memset(&before, 0, sizeof(before));
+	memset(after, 0, sizeof(*after));
+	CHECK_INT(usage_query(s, USAGE_BY_TENANT, 0, 10 * USAGE_HOUR_US, now,
+	    collect, &before), 0);
+	CHECK_INT(usage_rollup(s, cutoff, 0, &rows), 0);
+	CHECK_INT(rows, want[0]);
+	CHECK_INT(usage_counts(s, &n, &h), 0);
+	CHECK_INT(n, want[1]);
+	CHECK_INT(h, want[2]);
+	CHECK_INT(usage_query(s, USAGE_BY_TENANT, 0, 10 * USAGE_HOUR_US, now,
+	    collect, after), 0);
+	CHECK_INT(before.n, keys);
+	CHECK_INT(after->n, keys);
+	for (int i = 0; i < before.n && i < after->n; i++) {
+		CHECK_INT(before.us[i], after->us[i]);
+		CHECK(before.gpu[i] - after->gpu[i] < 1 &&
+		    after->gpu[i] - before.gpu[i] < 1);
+	}
+}
+
 TEST(usage_store_rollup)
 {
 	struct cache *c = NULL;
 	struct usage_store *s = NULL;
-	struct sums before, after;
+	static const uint64_t want[3] = { 2, 1, 3 };	/* hours 0 and 1 of
+							   c1, hour 2 of c2 */
+	struct sums after;
 	uint64_t rows = 0, n = 0, h = 0, lost = 0, ev = 0;
 	const uint64_t H = USAGE_HOUR_US;
 
 	REQUIRE(ustore(&c, &s) == 0);
 	REQUIRE(cache_begin(c) == 0);
 	/* 30 min across an hour boundary, and one in the next hour */
-	CHECK_INT(add(s, "u1", "c1", "d1", "1g.10gb", 1.0 / 7, H - H / 4), 0);
-	CHECK_INT(usage_close(s, "u1", H - H / 4, H + H / 4, 0, 0), 0);
-	CHECK_INT(add(s, "u2", "c2", "d2", "", 1.0, 2 * H), 0);
-	CHECK_INT(usage_close(s, "u2", 2 * H, 2 * H + 60 * S, 0, 0), 0);
+	CHECK_INT(add_closed(s, "u1", "c1", "1g.10gb", 1.0 / 7, H - H / 4,
+	    H + H / 4), 0);
+	CHECK_INT(add_closed(s, "u2", "c2", "", 1.0, 2 * H, 2 * H + 60 * S),
+	    0);
 	CHECK_INT(add(s, "u3", "c3", "d3", "", 1.0, 3 * H), 0);	/* open */
-	memset(&before, 0, sizeof(before));
-	CHECK_INT(usage_query(s, USAGE_BY_TENANT, 0, 10 * H, 4 * H, collect,
-	    &before), 0);
-	CHECK_INT(usage_rollup(s, 3 * H, 0, &rows), 0);
-	CHECK_INT(rows, 2);
-	CHECK_INT(usage_counts(s, &n, &h), 0);
-	CHECK_INT(n, 1);
-	CHECK_INT(h, 3);	/* hours 0 and 1 of c1, hour 2 of c2 */
-	memset(&after, 0, sizeof(after));
-	CHECK_INT(usage_query(s, USAGE_BY_TENANT, 0, 10 * H, 4 * H, collect,
-	    &after), 0);
 	/* totals kept: the tenant's rows (one per class/profile) match */
-	CHECK_INT(before.n, 2);
-	CHECK_INT(after.n, 2);
-	for (int i = 0; i < before.n && i < after.n; i++) {
-		CHECK_INT(before.us[i], after.us[i]);
-		CHECK(before.gpu[i] - after.gpu[i] < 1 &&
-		    after.gpu[i] - before.gpu[i] < 1);
-	}
+	rollup_keeps(s, 3 * H, 4 * H, want, 2, &after);
 	/* hours past their own retention go */
 	CHECK_INT(usage_rollup(s, 3 * H, 2 * H, &rows), 0);
 	CHECK_INT(usage_counts(s, &n, &h), 0);
@@ -544,6 +573,39 @@ TEST(usage_store_rollup)
 	CHECK_INT(usage_lost_total(s, &lost, &ev), 0);
 	CHECK_INT(lost, 3);
 	CHECK_INT(ev, 1);
+	CHECK_INT(cache_commit(c), 0);
+	uclean(c, s);
+}
+
+/*
+ * An interval whose end is before its start (a clock step back, a moved
+ * start) counts zero, as the queries count it: rolled up it adds nothing
+ * to its hour but keeps its tenant's row, like a zero-length one.
+ */
+TEST(usage_store_rollup_backwards)
+{
+	struct cache *c = NULL;
+	struct usage_store *s = NULL;
+	static const uint64_t want[3] = { 4, 0, 3 };	/* an hour a key */
+	struct sums after;
+	const uint64_t H = USAGE_HOUR_US, M = 60 * S;
+
+	REQUIRE(ustore(&c, &s) == 0);
+	REQUIRE(cache_begin(c) == 0);
+	/* 30 min, then one ending 30 min before its start, in one hour */
+	CHECK_INT(add_closed(s, "u1", "c1", "1g.10gb", 1.0 / 7, H + 10 * M,
+	    H + 40 * M), 0);
+	CHECK_INT(add_closed(s, "u2", "c2", "1g.10gb", 1.0 / 7, H + 50 * M,
+	    H + 20 * M), 0);
+	/* no length on an hour boundary; backwards across an hour */
+	CHECK_INT(add_closed(s, "u3", "c3", "", 1.0, 2 * H, 2 * H), 0);
+	CHECK_INT(add_closed(s, "u4", "c4", "3g.40gb", 3.0 / 7, 3 * H + M,
+	    3 * H - M), 0);
+	rollup_keeps(s, 5 * H, 10 * H, want, 3, &after);
+	REQUIRE(after.n == 3);
+	CHECK_INT(after.us[0], 0);		/* profile "" */
+	CHECK_INT(after.us[1], 30 * M);		/* 1g.10gb: u1 alone */
+	CHECK_INT(after.us[2], 0);		/* 3g.40gb */
 	CHECK_INT(cache_commit(c), 0);
 	uclean(c, s);
 }
