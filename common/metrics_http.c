@@ -37,7 +37,22 @@ metrics_http_cb(struct evhttp_request *req, void *arg)
 	buf_free(&b);
 }
 
-/* Parse spec, bind it and serve /metrics. */
+/*
+ * GET /healthz: 200 without rendering anything. The listener runs on the
+ * daemon's event loop, so an answer shows the loop turns (a liveness
+ * probe that needs no credential and costs no metrics rendering).
+ */
+static void
+metrics_http_healthz_cb(struct evhttp_request *req, void *arg)
+{
+	(void)arg;
+	evhttp_add_header(evhttp_request_get_output_headers(req),
+	    "Content-Type", "text/plain; charset=utf-8");
+	evbuffer_add(evhttp_request_get_output_buffer(req), "ok\n", 3);
+	evhttp_send_reply(req, 200, "OK", NULL);
+}
+
+/* Parse spec, bind it and serve /metrics and /healthz. */
 int
 metrics_http_new(struct event_base *base, const char *spec,
     metrics_http_render_fn render, void *arg, struct metrics_http **ret,
@@ -62,6 +77,8 @@ metrics_http_new(struct event_base *base, const char *spec,
 	evhttp_set_max_headers_size(mh->http, 8192);
 	evhttp_set_max_body_size(mh->http, 0);
 	if (evhttp_set_cb(mh->http, "/metrics", metrics_http_cb, mh) != 0 ||
+	    evhttp_set_cb(mh->http, "/healthz", metrics_http_healthz_cb,
+	    NULL) != 0 ||
 	    (mh->bound = evhttp_bind_socket_with_handle(mh->http, hp.host,
 	    hp.port)) == NULL) {
 		snprintf(err, errlen, "cannot bind %s port %u", hp.host,

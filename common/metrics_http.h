@@ -1,8 +1,9 @@
 /*
  * The plain-HTTP /metrics listener every daemon opens for --metrics-listen
  * (HOST:PORT as in hostport.h; no HOST: 127.0.0.1; port 0: any free one).
- * GET only, no body, 8 KiB of headers. More read-only paths (sync's
- * /readyz) can be added with metrics_http_handle().
+ * GET only, no body, 8 KiB of headers; /healthz answers 200 "ok" from the
+ * event loop (a liveness probe). More read-only paths (sync's /readyz)
+ * can be added with metrics_http_handle().
  */
 #ifndef KPGPUD_METRICS_HTTP_H
 #define KPGPUD_METRICS_HTTP_H
@@ -18,7 +19,8 @@ struct metrics_http;
 typedef int (*metrics_http_render_fn)(void *arg, struct buf *out);
 
 /*
- * Bind spec on base and serve GET /metrics from render(arg). 0, or
+ * Bind spec on base and serve GET /metrics from render(arg) and GET
+ * /healthz. 0, or
  * -EINVAL (bad spec) / -EADDRINUSE / -ENOMEM with a reason in err;
  * ret untouched on failure.
  */

@@ -217,6 +217,11 @@ TEST(metrics_http_serves)
 	CHECK_INT(render_calls, 1);
 	buf_free(&body);
 	CHECK_INT(fetch(base, ntohs(sin.sin_port), "/readyz", NULL), 204);
+	/* the liveness path: answered without rendering the metrics */
+	CHECK_INT(fetch(base, ntohs(sin.sin_port), "/healthz", &body), 200);
+	CHECK_STR(buf_str(&body), "ok\n");
+	CHECK_INT(render_calls, 1);
+	buf_free(&body);
 	CHECK_INT(fetch(base, ntohs(sin.sin_port), "/other", NULL), 404);
 	metrics_http_free(mh);
 	metrics_http_free(NULL);
