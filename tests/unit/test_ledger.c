@@ -824,7 +824,7 @@ TEST(totals_rollback_and_zero_keys)
 	CHECK(open_iv(s, "z", "tz", "", 1.0, 1, BASE + 100 * S) == 0);
 	CHECK(close_iv(&t, s, "z", BASE + 100 * S, BASE + 100 * S) == 0);
 	CHECK_INT(totals_same(&t, s, now, "zero-length interval"), 1);
-	/* rolled up: a key with a zero total may lose its rows, loaded again */
+	/* rolled up: a zero hour keeps the key; a zero total loads again */
 	CHECK(usage_rollup(s, BASE + 3600 * S, 0, &rows) == 0);
 	CHECK_INT(rows, 1);
 	acct_totals_rolled_up(&t, rows, false);
