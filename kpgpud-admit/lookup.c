@@ -3,24 +3,10 @@
  * the map waits on a job while the main thread asks kpgpud-sync, one
  * question per namespace at a time, under a token bucket and a negative
  * cache; the answer is posted back to the worker. A deferred request may
- * lose its connection meanwhile: the connection's close callback clears the
- * job's request pointer so the answer is dropped.
+ * lose its connection meanwhile: freeing the connection clears the job's
+ * pointer to it, so the answer is dropped.
  */
 #include "kpgpud-admit/server_int.h"
-
-/*
- * The deferred request's connection is being freed. A request still on it
- * is freed with it, so forget it; one evhttp already detached (the peer
- * closed first) stays ours, and answering it frees it.
- */
-static void
-job_conn_closed(struct evhttp_connection *evcon, void *arg)
-{
-	struct job *j = arg;
-
-	if (j->req != NULL && evhttp_request_get_connection(j->req) == evcon)
-		j->req = NULL;
-}
 
 /* Worker side: the lookup's answer is back (or was cancelled). */
 static void
@@ -35,14 +21,12 @@ job_done_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (j->req == NULL) {
+	if (j->c == NULL) {
 		review_free(j->rv);
 		request_account(w, "client_gone", j->t0_us);
 		goto done;
 	}
-	if (evhttp_request_get_connection(j->req) != NULL)
-		evhttp_connection_set_closecb(evhttp_request_get_connection(
-		    j->req), NULL, NULL);
+	j->c->job = NULL;
 	if (j->limited) {
 		request_fallback(w, "lookup_limited", j->rv, j->ns, "over "
 		    "--lookup-rate; miss policy without a lookup");
@@ -72,7 +56,8 @@ job_done_cb(evutil_socket_t fd, short what, void *arg)
 			ns = request_unresolved(w);
 		}
 	}
-	request_answer(w, j->req, j->rv, ns, &r, j->t0_us);
+	request_answer(w, j->c, j->rv, ns, &r, j->t0_us);
+	conn_resume(j->c);
 done:
 	free(a->resolved);
 	free(j);
@@ -211,32 +196,26 @@ lookup_start_cb(evutil_socket_t fd, short what, void *arg)
 	    lk);
 }
 
-/* How long a lookup may take for this request (?timeout= of the review). */
-static unsigned
-lookup_budget(struct worker *w, struct evhttp_request *req)
+/* How long a lookup may take for a request; see server_int.h. */
+unsigned
+lookup_budget(struct worker *w, const char *q, size_t qlen)
 {
-	const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(
-	    req));
 	unsigned budget = atomic_load(&w->srv->lookup_timeout_ms);
-	struct evkeyvalq args;
-	const char *t;
+	char t[32];
 	int64_t ms;
 
-	if (q == NULL || evhttp_parse_query_str(q, &args) < 0)
-		return budget;
-	t = evhttp_find_header(&args, "timeout");
 	/* Leave the apiserver time to receive our answer. */
-	if (t != NULL && parse_duration_ms(t, &ms) == 0 && ms > 0 &&
+	if (httphead_query(q, qlen, "timeout", t, sizeof(t)) &&
+	    parse_duration_ms(t, &ms) == 0 && ms > 0 &&
 	    (uint64_t)ms < budget + 250u)
 		budget = ms > 300 ? (unsigned)ms - 250 : 50;
-	evhttp_clear_headers(&args);
 	return budget;
 }
 
 /* Defer a request whose namespace the map does not know. */
 void
-lookup_defer(struct worker *w, struct evhttp_request *req, struct review *rv,
-    uint64_t t0_us)
+lookup_defer(struct worker *w, struct conn *c, struct review *rv,
+    uint64_t t0_us, unsigned budget_ms)
 {
 	static const struct timeval now = { 0, 0 };
 	struct job *j;
@@ -244,18 +223,17 @@ lookup_defer(struct worker *w, struct evhttp_request *req, struct review *rv,
 	if ((j = calloc(1, sizeof(*j))) == NULL) {
 		request_fallback(w, "lookup_failed", rv, review_namespace(rv),
 		    "out of memory");
-		request_answer(w, req, rv, request_miss(w), NULL, t0_us);
+		request_answer(w, c, rv, request_miss(w), NULL, t0_us);
 		request_done(w);
 		return;
 	}
 	j->w = w;
-	j->req = req;
+	j->c = c;
 	j->rv = rv;
 	j->t0_us = t0_us;
-	j->timeout_ms = lookup_budget(w, req);
+	j->timeout_ms = budget_ms;
 	snprintf(j->ns, sizeof(j->ns), "%s", review_namespace(rv));
-	evhttp_connection_set_closecb(evhttp_request_get_connection(req),
-	    job_conn_closed, j);
+	c->job = j;
 	if (event_base_once(w->srv->cfg.main_base, -1, EV_TIMEOUT,
 	    lookup_start_cb, j, &now) < 0) {
 		j->answer.err = -ENOMEM;

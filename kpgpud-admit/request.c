@@ -14,87 +14,23 @@ request_account(struct worker *w, const char *result, uint64_t t0_us)
 	    (double)(monotonic_usec() - t0_us) / 1e6);
 }
 
-/* A stopping worker finishes once nothing is in flight or unsent. */
-static void
-maybe_finish(struct worker *w)
-{
-	static const struct timeval now = { 0, 0 };
-
-	if (w->stopping && w->inflight == 0 && w->sending == 0)
-		event_base_once(w->base, -1, EV_TIMEOUT, server_worker_finish_cb, w,
-		    &now);
-}
-
 /* One request is over. */
 void
 request_done(struct worker *w)
 {
 	w->inflight--;
-	maybe_finish(w);
+	server_maybe_finish(w);
 }
 
-/* A reply has been written out completely. */
+/* Send a plain-text reply (extra: more header lines, or NULL). */
 static void
-sent_cb(struct evhttp_request *req, void *arg)
-{
-	struct worker *w = arg;
-
-	evhttp_connection_set_closecb(evhttp_request_get_connection(req), NULL,
-	    NULL);
-	w->sending--;
-	maybe_finish(w);
-}
-
-/* The connection went away with a reply still unsent. */
-static void
-send_aborted(struct evhttp_connection *evcon, void *arg)
-{
-	struct worker *w = arg;
-
-	(void)evcon;
-	w->sending--;
-	maybe_finish(w);
-}
-
-/* Send a reply with a body. */
-static void
-reply(struct worker *w, struct evhttp_request *req, int code,
-    const char *reason, const char *ctype, const char *body, size_t len)
-{
-	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-	struct evhttp_connection *conn = evhttp_request_get_connection(req);
-
-	evhttp_add_header(h, "Content-Type", ctype);
-	if (w->stopping)
-		evhttp_add_header(h, "Connection", "close");
-	evbuffer_add(evhttp_request_get_output_buffer(req), body, len);
-	/* A detached request (peer gone) is freed at once, never completed. */
-	if (evhttp_request_get_connection(req) != NULL) {
-		w->sending++;
-		evhttp_request_set_on_complete_cb(req, sent_cb, w);
-		evhttp_connection_set_closecb(evhttp_request_get_connection(
-		    req), send_aborted, w);
-	}
-	evhttp_send_reply(req, code, reason, NULL);
-	/*
-	 * evhttp leaves the head and the body in two chains, which
-	 * bufferevent_openssl would send as two TLS records and two writes;
-	 * the write happens on the next loop turn, so join them now.
-	 */
-	if (conn != NULL)
-		evbuffer_pullup(bufferevent_get_output(
-		    evhttp_connection_get_bufferevent(conn)), -1);
-}
-
-/* Send a plain-text error reply. */
-static void
-reply_text(struct worker *w, struct evhttp_request *req, int code,
-    const char *reason, const char *msg)
+reply_text(struct conn *c, int code, const char *reason, const char *extra,
+    const char *msg)
 {
 	char buf[600];
 	int n = snprintf(buf, sizeof(buf), "%s\n", msg);
 
-	reply(w, req, code, reason, "text/plain; charset=utf-8", buf,
+	conn_reply(c, code, reason, "text/plain; charset=utf-8", extra, buf,
 	    n < 0 ? 0 : (size_t)n >= sizeof(buf) ? sizeof(buf) - 1 :
 	    (size_t)n);
 }
@@ -127,7 +63,7 @@ request_unresolved(struct worker *w)
 
 /* Build and send the AdmissionReview response; frees the review. */
 void
-request_answer(struct worker *w, struct evhttp_request *req, struct review *rv,
+request_answer(struct worker *w, struct conn *c, struct review *rv,
     enum review_ns ns, const struct resolved *r, uint64_t t0_us)
 {
 	struct review_reply *rep = NULL;
@@ -138,10 +74,10 @@ request_answer(struct worker *w, struct evhttp_request *req, struct review *rv,
 	if (rv_ == -EINVAL) {
 		log_warn("bad request uid=%s reason=%s", log_q(review_uid(rv)),
 		    log_q(err));
-		reply_text(w, req, 400, "Bad Request", err);
+		reply_text(c, 400, "Bad Request", NULL, err);
 		request_account(w, "bad_request", t0_us);
 	} else if (rv_ < 0) {
-		reply_text(w, req, 500, "Internal Server Error",
+		reply_text(c, 500, "Internal Server Error", NULL,
 		    "out of memory");
 		request_account(w, "error", t0_us);
 	} else {
@@ -149,7 +85,7 @@ request_answer(struct worker *w, struct evhttp_request *req, struct review *rv,
 			log_notice("denied uid=%s namespace=%s reason=%s",
 			    log_q(review_uid(rv)),
 			    log_q(review_namespace(rv)), log_q(rep->message));
-		reply(w, req, 200, "OK", "application/json", rep->body,
+		conn_reply(c, 200, "OK", "application/json", NULL, rep->body,
 		    rep->len);
 		request_account(w, review_result_name(rep->result), t0_us);
 	}
@@ -159,8 +95,8 @@ request_answer(struct worker *w, struct evhttp_request *req, struct review *rv,
 
 /* Decide a parsed review from the map, or defer it to a lookup. */
 static void
-decide(struct worker *w, struct evhttp_request *req, struct review *rv,
-    uint64_t t0_us)
+decide(struct worker *w, struct conn *c, const char *buf,
+    const struct httphead *h, struct review *rv, uint64_t t0_us)
 {
 	const char *ns = review_namespace(rv);
 	bool up = syncconn_connected(w->srv->cfg.sync);
@@ -186,7 +122,8 @@ decide(struct worker *w, struct evhttp_request *req, struct review *rv,
 		case NSCACHE_MISSING:
 		default:
 			if (up) {
-				lookup_defer(w, req, rv, t0_us);
+				lookup_defer(w, c, rv, t0_us, lookup_budget(w,
+				    buf + h->query_off, h->query_len));
 				return;
 			}
 			request_fallback(w, "sync_down", rv, ns, "namespace not known "
@@ -195,57 +132,55 @@ decide(struct worker *w, struct evhttp_request *req, struct review *rv,
 			break;
 		}
 	}
-	request_answer(w, req, rv, st, &r, t0_us);
+	request_answer(w, c, rv, st, &r, t0_us);
 	request_done(w);
 }
 
 /* Whether the Content-Type is JSON (the apiserver sends application/json). */
 static bool
-is_json(const char *ct)
+is_json(const char *ct, size_t len)
 {
 	size_t n = strlen("application/json");
 
-	return ct != NULL && strncasecmp(ct, "application/json", n) == 0 &&
-	    (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+	return len >= n && strncasecmp(ct, "application/json", n) == 0 &&
+	    (len == n || ct[n] == ';' || ct[n] == ' ');
 }
 
 /* POST /mutate. */
 static void
-handle_mutate(struct worker *w, struct evhttp_request *req)
+handle_mutate(struct conn *c, const char *buf, const struct httphead *h,
+    const char *body, size_t len)
 {
+	struct worker *w = c->w;
 	uint64_t t0 = monotonic_usec();
-	struct evbuffer *in = evhttp_request_get_input_buffer(req);
-	size_t len = evbuffer_get_length(in);
 	struct review *rv = NULL;
-	const char *body;
 	char err[256], why[128];
 	int e;
 
-	if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
-		evhttp_add_header(evhttp_request_get_output_headers(req),
-		    "Allow", "POST");
-		reply_text(w, req, 405, "Method Not Allowed", "use POST");
+	if (h->method != HTTPHEAD_POST) {
+		reply_text(c, 405, "Method Not Allowed", "Allow: POST\r\n",
+		    "use POST");
 		request_account(w, "bad_request", t0);
 		return;
 	}
-	if (!is_json(evhttp_find_header(evhttp_request_get_input_headers(req),
-	    "Content-Type"))) {
-		reply_text(w, req, 415, "Unsupported Media Type",
+	if (!h->has_ctype || !is_json(buf + h->ctype_off, h->ctype_len)) {
+		reply_text(c, 415, "Unsupported Media Type", NULL,
 		    "Content-Type must be application/json");
 		request_account(w, "bad_request", t0);
 		return;
 	}
 	if (len > w->srv->cfg.max_body) {
-		reply_text(w, req, 413, "Payload Too Large", "body too large");
+		reply_text(c, 413, "Payload Too Large", NULL, "body too large");
 		request_account(w, "too_large", t0);
 		return;
 	}
 	if (FAULT("admit.mutate") < 0) {
-		reply_text(w, req, 500, "Internal Server Error", "fault");
+		reply_text(c, 500, "Internal Server Error", NULL, "fault");
 		request_account(w, "error", t0);
 		return;
 	}
-	body = len > 0 ? (const char *)evbuffer_pullup(in, -1) : "";
+	if (len == 0)
+		body = "";
 	if ((e = review_parse(body, len, &rv, err, sizeof(err))) == -E2BIG) {
 		/* Too deep to parse whole: answered from its head. */
 		snprintf(why, sizeof(why), "the pod is nested deeper than %d "
@@ -254,57 +189,65 @@ handle_mutate(struct worker *w, struct evhttp_request *req)
 	}
 	if (e < 0) {
 		log_warn("bad request bytes=%zu reason=%s", len, log_q(err));
-		reply_text(w, req, 400, "Bad Request", err);
+		reply_text(c, 400, "Bad Request", NULL, err);
 		request_account(w, "bad_request", t0);
 		return;
 	}
 	review_set_max_patch(rv, w->srv->cfg.max_patch);
-	decide(w, req, rv, t0);
+	decide(w, c, buf, h, rv, t0);
 }
 
 /* GET /metrics. */
 static void
-handle_metrics(struct worker *w, struct evhttp_request *req)
+handle_metrics(struct conn *c)
 {
 	struct buf b = BUF_INIT(0);
 
-	if (metrics_render(w->srv->cfg.registry, &b) < 0)
-		reply_text(w, req, 500, "Internal Server Error", "metrics");
+	if (metrics_render(c->w->srv->cfg.registry, &b) < 0)
+		reply_text(c, 500, "Internal Server Error", NULL, "metrics");
 	else
-		reply(w, req, 200, "OK", "text/plain; version=0.0.4", b.data ?
-		    b.data : "", b.len);
+		conn_reply(c, 200, "OK", "text/plain; version=0.0.4", NULL,
+		    b.data ? b.data : "", b.len);
 	buf_free(&b);
+}
+
+/* Whether the request's path is p. */
+static bool
+path_is(const char *buf, const struct httphead *h, const char *p)
+{
+	return strlen(p) == h->path_len &&
+	    memcmp(buf + h->path_off, p, h->path_len) == 0;
 }
 
 /* Every request: route by path. */
 void
-request_handle(struct evhttp_request *req, void *arg)
+request_handle(struct conn *c, const char *buf, const struct httphead *h,
+    const char *body, size_t len)
 {
-	struct worker *w = arg;
-	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(
-	    req));
-	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
-	bool get = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD;
+	struct worker *w = c->w;
+	bool get = h->method == HTTPHEAD_GET || h->method == HTTPHEAD_HEAD;
+	bool health = path_is(buf, h, "/healthz");
+	bool ready = path_is(buf, h, "/readyz");
+	bool metrics = path_is(buf, h, "/metrics");
 
-	server_conn_served(req);
-	if (path == NULL)
-		reply_text(w, req, 400, "Bad Request", "no path");
-	else if (strcmp(path, "/mutate") == 0)
-		handle_mutate(w, req);
-	else if (!get && (strcmp(path, "/healthz") == 0 ||
-	    strcmp(path, "/readyz") == 0 || strcmp(path, "/metrics") == 0))
-		reply_text(w, req, 405, "Method Not Allowed", "use GET");
-	else if (strcmp(path, "/healthz") == 0)
-		reply_text(w, req, 200, "OK", "ok");
-	else if (strcmp(path, "/readyz") == 0) {
+	if (h->method == HTTPHEAD_OTHER)
+		reply_text(c, 501, "Not Implemented", NULL, "not implemented");
+	else if (path_is(buf, h, "/mutate"))
+		handle_mutate(c, buf, h, body, len);
+	else if (!get && (health || ready || metrics))
+		reply_text(c, 405, "Method Not Allowed", "Allow: GET, HEAD\r\n",
+		    "use GET");
+	else if (health)
+		reply_text(c, 200, "OK", NULL, "ok");
+	else if (ready) {
 		if (!w->stopping && syncconn_ready(w->srv->cfg.sync))
-			reply_text(w, req, 200, "OK", "ok");
+			reply_text(c, 200, "OK", NULL, "ok");
 		else
-			reply_text(w, req, 503, "Service Unavailable",
+			reply_text(c, 503, "Service Unavailable", NULL,
 			    w->stopping ? "stopping" : "sync not connected "
 			    "or its cache not synced");
-	} else if (strcmp(path, "/metrics") == 0)
-		handle_metrics(w, req);
+	} else if (metrics)
+		handle_metrics(c);
 	else
-		reply_text(w, req, 404, "Not Found", "not found");
+		reply_text(c, 404, "Not Found", NULL, "not found");
 }

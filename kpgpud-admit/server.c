@@ -1,292 +1,28 @@
 /*
  * The webhook's HTTPS server, its worker pool: see server.h and, for how
- * it is split, server_int.h. Each worker thread owns its event_base, evhttp
- * and connections; the only cross-thread traffic is a read-through lookup
+ * it is split, server_int.h. Each worker thread owns its event_base,
+ * listening socket and connections (conn.c); the only cross-thread traffic is a read-through lookup
  * (lookup.c), posted to the main loop and answered back with
  * event_base_once (libevent is set up for threads by main).
  */
 #include "kpgpud-admit/server_int.h"
 
-/* The SSL ex_data slot that ties a connection to its server's count. */
-static int conn_slot = -1;
-static pthread_once_t conn_slot_once = PTHREAD_ONCE_INIT;
-
-/* An input filter that refuses everything: for a failed SSL_new. */
-static enum bufferevent_filter_result
-refuse(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t lim,
-    enum bufferevent_flush_mode mode, void *arg)
-{
-	(void)src;
-	(void)dst;
-	(void)lim;
-	(void)mode;
-	(void)arg;
-	return BEV_ERROR;
-}
-
-/* The bucket of an address. */
-static size_t
-addr_bucket(const struct in6_addr *a)
-{
-	uint32_t h = 2166136261u;
-
-	for (size_t i = 0; i < sizeof(a->s6_addr); i++)
-		h = (h ^ a->s6_addr[i]) * 16777619u;
-	return h % SRV_ADDR_BUCKETS;
-}
-
-/*
- * Count one more connection from a; NULL when it is over the cap (or out
- * of memory), else the entry to release with addr_release().
- */
-static struct addr_count *
-addr_take(struct server *s, const struct in6_addr *a)
-{
-	struct addr_count **pp, *e;
-
-	pthread_mutex_lock(&s->addr_lock);
-	for (pp = &s->addrs[addr_bucket(a)]; (e = *pp) != NULL; pp = &e->next)
-		if (memcmp(&e->a, a, sizeof(*a)) == 0)
-			break;
-	if (e == NULL && (e = calloc(1, sizeof(*e))) != NULL) {
-		e->a = *a;
-		*pp = e;
-	}
-	if (e != NULL && e->n >= s->cfg.max_conns_per_addr)
-		e = NULL;
-	else if (e != NULL)
-		e->n++;
-	pthread_mutex_unlock(&s->addr_lock);
-	return e;
-}
-
-/* A connection counted by addr_take() ended. */
+/* Close the worker's listening socket: new connections go elsewhere. */
 static void
-addr_release(struct server *s, struct addr_count *e)
+stop_accepting(struct worker *w)
 {
-	struct addr_count **pp;
-
-	pthread_mutex_lock(&s->addr_lock);
-	if (--e->n == 0)
-		for (pp = &s->addrs[addr_bucket(&e->a)]; *pp != NULL;
-		    pp = &(*pp)->next)
-			if (*pp == e) {
-				*pp = e->next;
-				free(e);
-				break;
-			}
-	pthread_mutex_unlock(&s->addr_lock);
-}
-
-/*
- * A connection's SSL is freed with its bufferevent, whatever ends it: that
- * is where it stops counting against --max-connections and its address's
- * cap, and its timer goes.
- */
-static void
-conn_gone(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
-    void *argp)
-{
-	struct conn *c = ptr;
-
-	(void)parent;
-	(void)ad;
-	(void)idx;
-	(void)argl;
-	(void)argp;
-	if (c == NULL)
-		return;
-	metric_set(c->srv->cfg.open, NULL, NULL,
-	    (double)(atomic_fetch_sub(&c->srv->nconns, 1) - 1));
-	if (c->addr != NULL)
-		addr_release(c->srv, c->addr);
-	if (c->timer != NULL)
-		event_free(c->timer);
-	free(c);
-}
-
-static void
-conn_slot_init(void)
-{
-	conn_slot = SSL_get_ex_new_index(0, NULL, NULL, NULL, conn_gone);
-}
-
-/* Whether a rate-limited log line may go out now (once a minute). */
-static bool
-rate_due(uint64_t *last_ms)
-{
-	uint64_t now = monotonic_ms();
-
-	if (*last_ms != 0 && now - *last_ms < 60000)
-		return false;
-	*last_ms = now;
-	return true;
-}
-
-/* Say, at most once a minute per worker, that connections are refused. */
-static void
-warn_refused(struct worker *w)
-{
-	if (!rate_due(&w->refused_logged_ms))
-		return;
-	log_warn("connection refused: %u open, --max-connections reached "
-	    "(counted in kpgpud_admit_connections_refused_total)",
-	    atomic_load(&w->srv->nconns));
-}
-
-/*
- * End a connection from its timer: evhttp takes it for a read timeout and
- * frees it (and so c) at once; nothing of c may be touched afterwards.
- */
-static void
-conn_end(struct conn *c)
-{
-	bufferevent_trigger_event(c->bev, BEV_EVENT_READING |
-	    BEV_EVENT_TIMEOUT, 0);
-}
-
-/* The peer's address as an IPv6 address; false when it has none. */
-static bool
-peer_addr(int fd, struct in6_addr *ret, char *text, size_t textlen)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-
-	if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
-		return false;
-	if (ss.ss_family == AF_INET6) {
-		*ret = ((struct sockaddr_in6 *)&ss)->sin6_addr;
-		inet_ntop(AF_INET6, ret, text, (socklen_t)textlen);
-		return true;
+	if (w->lev != NULL) {
+		event_free(w->lev);
+		w->lev = NULL;
 	}
-	if (ss.ss_family != AF_INET)
-		return false;
-	memset(ret, 0, sizeof(*ret));
-	ret->s6_addr[10] = ret->s6_addr[11] = 0xff;
-	memcpy(&ret->s6_addr[12], &((struct sockaddr_in *)&ss)->sin_addr, 4);
-	inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, text,
-	    (socklen_t)textlen);
-	return true;
-}
-
-/*
- * The connection's timer. First run (right after accept): count the peer
- * against --max-connections-per-address, then start the deadline for the
- * TLS handshake and the first request. Second run: that deadline passed.
- */
-static void
-conn_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct conn *c = arg;
-	struct server *s = c->srv;
-	struct worker *w = c->w;
-	struct timeval tv;
-	struct in6_addr a;
-	char text[INET6_ADDRSTRLEN] = "?";
-
-	(void)fd;
-	(void)what;
-	if (c->armed) {
-		metric_inc(s->cfg.deadline_closed, NULL, NULL);
-		if (rate_due(&w->deadline_logged_ms))
-			log_warn("connection closed: no complete first request "
-			    "within --first-request-timeout (counted in "
-			    "kpgpud_admit_connections_deadline_total)");
-		conn_end(c);
-		return;
+	if (w->lpause != NULL) {
+		event_free(w->lpause);
+		w->lpause = NULL;
 	}
-	if (s->cfg.max_conns_per_addr > 0 &&
-	    peer_addr(bufferevent_getfd(c->bev), &a, text, sizeof(text)) &&
-	    (c->addr = addr_take(s, &a)) == NULL) {
-		metric_inc(s->cfg.refused_addr, NULL, NULL);
-		if (rate_due(&w->addr_logged_ms))
-			log_warn("connection refused: address=%s has "
-			    "--max-connections-per-address=%u open (counted "
-			    "in kpgpud_admit_connections_refused_per_address"
-			    "_total)", text, s->cfg.max_conns_per_addr);
-		conn_end(c);
-		return;
+	if (w->lfd >= 0) {
+		close(w->lfd);
+		w->lfd = -1;
 	}
-	c->armed = true;
-	tv.tv_sec = s->cfg.first_request_ms / 1000;
-	tv.tv_usec = (s->cfg.first_request_ms % 1000) * 1000;
-	event_add(c->timer, &tv);
-}
-
-/* The first request on a connection is in: its deadline is over. */
-void
-server_conn_served(struct evhttp_request *req)
-{
-	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-	struct bufferevent *bev;
-	SSL *ssl;
-	struct conn *c;
-
-	if (evcon == NULL ||
-	    (bev = evhttp_connection_get_bufferevent(evcon)) == NULL ||
-	    (ssl = bufferevent_openssl_get_ssl(bev)) == NULL ||
-	    (c = SSL_get_ex_data(ssl, conn_slot)) == NULL || !c->armed)
-		return;
-	c->armed = false;
-	event_del(c->timer);
-}
-
-/* A refusing plain bufferevent: the connection is closed at once. */
-static struct bufferevent *
-refuse_bev(struct event_base *base)
-{
-	struct bufferevent *under = bufferevent_socket_new(base, -1,
-	    BEV_OPT_CLOSE_ON_FREE);
-
-	return bufferevent_filter_new(under, refuse, NULL,
-	    BEV_OPT_CLOSE_ON_FREE, NULL, NULL);
-}
-
-/* A TLS bufferevent for each accepted connection, never a plain one. */
-static struct bufferevent *
-bevcb(struct event_base *base, void *arg)
-{
-	struct worker *w = arg;
-	struct server *s = w->srv;
-	struct bufferevent *bev;
-	struct conn *c = NULL;
-	SSL *ssl = NULL;
-	char idx[16];
-
-	snprintf(idx, sizeof(idx), "%d", w->idx);
-	metric_inc(s->cfg.connections, idx, NULL);
-	if (atomic_load(&s->nconns) >= s->cfg.max_connections) {
-		metric_inc(s->cfg.refused, NULL, NULL);
-		warn_refused(w);
-		return refuse_bev(base);
-	}
-	if ((c = calloc(1, sizeof(*c))) != NULL &&
-	    (c->timer = evtimer_new(base, conn_timer_cb, c)) != NULL &&
-	    (ssl = tls_ssl_new(s->cfg.tls)) != NULL &&
-	    SSL_set_ex_data(ssl, conn_slot, c) == 1) {
-		c->srv = s;
-		c->w = w;
-		metric_set(s->cfg.open, NULL, NULL,
-		    (double)(atomic_fetch_add(&s->nconns, 1) + 1));
-		bev = bufferevent_openssl_socket_new(base, -1, ssl,
-		    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
-		if (bev != NULL) {
-			bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-			c->bev = bev;
-			/* evhttp sets the socket before this runs */
-			event_active(c->timer, EV_TIMEOUT, 0);
-			return bev;
-		}
-		c = NULL;	/* the slot's free uncounts and frees it */
-	}
-	SSL_free(ssl);
-	if (c != NULL) {
-		if (c->timer != NULL)
-			event_free(c->timer);
-		free(c);
-	}
-	log_err("cannot set up TLS for a connection; refusing it");
-	return refuse_bev(base);
 }
 
 /* Worker side: stop accepting; finish now when nothing is in flight. */
@@ -300,12 +36,20 @@ worker_stop_cb(evutil_socket_t fd, short what, void *arg)
 	if (w->stopping)
 		return;
 	w->stopping = true;
-	if (w->bound != NULL) {
-		evhttp_del_accept_socket(w->http, w->bound);
-		w->bound = NULL;
-	}
+	stop_accepting(w);
 	if (w->inflight == 0 && w->sending == 0)
 		server_worker_finish_cb(-1, 0, w);
+}
+
+/* A stopping worker finishes once nothing is in flight or unsent. */
+void
+server_maybe_finish(struct worker *w)
+{
+	static const struct timeval now = { 0, 0 };
+
+	if (w->stopping && w->inflight == 0 && w->sending == 0)
+		event_base_once(w->base, -1, EV_TIMEOUT, server_worker_finish_cb,
+		    w, &now);
 }
 
 /*
@@ -320,13 +64,11 @@ server_worker_finish_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (w->http != NULL) {
-		if (w->bound != NULL)
-			evhttp_del_accept_socket(w->http, w->bound);
-		w->bound = NULL;
-		evhttp_free(w->http);
-		w->http = NULL;
-	}
+	if (w->finished)
+		return;
+	w->finished = true;
+	stop_accepting(w);
+	conn_close_all(w);
 	if (w->beat != NULL)
 		event_del(w->beat);
 	atomic_store(&w->done, true);
@@ -377,10 +119,9 @@ worker_main(void *arg)
 }
 
 /*
- * A worker's event base. On epoll, libevent's change list folds the
- * enable/disable pairs evhttp and bufferevent_openssl make for every
- * request into at most one epoll_ctl per loop turn; nothing in a worker
- * dup()s a descriptor, which is the change list's one caveat.
+ * A worker's event base. On epoll, libevent's change list folds an event
+ * added and deleted in one loop turn into at most one epoll_ctl; nothing
+ * in a worker dup()s a descriptor, which is the change list's one caveat.
  */
 static struct event_base *
 worker_base_new(void)
@@ -453,32 +194,30 @@ static int
 worker_init(struct server *s, struct worker *w, int idx)
 {
 	struct timeval idle = { (time_t)s->cfg.idle_timeout_s, 0 };
+	struct timeval first = { (time_t)(s->cfg.first_request_ms / 1000),
+	    (suseconds_t)(s->cfg.first_request_ms % 1000) * 1000 };
 	struct timeval beat = { 0, SRV_BEAT_MS * 1000 };
-	int fd;
 
 	w->srv = s;
 	w->idx = idx;
+	w->lfd = -1;
+	snprintf(w->idxs, sizeof(w->idxs), "%d", idx);
 	atomic_store(&w->last_beat_ms, monotonic_ms());
 	if ((w->base = worker_base_new()) == NULL ||
-	    (w->http = evhttp_new(w->base)) == NULL ||
+	    (w->idle_tv = event_base_init_common_timeout(w->base, &idle)) ==
+	    NULL || (w->first_tv = event_base_init_common_timeout(w->base,
+	    &first)) == NULL ||
 	    (w->beat = event_new(w->base, -1, EV_PERSIST, beat_cb, w)) ==
 	    NULL || event_add(w->beat, &beat) < 0)
 		return -ENOMEM;
-	evhttp_set_bevcb(w->http, bevcb, w);
-	evhttp_set_gencb(w->http, request_handle, w);
-	evhttp_set_max_body_size(w->http, (ev_ssize_t)s->cfg.max_body);
-	evhttp_set_max_headers_size(w->http, (ev_ssize_t)s->cfg.max_headers);
-	evhttp_set_timeout_tv(w->http, &idle);
-	evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
-	    EVHTTP_REQ_HEAD);
 	/* Each worker closes its own socket or descriptor of the shared one. */
-	if ((fd = worker_listener(s, idx)) < 0)
+	if ((w->lfd = worker_listener(s, idx)) < 0)
 		return -errno;
-	if ((w->bound = evhttp_accept_socket_with_handle(w->http, fd)) ==
-	    NULL) {
-		close(fd);
+	if ((w->lev = event_new(w->base, w->lfd, EV_READ | EV_PERSIST,
+	    conn_accept_cb, w)) == NULL ||
+	    (w->lpause = evtimer_new(w->base, conn_accept_resume_cb, w)) == NULL ||
+	    event_add(w->lev, NULL) < 0)
 		return -ENOMEM;
-	}
 	return 0;
 }
 
@@ -491,9 +230,6 @@ server_new(const struct server_config *cfg, struct server **ret)
 
 	if (cfg->nthreads < 1 || cfg->nthreads > SRV_MAX_THREADS)
 		return -EINVAL;
-	if (pthread_once(&conn_slot_once, conn_slot_init) != 0 ||
-	    conn_slot < 0)
-		return -ENOMEM;
 	review_init();	/* jansson's allocator, before the threads */
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return -ENOMEM;
@@ -625,8 +361,11 @@ server_free(struct server *s)
 
 		if (w->base != NULL)
 			event_base_loop(w->base, EVLOOP_NONBLOCK);
-		if (w->http != NULL)
-			evhttp_free(w->http);
+		if (w->srv != NULL && !w->finished) {
+			w->finished = true;
+			stop_accepting(w);
+			conn_close_all(w);
+		}
 		if (w->beat != NULL)
 			event_free(w->beat);
 		if (w->base != NULL)

@@ -1,8 +1,10 @@
 /*
  * The inside of kpgpud-admit's HTTPS server (server.h is its outside),
- * shared by its three parts:
- *   server.c   the worker pool: threads, listeners, connections and their
- *              caps, heartbeat, start and stop;
+ * shared by its parts:
+ *   server.c   the worker pool: threads, listeners, heartbeat, start and
+ *              stop;
+ *   conn.c     connections: accept and their caps, TLS, HTTP/1.1 framing
+ *              (httphead.h), keep-alive, timeouts, the replies' bytes;
  *   request.c  request handling on a worker: routing, /mutate (parse,
  *              decide from the namespace map, answer), /metrics, replies;
  *   lookup.c   the lookup path: a request whose namespace is not in the
@@ -29,12 +31,9 @@
 
 #include <sys/socket.h>
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
+#include <time.h>
+
 #include <event2/event.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
 
 #include <openssl/ssl.h>
 
@@ -43,6 +42,7 @@
 #include "common/metrics.h"
 #include "common/tokenbucket.h"
 #include "common/util.h"
+#include "kpgpud-admit/httphead.h"
 #include "kpgpud-admit/jscan.h"
 #include "kpgpud-admit/nscache.h"
 #include "kpgpud-admit/review.h"
@@ -59,35 +59,67 @@
 struct worker {
 	struct server		*srv;
 	int			 idx;
+	char			 idxs[16];	/* idx as a metric label */
 	pthread_t		 thread;
 	bool			 started;
 	struct event_base	*base;
-	struct evhttp		*http;
-	struct evhttp_bound_socket *bound;
+	int			 lfd;		/* listening socket, or -1 */
+	struct event		*lev;		/* accept */
+	struct event		*lpause;	/* accept paused (no fds) */
+	struct conn		*conns;		/* open, worker thread only */
+	const struct timeval	*idle_tv;	/* --idle-timeout */
+	const struct timeval	*first_tv;	/* --first-request-timeout */
 	struct event		*beat;
 	atomic_uint_least64_t	 last_beat_ms;
 	unsigned		 inflight;	/* worker thread only */
 	unsigned		 sending;	/* replies not yet flushed */
 	bool			 stopping;	/* worker thread only */
+	bool			 finished;	/* connections closed */
+	time_t			 date_t;	/* the second date[] says */
+	char			 date[40];	/* "Date: ...\r\n" */
+	size_t			 date_len;
 	uint64_t		 refused_logged_ms;	/* worker thread only */
 	uint64_t		 addr_logged_ms;	/* worker thread only */
 	uint64_t		 deadline_logged_ms;	/* worker thread only */
+	uint64_t		 accept_logged_ms;	/* worker thread only */
 	atomic_bool		 done;
 };
 
 /*
- * One accepted connection, tied to its SSL (ex_data) so that it ends with
- * it whatever closes it. The timer first runs at once (the socket is set on
- * the bufferevent by then) to count the peer's address, then waits for the
- * first request's deadline.
+ * One accepted connection (worker thread only). It reads one request at a
+ * time into in[]; a request answered at once is written out before the
+ * next is parsed, one deferred (job) stops reading until it is answered.
  */
 struct conn {
-	struct server		*srv;
 	struct worker		*w;
-	struct bufferevent	*bev;
-	struct event		*timer;
+	int			 fd;
+	SSL			*ssl;
+	struct event		*rev;		/* readable, persistent */
+	struct event		*wev;		/* writable, once */
+	struct event		*timer;		/* deadline, idle, linger */
 	struct addr_count	*addr;	/* counted against its address */
-	bool			 armed;	/* the deadline is running */
+	struct conn		*next, **prevp;	/* the worker's list */
+	struct job		*job;		/* the request deferred */
+	char			*in;		/* received plaintext */
+	size_t			 in_len, in_cap;
+	size_t			 scan;		/* httphead_end resumes here */
+	size_t			 used;		/* bytes of the request */
+	struct httphead		 h;		/* the request's head */
+	struct httpchunk	 ch;		/* its chunked body */
+	size_t			 raw, body_len;	/* chunked: after the head */
+	char			*out;		/* reply not yet written */
+	size_t			 out_len, out_off, out_cap;
+	size_t			 lingered;	/* bytes dropped lingering */
+	bool			 have_head;
+	bool			 handshaken;
+	bool			 served;	/* a whole request came */
+	bool			 reading;	/* rev is added */
+	bool			 sending;	/* counted in w->sending */
+	bool			 rearm;		/* out ends in a final reply */
+	bool			 closing;	/* close once out is written */
+	bool			 drain;		/* unread input: linger */
+	bool			 lingering;
+	bool			 dead;		/* no TLS shutdown, just free */
 };
 
 /* Open connections from one peer address (under server.addr_lock). */
@@ -106,7 +138,7 @@ struct neg_slot {
 /* One deferred /mutate request (owned by its worker). */
 struct job {
 	struct worker		*w;
-	struct evhttp_request	*req;	/* NULL once the connection is gone */
+	struct conn		*c;	/* NULL once the connection is gone */
 	struct review		*rv;
 	uint64_t		 t0_us;
 	unsigned		 timeout_ms;
@@ -148,9 +180,26 @@ struct server {
 	struct tokenbucket	 lookup_tb;
 };
 
+/* conn.c */
+/* Accept new connections (the listening socket's callback; arg: worker). */
+void	 conn_accept_cb(evutil_socket_t fd, short what, void *arg);
+/* Accept again after a pause (out of descriptors; arg: worker). */
+void	 conn_accept_resume_cb(evutil_socket_t fd, short what, void *arg);
+/*
+ * Send a reply (extra: more header lines, each ending in CRLF, or NULL).
+ * Never frees c: a failure marks it for the caller (conn_resume).
+ */
+void	 conn_reply(struct conn *c, int code, const char *reason,
+	    const char *ctype, const char *extra, const char *body, size_t len);
+/* A deferred request was answered: go on with the connection. */
+void	 conn_resume(struct conn *c);
+/* Close every connection of a worker (it is finishing). */
+void	 conn_close_all(struct worker *w);
+
 /* request.c */
-/* Every request: route by path (the evhttp callback; arg: its worker). */
-void	 request_handle(struct evhttp_request *req, void *arg);
+/* Route and answer one request; buf holds its head (h's offsets). */
+void	 request_handle(struct conn *c, const char *buf,
+	    const struct httphead *h, const char *body, size_t len);
 /* Count one request outcome and its duration. */
 void	 request_account(struct worker *w, const char *result,
 	    uint64_t t0_us);
@@ -164,20 +213,21 @@ enum review_ns request_miss(struct worker *w);
 /* The miss policy's answer for a labelled namespace not resolved yet. */
 enum review_ns request_unresolved(struct worker *w);
 /* Build and send the AdmissionReview response; frees the review. */
-void	 request_answer(struct worker *w, struct evhttp_request *req,
-	    struct review *rv, enum review_ns ns, const struct resolved *r,
-	    uint64_t t0_us);
+void	 request_answer(struct worker *w, struct conn *c, struct review *rv,
+	    enum review_ns ns, const struct resolved *r, uint64_t t0_us);
 
 /* lookup.c */
+/* How long a lookup may take for a request with query q (?timeout=). */
+unsigned lookup_budget(struct worker *w, const char *q, size_t qlen);
 /* Defer a request whose namespace the map does not know. */
-void	 lookup_defer(struct worker *w, struct evhttp_request *req,
-	    struct review *rv, uint64_t t0_us);
+void	 lookup_defer(struct worker *w, struct conn *c, struct review *rv,
+	    uint64_t t0_us, unsigned budget_ms);
 /* Hand a job back to its worker. */
 void	 lookup_post_back(struct job *j);
 
 /* server.c */
-/* The first request on a connection is in: its deadline is over. */
-void	 server_conn_served(struct evhttp_request *req);
+/* A stopping worker finishes once nothing is in flight or unsent. */
+void	 server_maybe_finish(struct worker *w);
 /* Worker side: close every connection and leave the loop (posted). */
 void	 server_worker_finish_cb(evutil_socket_t fd, short what, void *arg);
 

@@ -21,6 +21,9 @@
 #define LLVMFuzzerTestOneInput fuzz_classes_one
 #include "tests/fuzz/fuzz_classes.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_httphead_one
+#include "tests/fuzz/fuzz_httphead.c"
+#undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_ipc_one
 #include "tests/fuzz/fuzz_ipc.c"
 #undef LLVMFuzzerTestOneInput
@@ -121,6 +124,7 @@ run_target(const char *name, fuzz_fn fn)
 
 TEST(annotation) { run_target("annotation", fuzz_annotation_one); }
 TEST(classes) { run_target("classes", fuzz_classes_one); }
+TEST(httphead) { run_target("httphead", fuzz_httphead_one); }
 TEST(ipc) { run_target("ipc", fuzz_ipc_one); }
 TEST(kubeconfig) { run_target("kubeconfig", fuzz_kubeconfig_one); }
 TEST(plan) { run_target("plan", fuzz_plan_one); }
