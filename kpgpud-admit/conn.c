@@ -526,19 +526,14 @@ conn_in_room(struct conn *c)
 	return true;
 }
 
-/* One SSL_read into in[]: 1 read something, 0 wait for the socket, -1 gone. */
+/*
+ * What an SSL call that returned n <= 0 waits for: 0 the socket (a write
+ * event when OpenSSL needs to write), -1 the connection is over (closed by
+ * the peer, or failed: marked dead).
+ */
 static int
-conn_read(struct conn *c)
+conn_ssl_wait(struct conn *c, int n)
 {
-	int n;
-
-	if (!conn_in_room(c))
-		return -1;
-	n = SSL_read(c->ssl, c->in + c->in_len, (int)(c->in_cap - c->in_len));
-	if (n > 0) {
-		c->in_len += (size_t)n;
-		return 1;
-	}
 	switch (SSL_get_error(c->ssl, n)) {
 	case SSL_ERROR_WANT_READ:
 		return 0;
@@ -554,6 +549,22 @@ conn_read(struct conn *c)
 	}
 }
 
+/* One SSL_read into in[]: 1 read something, 0 wait for the socket, -1 gone. */
+static int
+conn_read(struct conn *c)
+{
+	int n;
+
+	if (!conn_in_room(c))
+		return -1;
+	n = SSL_read(c->ssl, c->in + c->in_len, (int)(c->in_cap - c->in_len));
+	if (n > 0) {
+		c->in_len += (size_t)n;
+		return 1;
+	}
+	return conn_ssl_wait(c, n);
+}
+
 /* The TLS handshake's next step: 1 done, 0 wait, -1 failed. */
 static int
 conn_handshake(struct conn *c)
@@ -564,17 +575,7 @@ conn_handshake(struct conn *c)
 		c->handshaken = true;
 		return 1;
 	}
-	switch (SSL_get_error(c->ssl, n)) {
-	case SSL_ERROR_WANT_READ:
-		return 0;
-	case SSL_ERROR_WANT_WRITE:
-		event_add(c->wev, NULL);
-		return 0;
-	default:
-		ERR_clear_error();
-		c->dead = true;
-		return -1;
-	}
+	return conn_ssl_wait(c, n);
 }
 
 /*

@@ -90,7 +90,7 @@ static const struct config_opt admit_opts[] = {
 	    "Serving", "Largest JSON patch in bytes; a pod of an isolated "
 	    "namespace that needs more is denied.", CONFIG_NORELOAD),
 	CONFIG_INT(C, max_headers, "max-headers", 0, "65536", 1024, 1 << 20,
-	    "Serving", "Largest request header block in bytes.",
+	    "Serving", "Largest request head in bytes (larger: 431).",
 	    CONFIG_NORELOAD),
 	CONFIG_INT(C, max_connections, "max-connections", 0, "4096", 1,
 	    1000000, "Serving", "Open connections at most; more are closed "
@@ -104,7 +104,8 @@ static const struct config_opt admit_opts[] = {
 	    "TLS handshake and send its first whole request within this, or "
 	    "it is closed.", CONFIG_NORELOAD),
 	CONFIG_DURATION(C, idle_timeout_ms, "idle-timeout", 0, "90s", 1000,
-	    3600000, "Serving", "Close connections idle this long.",
+	    3600000, "Serving", "After each answer, the time a connection has to "
+	    "send its next whole request.",
 	    CONFIG_NORELOAD),
 	CONFIG_DURATION(C, reload_interval_ms, "tls-reload-interval", 0, "1s",
 	    100, 3600000, "Serving", "How often to check the TLS files.",
