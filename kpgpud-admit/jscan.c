@@ -572,35 +572,102 @@ jscan_validate(const char *buf, size_t len)
 	return jscan_run(buf, len, &root, 1, &span, NULL);
 }
 
+/* The end (past its quote) of the string at b[i] of accepted text. */
+static size_t
+skip_string(const unsigned char *b, size_t len, size_t i)
+{
+	for (i++; (i = plain_run(b, len, i)) < len; )
+		if (b[i] == '"')
+			return i + 1;
+		else
+			i += b[i] == '\\' ? 2 : 1;
+	return len;
+}
+
+/* The end of the value at b[i] of accepted text. */
+static size_t
+skip_value(const unsigned char *b, size_t len, size_t i)
+{
+	int d = 0;
+
+	if (b[i] == '"')
+		return skip_string(b, len, i);
+	if (b[i] != '{' && b[i] != '[') {
+		while (i < len && b[i] != ',' && b[i] != '}' && b[i] != ']' &&
+		    !jscan_is_ws(b[i]))
+			i++;
+		return i;
+	}
+	do {
+		if (b[i] == '"') {
+			i = skip_string(b, len, i);
+			continue;
+		}
+		if (b[i] == '{' || b[i] == '[')
+			d++;
+		else if (b[i] == '}' || b[i] == ']')
+			d--;
+		i++;
+	} while (d > 0 && i < len);
+	return i;
+}
+
 /* Step through the elements of an accepted array; see jscan.h. */
 int
 jscan_next_elem(const char *buf, size_t len, size_t *pos,
     struct jscan_span *elem)
 {
 	const unsigned char *b = (const unsigned char *)buf;
-	size_t i = *pos + 1, start, end;
-	int d = 0;
+	size_t i = jscan_skip_ws(buf, *pos + 1, len), end;
 
-	while (i < len && jscan_is_ws(b[i]))
-		i++;
 	if (i >= len || b[i] == ']')
 		return 0;
-	for (start = i; i < len; i++) {
-		if (b[i] == '"') {
-			for (i++; i < len && b[i] != '"'; i++)
-				if (b[i] == '\\')
-					i++;
-		} else if (b[i] == '{' || b[i] == '[')
-			d++;
-		else if ((b[i] == '}' || b[i] == ']') && d-- == 0)
-			break;
-		else if (b[i] == ',' && d == 0)
-			break;
-	}
-	for (end = i; end > start && jscan_is_ws(b[end - 1]); end--)
-		;
-	elem->off = start;
-	elem->len = end - start;
-	*pos = i;
+	end = skip_value(b, len, i);
+	elem->off = i;
+	elem->len = end - i;
+	*pos = jscan_skip_ws(buf, end, len);
 	return 1;
+}
+
+/* Step through the members of an accepted object; see jscan.h. */
+int
+jscan_next_member(const char *buf, size_t len, size_t *pos,
+    struct jscan_span *key, struct jscan_span *val)
+{
+	const unsigned char *b = (const unsigned char *)buf;
+	size_t i = jscan_skip_ws(buf, *pos + 1, len), end;
+
+	if (i >= len || b[i] != '"')
+		return 0;
+	end = skip_string(b, len, i);
+	key->off = i;
+	key->len = end - i;
+	i = jscan_skip_ws(buf, jscan_skip_ws(buf, end, len) + 1, len);
+	if (i >= len)
+		return 0;
+	end = skip_value(b, len, i);
+	val->off = i;
+	val->len = end - i;
+	*pos = jscan_skip_ws(buf, end, len);
+	return 1;
+}
+
+/* Whether the value at sp of accepted text is the string want. */
+bool
+jscan_str_is(const char *buf, struct jscan_span sp, const char *want)
+{
+	const char *raw = buf + sp.off + 1;
+	size_t n, wl = strlen(want);
+	char tmp[KEY_MAX * 6];
+
+	if (sp.len < 2 || buf[sp.off] != '"')
+		return false;
+	n = sp.len - 2;
+	if (memchr(raw, '\\', n) == NULL)
+		return n == wl && memcmp(raw, want, n) == 0;
+	/* An escape of k bytes stands for at least one: n / 6 at least. */
+	if (n > 6 * wl || n > sizeof(tmp))
+		return false;
+	n = jscan_unescape(raw, n, tmp);
+	return n == wl && memcmp(tmp, want, n) == 0;
 }

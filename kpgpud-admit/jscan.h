@@ -75,6 +75,21 @@ int	 jscan_next_elem(const char *buf, size_t len, size_t *pos,
 	    struct jscan_span *elem);
 
 /*
+ * Step through the members of an object that jscan_run() accepted: *pos
+ * starts at the '{' and is advanced; returns 1 with the next member's name
+ * (the string with its quotes) in *key and its value in *val, 0 after the
+ * last one.
+ */
+int	 jscan_next_member(const char *buf, size_t len, size_t *pos,
+	    struct jscan_span *key, struct jscan_span *val);
+
+/*
+ * Whether the value at sp of text jscan_run() accepted is a string whose
+ * unescaped bytes are want (at most 64 bytes).
+ */
+bool	 jscan_str_is(const char *buf, struct jscan_span sp, const char *want);
+
+/*
  * The JSON primitives every reader of kpgpud-admit uses (the scanner, the
  * review loader, the head reader): one white-space rule, one unescaper.
  */

@@ -80,13 +80,20 @@ warn(struct patch_ctx *c, const char *fmt, ...)
 	utf8_trim(c->out->warnings[c->out->nwarnings++]);
 }
 
+/* Whether the n bytes at resource name a device-plugin GPU. */
+bool
+patch_is_legacy_gpu_n(const char *resource, size_t n)
+{
+	return (n == 14 && memcmp(resource, "nvidia.com/gpu", 14) == 0) ||
+	    (n >= 15 && (memcmp(resource, "nvidia.com/gpu.", 15) == 0 ||
+	    memcmp(resource, "nvidia.com/mig-", 15) == 0));
+}
+
 /* Whether a resource name is a device-plugin GPU (nvidia.com/gpu, ...). */
 bool
 patch_is_legacy_gpu(const char *resource)
 {
-	return strcmp(resource, "nvidia.com/gpu") == 0 ||
-	    strncmp(resource, "nvidia.com/gpu.", 15) == 0 ||
-	    strncmp(resource, "nvidia.com/mig-", 15) == 0;
+	return patch_is_legacy_gpu_n(resource, strlen(resource));
 }
 
 /*
@@ -126,62 +133,45 @@ pod_claim(struct patch_ctx *c)
 	    | buf_putc(&c->claim, '}') ? -ENOMEM : 0;
 }
 
-/* Whether a list entry is exactly the claim entry of pod_claim(). */
+/* Whether the pod's entry named RESOLVED_POD_CLAIM is exactly pod_claim(). */
 static bool
-is_pod_claim(const json_t *e, const struct resolved *r)
+is_pod_claim(const struct patch_pod *pod, const struct resolved *r)
 {
 	bool tmpl = r->claim_template[0] != '\0';
 	const char *want = tmpl ? r->claim_template : r->claim;
-	const json_t *v = json_object_get(e, tmpl ?
-	    "resourceClaimTemplateName" : "resourceClaimName");
+	const char *v = tmpl ? pod->claim_tmpl : pod->claim_name;
 
-	return json_object_size(e) == 2 && json_string_length(json_object_get(
-	    e, "name")) == strlen(RESOLVED_POD_CLAIM) && json_is_string(v) &&
-	    json_string_length(v) == strlen(want) &&
-	    strcmp(json_string_value(v), want) == 0;
-}
-
-/* Whether a list entry is an object whose "name" is name. */
-static bool
-named(const json_t *e, const char *name)
-{
-	const char *n = json_string_value(json_object_get(e, "name"));
-
-	return n != NULL && strcmp(n, name) == 0;
+	return pod->claim_members == 2 && v != NULL && strcmp(v, want) == 0;
 }
 
 /* Make spec.resourceClaims carry our claim, creating or appending. */
 static int
-pod_claims(struct patch_ctx *c, const json_t *spec)
+pod_claims(struct patch_ctx *c, const struct patch_pod *pod)
 {
-	json_t *rc = json_object_get(spec, "resourceClaims");
 	struct buf list = BUF_INIT(0);
-	json_t *e;
 	char path[64];
-	size_t i;
 	int rv;
 
-	if (rc == NULL || json_is_null(rc)) {
+	if (pod->claims == PATCH_ABSENT) {
 		rv = buf_putc(&list, '[') | buf_puts(&list, buf_str(&c->claim))
 		    | buf_putc(&list, ']') ? -ENOMEM :
 		    add_op(c, "add", "/spec/resourceClaims", buf_str(&list));
 		buf_free(&list);
 		return rv;
 	}
-	if (!json_is_array(rc))
+	if (pod->claims == PATCH_WRONG)
 		return bad_pod(c, "spec.resourceClaims is not a list");
-	json_array_foreach(rc, i, e) {
-		if (!named(e, RESOLVED_POD_CLAIM))
-			continue;
-		if (is_pod_claim(e, c->r))
-			return 0;
-		/* Same name, other source: the isolated claim must win. */
-		warn(c, "pod claim \"%s\" replaced by the namespace's GPU claim",
-		    RESOLVED_POD_CLAIM);
-		snprintf(path, sizeof(path), "/spec/resourceClaims/%zu", i);
-		return add_op(c, "replace", path, buf_str(&c->claim));
-	}
-	return add_op(c, "add", "/spec/resourceClaims/-", buf_str(&c->claim));
+	if (pod->claim_at < 0)
+		return add_op(c, "add", "/spec/resourceClaims/-",
+		    buf_str(&c->claim));
+	if (is_pod_claim(pod, c->r))
+		return 0;
+	/* Same name, other source: the isolated claim must win. */
+	warn(c, "pod claim \"%s\" replaced by the namespace's GPU claim",
+	    RESOLVED_POD_CLAIM);
+	snprintf(path, sizeof(path), "/spec/resourceClaims/%ld",
+	    pod->claim_at);
+	return add_op(c, "replace", path, buf_str(&c->claim));
 }
 
 /*
@@ -234,25 +224,18 @@ ptr_token(struct buf *b, const char *key)
 
 /* Drop the legacy GPU keys from resources.limits/requests of a container. */
 static int
-drop_legacy(struct patch_ctx *c, const char *base, const json_t *res)
+drop_legacy(struct patch_ctx *c, const char *base, const struct patch_ctr *ctr)
 {
 	static const char *const maps[] = { "limits", "requests" };
 	struct buf path = BUF_INIT(0);
-	const char *key;
-	json_t *v;
+	const char *const *key = ctr->legacy;
 	int rv = 0;
 
-	for (size_t m = 0; m < 2 && rv == 0; m++) {
-		json_t *map = json_object_get(res, maps[m]);
-
-		if (!json_is_object(map))
-			continue;
-		json_object_foreach(map, key, v) {
-			if (!patch_is_legacy_gpu(key))
-				continue;
+	for (size_t m = 0; m < 2 && rv == 0; m++)
+		for (size_t k = 0; k < ctr->nlegacy[m]; k++, key++) {
 			buf_reset(&path);
 			if (buf_printf(&path, "%s/resources/%s/", base,
-			    maps[m]) < 0 || ptr_token(&path, key) != 0) {
+			    maps[m]) < 0 || ptr_token(&path, *key) != 0) {
 				rv = -ENOMEM;
 				break;
 			}
@@ -260,75 +243,49 @@ drop_legacy(struct patch_ctx *c, const char *base, const json_t *res)
 			    NULL)) < 0)
 				break;
 		}
-	}
 	buf_free(&path);
 	return rv;
 }
 
-/* The first legacy GPU resource a container asks for, or NULL. */
-static const char *
-legacy_request(const json_t *res)
-{
-	static const char *const maps[] = { "limits", "requests" };
-	const char *key;
-	json_t *v;
-
-	for (size_t m = 0; m < 2; m++) {
-		json_t *map = json_object_get(res, maps[m]);
-
-		if (!json_is_object(map))
-			continue;
-		json_object_foreach(map, key, v)
-			if (patch_is_legacy_gpu(key))
-				return key;
-	}
-	return NULL;
-}
-
 /* Make one container reference our claim, creating what is missing. */
 static int
-container_ref(struct patch_ctx *c, const char *base, const json_t *ctr)
+container_ref(struct patch_ctx *c, const char *base,
+    const struct patch_ctr *ctr)
 {
-	json_t *res = json_object_get(ctr, "resources");
-	json_t *claims, *e;
 	char path[128];
-	size_t i;
 
-	if (res == NULL || json_is_null(res)) {
+	if (ctr->resources == PATCH_ABSENT) {
 		ptr_set(path, sizeof(path), base, "/resources");
 		return add_op(c, "add", path,
 		    "{\"claims\":[{\"name\":\"" RESOLVED_POD_CLAIM "\"}]}");
 	}
-	if (!json_is_object(res))
+	if (ctr->resources == PATCH_WRONG)
 		return bad_pod(c, "%s/resources is not an object", base);
-	claims = json_object_get(res, "claims");
-	if (claims == NULL || json_is_null(claims)) {
+	if (ctr->claims == PATCH_ABSENT) {
 		ptr_set(path, sizeof(path), base, "/resources/claims");
 		return add_op(c, "add", path,
 		    "[{\"name\":\"" RESOLVED_POD_CLAIM "\"}]");
 	}
-	if (!json_is_array(claims))
+	if (ctr->claims == PATCH_WRONG)
 		return bad_pod(c, "%s/resources/claims is not a list", base);
-	json_array_foreach(claims, i, e)
-		if (named(e, RESOLVED_POD_CLAIM))
-			return 0;
+	if (ctr->has_ref)
+		return 0;
 	ptr_set(path, sizeof(path), base, "/resources/claims/-");
 	return add_op(c, "add", path, "{\"name\":\"" RESOLVED_POD_CLAIM "\"}");
 }
 
 /* Apply the legacy-GPU policy to one container; *grab: give it the claim. */
 static int
-container_legacy(struct patch_ctx *c, const char *base, const json_t *ctr,
-    bool *grab)
+container_legacy(struct patch_ctx *c, const char *base,
+    const struct patch_ctr *ctr, bool *grab)
 {
-	const json_t *res = json_object_get(ctr, "resources");
-	const char *name = json_string_value(json_object_get(ctr, "name"));
-	const char *legacy = json_is_object(res) ? legacy_request(res) : NULL;
+	const char *name = ctr->name != NULL ? ctr->name : "";
+	const char *legacy;
 
-	if (legacy == NULL)
+	if (ctr->resources != PATCH_PRESENT ||
+	    ctr->nlegacy[0] + ctr->nlegacy[1] == 0)
 		return 0;
-	if (name == NULL)
-		name = "";
+	legacy = ctr->legacy[0];
 	switch (c->r->pol.legacy) {
 	case RESOLVED_LEGACY_ALLOW:
 		warn(c, "container \"%.63s\" uses %.40s besides the DRA claim",
@@ -338,7 +295,7 @@ container_legacy(struct patch_ctx *c, const char *base, const json_t *ctr,
 		warn(c, "container \"%.63s\": %.40s dropped; GPU comes from "
 		    "claim \"%s\"", name, legacy, RESOLVED_POD_CLAIM);
 		*grab = true;
-		return drop_legacy(c, base, res);
+		return drop_legacy(c, base, ctr);
 	case RESOLVED_LEGACY_REJECT:
 	default:
 		c->out->deny = true;
@@ -358,31 +315,28 @@ container_legacy(struct patch_ctx *c, const char *base, const json_t *ctr,
 
 /* Patch one list of containers; init selects by the init-container policy. */
 static int
-container_list(struct patch_ctx *c, const json_t *spec, const char *field,
-    bool init)
+container_list(struct patch_ctx *c, const struct patch_list *list,
+    const char *field, bool init)
 {
-	json_t *list = json_object_get(spec, field), *ctr;
 	char base[64];
-	size_t i;
 	int rv;
 
-	if (list == NULL || json_is_null(list))
+	if (list->shape == PATCH_ABSENT)
 		return init ? 0 : bad_pod(c, "spec.%s is missing", field);
-	if (!json_is_array(list))
+	if (list->shape == PATCH_WRONG)
 		return bad_pod(c, "spec.%s is not a list", field);
-	if (json_array_size(list) > PATCH_MAX_CONTAINERS)
+	if (list->n > PATCH_MAX_CONTAINERS || list->ctrs == NULL)
 		return bad_pod(c, "spec.%s has more than %d entries", field,
 		    PATCH_MAX_CONTAINERS);
-	json_array_foreach(list, i, ctr) {
-		const char *name;
+	for (size_t i = 0; i < list->n; i++) {
+		const struct patch_ctr *ctr = &list->ctrs[i];
 		bool grab;
 
-		if (!json_is_object(ctr))
+		if (!ctr->object)
 			return bad_pod(c, "spec.%s[%zu] is not an object",
 			    field, i);
-		name = json_string_value(json_object_get(ctr, "name"));
-		grab = (!init || resolved_init_selected(c->r, name)) &&
-		    !resolved_sidecar(c->r, name);
+		grab = (!init || resolved_init_selected(c->r, ctr->name)) &&
+		    !resolved_sidecar(c->r, ctr->name);
 		ptr_set(base, sizeof(base), "/spec/", field);
 		ptr_add(base, sizeof(base), "/");
 		ptr_add_index(base, sizeof(base), i);
@@ -392,6 +346,132 @@ container_list(struct patch_ctx *c, const json_t *spec, const char *field,
 			return 0;
 		if (grab && (rv = container_ref(c, base, ctr)) < 0)
 			return rv;
+	}
+	return 0;
+}
+
+/* The shape of v where a list (list) or an object is expected. */
+static enum patch_shape
+shape_of(const json_t *v, bool list)
+{
+	if (v == NULL || json_is_null(v))
+		return PATCH_ABSENT;
+	return (list ? json_is_array(v) : json_is_object(v)) ? PATCH_PRESENT :
+	    PATCH_WRONG;
+}
+
+/* Whether a list entry is an object whose "name" is name. */
+static bool
+named(const json_t *e, const char *name)
+{
+	const char *n = json_string_value(json_object_get(e, "name"));
+
+	return n != NULL && strcmp(n, name) == 0;
+}
+
+/* The legacy GPU keys of limits and requests of res, into ctr. */
+static int
+legacy_from_json(const json_t *res, struct region *rg, struct patch_ctr *ctr)
+{
+	static const char *const maps[] = { "limits", "requests" };
+	const char **keys;
+	const char *key;
+	json_t *v;
+	size_t n = 0;
+
+	for (int pass = 0; pass < 2; pass++) {
+		keys = pass == 0 ? NULL : region_alloc(rg, n * sizeof(*keys));
+		if (pass == 1 && keys == NULL)
+			return -ENOMEM;
+		n = 0;
+		for (size_t m = 0; m < 2; m++) {
+			json_t *map = json_object_get(res, maps[m]);
+
+			ctr->nlegacy[m] = 0;
+			if (!json_is_object(map))
+				continue;
+			json_object_foreach(map, key, v)
+				if (patch_is_legacy_gpu(key)) {
+					if (keys != NULL)
+						keys[n] = key;
+					n++;
+					ctr->nlegacy[m]++;
+				}
+		}
+		ctr->legacy = keys;
+		if (n == 0)
+			return 0;
+	}
+	return 0;
+}
+
+/* The facts of one container list entry. */
+static int
+ctr_from_json(const json_t *e, struct region *rg, struct patch_ctr *ctr)
+{
+	const json_t *res = json_object_get(e, "resources"), *claims, *x;
+	size_t i;
+
+	memset(ctr, 0, sizeof(*ctr));
+	if (!(ctr->object = json_is_object(e)))
+		return 0;
+	ctr->name = json_string_value(json_object_get(e, "name"));
+	if ((ctr->resources = shape_of(res, false)) != PATCH_PRESENT)
+		return 0;
+	claims = json_object_get(res, "claims");
+	if ((ctr->claims = shape_of(claims, true)) == PATCH_PRESENT)
+		json_array_foreach(claims, i, x)
+			if (named(x, RESOLVED_POD_CLAIM)) {
+				ctr->has_ref = true;
+				break;
+			}
+	return legacy_from_json(res, rg, ctr);
+}
+
+/* Read the facts of a Pod from a jansson tree; see patch.h. */
+int
+patch_pod_from_json(const json_t *pod, struct region *rg,
+    struct patch_pod *ret)
+{
+	static const char *const fields[2] = { "containers", "initContainers" };
+	const json_t *spec = json_object_get(pod, "spec"), *rc, *e;
+	size_t i;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->claim_at = -1;
+	if (!json_is_object(pod) || !json_is_object(spec))
+		return 0;
+	ret->spec = true;
+	rc = json_object_get(spec, "resourceClaims");
+	if ((ret->claims = shape_of(rc, true)) == PATCH_PRESENT)
+		json_array_foreach(rc, i, e)
+			if (named(e, RESOLVED_POD_CLAIM)) {
+				ret->claim_at = (long)i;
+				ret->claim_members = json_object_size(e);
+				ret->claim_tmpl = json_string_value(
+				    json_object_get(e,
+				    "resourceClaimTemplateName"));
+				ret->claim_name = json_string_value(
+				    json_object_get(e, "resourceClaimName"));
+				break;
+			}
+	for (size_t l = 0; l < 2; l++) {
+		struct patch_list *list = &ret->lists[l];
+		const json_t *a = json_object_get(spec, fields[l]);
+		struct patch_ctr *ctrs;
+
+		if ((list->shape = shape_of(a, true)) != PATCH_PRESENT)
+			continue;
+		list->n = json_array_size(a);
+		if (list->n > PATCH_MAX_CONTAINERS)
+			continue;
+		if ((ctrs = region_alloc(rg, list->n * sizeof(*ctrs) + 1)) ==
+		    NULL)
+			return -ENOMEM;
+		json_array_foreach(a, i, e)
+			if (ctr_from_json(e, rg, &ctrs[i]) < 0)
+				return -ENOMEM;
+		list->ctrs = ctrs;
 	}
 	return 0;
 }
@@ -409,25 +489,39 @@ int
 patch_build_max(const json_t *pod, const struct resolved *r, size_t max_ops,
     struct patch_out **ret, char *err, size_t errlen)
 {
+	struct region rg = { NULL };
+	struct patch_pod facts;
+	int rv;
+
+	if ((rv = patch_pod_from_json(pod, &rg, &facts)) == 0)
+		rv = patch_build_pod(&facts, r, max_ops, ret, err, errlen);
+	region_drop(&rg);
+	return rv;
+}
+
+/* Compute the patch from a Pod's facts; see patch.h. */
+int
+patch_build_pod(const struct patch_pod *pod, const struct resolved *r,
+    size_t max_ops, struct patch_out **ret, char *err, size_t errlen)
+{
 	struct patch_ctx c = { .r = r, .err = err, .errlen = errlen,
 	    .ops = BUF_INIT(max_ops), .claim = BUF_INIT(0) };
-	const json_t *spec = json_object_get(pod, "spec");
 	int rv = -ENOMEM;
 
 	if ((c.out = calloc(1, sizeof(*c.out))) == NULL)
 		return -ENOMEM;
 	if (pod_claim(&c) < 0)
 		goto fail;
-	if (!json_is_object(pod) || !json_is_object(spec)) {
+	if (!pod->spec) {
 		rv = bad_pod(&c, "object has no spec");
 		goto fail;
 	}
-	if ((rv = pod_claims(&c, spec)) < 0)
+	if ((rv = pod_claims(&c, pod)) < 0)
 		goto fail;
-	if ((rv = container_list(&c, spec, "containers", false)) < 0)
+	if ((rv = container_list(&c, &pod->lists[0], "containers", false)) < 0)
 		goto fail;
-	if (!c.out->deny &&
-	    (rv = container_list(&c, spec, "initContainers", true)) < 0)
+	if (!c.out->deny && (rv = container_list(&c, &pod->lists[1],
+	    "initContainers", true)) < 0)
 		goto fail;
 	if (c.out->deny) {
 		buf_reset(&c.ops);

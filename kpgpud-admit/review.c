@@ -1,11 +1,12 @@
 /*
  * AdmissionReview in and out: see review.h. The body is validated whole by
- * jscan.c; jansson builds only the members listed in review_nodes, in a
- * region of the review's own (see struct region).
+ * jscan.c, which records where the members the check and the patch read
+ * are; the check reads the review's head from those spans, and podscan.c
+ * the facts of the Pod the patch needs (kept in the review's region). The
+ * reference path (review_parse_full) reads the same from jansson's tree of
+ * the whole body.
  */
 #include <errno.h>
-#include <pthread.h>
-#include <stdalign.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -19,41 +20,19 @@
 #include "common/util.h"
 #include "kpgpud-admit/jscan.h"
 #include "kpgpud-admit/patch.h"
+#include "kpgpud-admit/podscan.h"
+#include "kpgpud-admit/region.h"
 #include "kpgpud-admit/reqhead.h"
 #include "kpgpud-admit/review.h"
 
 #define REVIEW_API	"admission.k8s.io/v1"
 #define REVIEW_KIND	"AdmissionReview"
 
-/*
- * The memory of a pruned tree: review_parse() builds it with jansson's
- * allocations on this thread carved from the review's region (jansson's
- * allocator is set once to region_malloc/region_free, which are malloc and
- * free whenever no region is being built on the thread), and review_free()
- * drops the region whole instead of freeing the tree node by node. Nothing
- * changes a built tree (readers get it const), so no node is freed later.
- */
-#define REGION_CHUNK	16384	/* the first chunk: an agent pod's tree */
-#define REGION_CHUNK_MAX (1u << 20)	/* chunks double up to this */
-
-struct region_chunk {
-	struct region_chunk	*next;
-	size_t			 used;
-	size_t			 cap;
-	alignas(max_align_t) unsigned char data[];
-};
-
-struct region {
-	struct region_chunk	*chunks;	/* newest first */
-};
-
-/* The region jansson allocates from on this thread, or NULL. */
-static _Thread_local struct region *region_building;
-
 struct review {
-	json_t		*root;		/* in region when it has chunks */
-	struct region	 region;
-	const json_t	*object;	/* the Pod, inside root */
+	json_t		*root;		/* the reference path's tree, or NULL */
+	struct region	 region;	/* the fast path's copies */
+	bool		 pod;		/* a Pod CREATE: pod holds its facts */
+	struct patch_pod pod_facts;	/* strings in region or in root */
 	char		 uid[REVIEW_UID_MAX + 1];
 	char		 ns[64];	/* "" when the request just passes */
 	size_t		 max_patch;	/* 0: PATCH_OPS_MAX */
@@ -66,14 +45,17 @@ struct review {
 };
 
 /*
- * The members of a review that review_check() and patch_build() read: the
- * fast path builds nothing else, so a member either starts reading must be
- * added here (test_review_diff and fuzz_review_diff compare the two paths).
+ * The members of a review that review_check() and the patch read: the fast
+ * path reads nothing else, so a member either starts reading must be added
+ * here (test_review_diff and fuzz_review_diff compare the two paths). The
+ * nodes under each element node are podscan.h's PODSCAN_C_* in order.
  */
 enum {
-	N_ROOT, N_API, N_KIND, N_REQ, N_UID, N_RKIND, N_OP, N_SUB, N_NS,
-	N_OBJ, N_META, N_MNS, N_SPEC, N_CLAIMS, N_CTRS, N_CTR, N_CTR_NAME,
-	N_CTR_RES, N_INITS, N_INIT, N_INIT_NAME, N_INIT_RES, N_COUNT
+	N_ROOT, N_API, N_KIND, N_REQ, N_UID, N_RKIND, N_GROUP, N_RKIND_KIND,
+	N_OP, N_SUB, N_NS, N_OBJ, N_META, N_MNS, N_SPEC, N_CLAIMS,
+	N_CTRS, N_CTR, N_CTR_NAME, N_CTR_RES, N_CTR_LIM, N_CTR_REQ, N_CTR_CL,
+	N_INITS, N_INIT, N_INIT_NAME, N_INIT_RES, N_INIT_LIM, N_INIT_REQ,
+	N_INIT_CL, N_COUNT
 };
 static const struct jscan_node review_nodes[N_COUNT] = {
 	[N_ROOT] = { -1, NULL },
@@ -82,6 +64,8 @@ static const struct jscan_node review_nodes[N_COUNT] = {
 	[N_REQ] = { N_ROOT, "request" },
 	[N_UID] = { N_REQ, "uid" },
 	[N_RKIND] = { N_REQ, "kind" },
+	[N_GROUP] = { N_RKIND, "group" },
+	[N_RKIND_KIND] = { N_RKIND, "kind" },
 	[N_OP] = { N_REQ, "operation" },
 	[N_SUB] = { N_REQ, "subResource" },
 	[N_NS] = { N_REQ, "namespace" },
@@ -94,176 +78,142 @@ static const struct jscan_node review_nodes[N_COUNT] = {
 	[N_CTR] = { N_CTRS, NULL },
 	[N_CTR_NAME] = { N_CTR, "name" },
 	[N_CTR_RES] = { N_CTR, "resources" },
+	[N_CTR_LIM] = { N_CTR_RES, "limits" },
+	[N_CTR_REQ] = { N_CTR_RES, "requests" },
+	[N_CTR_CL] = { N_CTR_RES, "claims" },
 	[N_INITS] = { N_SPEC, "initContainers" },
 	[N_INIT] = { N_INITS, NULL },
 	[N_INIT_NAME] = { N_INIT, "name" },
 	[N_INIT_RES] = { N_INIT, "resources" },
+	[N_INIT_LIM] = { N_INIT_RES, "limits" },
+	[N_INIT_REQ] = { N_INIT_RES, "requests" },
+	[N_INIT_CL] = { N_INIT_RES, "claims" },
+};
+_Static_assert(N_CTR_CL - N_CTR == PODSCAN_C_CLAIMS &&
+    N_INIT_CL - N_INIT == PODSCAN_C_CLAIMS, "container nodes as podscan's");
+
+#define REVIEW_LIST_CAP	128	/* containers per list recorded by the scan;
+				   longer lists are walked again */
+
+/* A string member: its bytes (not NUL-terminated), s NULL when absent. */
+struct hstr {
+	const char	*s;
+	size_t		 len;
 };
 
 /*
- * The members of one container that patch_build() reads, in the order of the
- * element nodes above (N_CTR, N_CTR_NAME, N_CTR_RES).
+ * The members of a review's head that review_check() reads, from either
+ * path: strings NULL when absent or not strings, objects false when absent
+ * or not objects (and then nothing under them is set).
  */
-enum { NC_ROOT, NC_NAME, NC_RESOURCES, NC_COUNT };
-#define REVIEW_LIST_CAP	128	/* containers per list recorded by the scan;
-				   longer lists are walked again */
-static const struct jscan_node ctr_nodes[NC_COUNT] = {
-	[NC_ROOT] = { -1, NULL },
-	[NC_NAME] = { NC_ROOT, "name" },
-	[NC_RESOURCES] = { NC_ROOT, "resources" },
+struct head {
+	bool		 root, req, obj;
+	struct hstr	 api, kind, uid, group, rkind, op, sub, ns, mns;
 };
 
-/* A schema, and for the review the containers the scan recorded. */
-struct schema {
-	const struct jscan_node	*nodes;
-	size_t			 n;
-	struct jscan_list	*lists;		/* by element node, or NULL */
-};
-static const struct schema ctr_schema = { ctr_nodes, NC_COUNT, NULL };
-
-/* jansson's allocator: from the region being built, else malloc. */
-static void *
-region_malloc(size_t n)
+/* Whether a head string is present and exactly want. */
+static bool
+hstr_is(struct hstr h, const char *want)
 {
-	struct region *r = region_building;
-	struct region_chunk *c;
-	const size_t align = alignof(max_align_t);
-	void *p;
-
-	if (r == NULL)
-		return malloc(n);
-	if (n > SIZE_MAX / 2)
-		return NULL;
-	n = (n + align - 1) & ~(align - 1);
-	if ((c = r->chunks) == NULL || c->cap - c->used < n) {
-		size_t cap = c == NULL ? REGION_CHUNK : c->cap >= REGION_CHUNK_MAX ?
-		    REGION_CHUNK_MAX : c->cap * 2;
-
-		if (cap < n)
-			cap = n;
-		if ((c = malloc(sizeof(*c) + cap)) == NULL)
-			return NULL;
-		c->used = 0;
-		c->cap = cap;
-		c->next = r->chunks;
-		r->chunks = c;
-	}
-	p = c->data + c->used;
-	c->used += n;
-	return p;
+	return h.s != NULL && h.len == strlen(want) &&
+	    memcmp(h.s, want, h.len) == 0;
 }
 
-/* jansson's free: nothing inside the region being built, else free. */
-static void
-region_free(void *p)
+/* Whether a head string is absent or empty. */
+static bool
+hstr_empty(struct hstr h)
 {
-	struct region *r = region_building;
-
-	if (r != NULL)
-		for (struct region_chunk *c = r->chunks; c != NULL;
-		    c = c->next)
-			if ((unsigned char *)p >= c->data &&
-			    (unsigned char *)p < c->data + c->cap)
-				return;
-	free(p);
-}
-
-/* Drop a region and everything in it. */
-static void
-region_drop(struct region *r)
-{
-	struct region_chunk *c;
-
-	while ((c = r->chunks) != NULL) {
-		r->chunks = c->next;
-		free(c);
-	}
-}
-
-static void
-review_init_once(void)
-{
-	json_set_alloc_funcs(region_malloc, region_free);
-}
-
-/* Set jansson's allocator up for the regions; see review.h. */
-void
-review_init(void)
-{
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-	pthread_once(&once, review_init_once);
-}
-
-/* A string member of o, or NULL when absent or not a string. */
-static const char *
-str(const json_t *o, const char *key)
-{
-	return json_string_value(json_object_get(o, key));
+	return h.s == NULL || h.len == 0;
 }
 
 /* Whether the request is a Pod CREATE (the only thing we patch). */
 static bool
-is_pod_create(const json_t *req)
+is_pod_create(const struct head *h)
 {
-	const json_t *kind = json_object_get(req, "kind");
-	const char *group = str(kind, "group"), *k = str(kind, "kind");
-	const char *op = str(req, "operation"), *sub = str(req, "subResource");
-
-	return k != NULL && strcmp(k, "Pod") == 0 &&
-	    (group == NULL || group[0] == '\0') &&
-	    op != NULL && strcmp(op, "CREATE") == 0 &&
-	    (sub == NULL || sub[0] == '\0');
+	return hstr_is(h->rkind, "Pod") && hstr_empty(h->group) &&
+	    hstr_is(h->op, "CREATE") && hstr_empty(h->sub);
 }
 
-/* Check the Pod part of a request and fill in rv's object and namespace. */
+/* Check the Pod part of a request and fill in rv's namespace. */
 static int
-parse_pod(struct review *rv, const json_t *req, char *err, size_t errlen)
+parse_pod(struct review *rv, const struct head *h, char *err, size_t errlen)
 {
-	const json_t *obj = json_object_get(req, "object");
-	const char *ns = str(req, "namespace");
+	struct hstr ns = h->ns;
 
-	if (!json_is_object(obj))
+	if (!h->obj)
 		return seterr(err, errlen, "request.object is not a Pod "
 		    "object");
-	if (ns == NULL || ns[0] == '\0')
-		ns = str(json_object_get(obj, "metadata"), "namespace");
-	if (ns == NULL || ns[0] == '\0')
+	if (hstr_empty(ns))
+		ns = h->mns;
+	if (hstr_empty(ns))
 		return seterr(err, errlen, "request has no namespace");
-	if (!dns1123_label_valid(ns))
+	if (ns.len >= sizeof(rv->ns))
 		return seterr(err, errlen, "request.namespace is not a valid "
 		    "namespace name");
-	rv->object = obj;
-	snprintf(rv->ns, sizeof(rv->ns), "%s", ns);
+	memcpy(rv->ns, ns.s, ns.len);
+	rv->ns[ns.len] = '\0';
+	if (!dns1123_label_valid(rv->ns)) {
+		rv->ns[0] = '\0';
+		return seterr(err, errlen, "request.namespace is not a valid "
+		    "namespace name");
+	}
+	rv->pod = true;
 	return 0;
 }
 
-/* Check a parsed body (rv->root) and fill in rv's uid and namespace. */
+/* Check a review's head and fill in rv's uid and namespace. */
 static int
-review_check(struct review *rv, char *err, size_t errlen)
+review_check(struct review *rv, const struct head *h, char *err,
+    size_t errlen)
 {
-	const json_t *req;
-	const char *s;
-
-	if (!json_is_object(rv->root))
+	if (!h->root)
 		return seterr(err, errlen, "body is not a JSON object");
-	s = str(rv->root, "apiVersion");
-	if (s == NULL || strcmp(s, REVIEW_API) != 0)
+	if (!hstr_is(h->api, REVIEW_API))
 		return seterr(err, errlen, "apiVersion must be %s", REVIEW_API);
-	s = str(rv->root, "kind");
-	if (s == NULL || strcmp(s, REVIEW_KIND) != 0)
+	if (!hstr_is(h->kind, REVIEW_KIND))
 		return seterr(err, errlen, "kind must be %s", REVIEW_KIND);
-	req = json_object_get(rv->root, "request");
-	if (!json_is_object(req))
+	if (!h->req)
 		return seterr(err, errlen, "request is missing");
-	s = str(req, "uid");
-	if (s == NULL || s[0] == '\0' || strlen(s) > REVIEW_UID_MAX)
+	if (hstr_empty(h->uid) || h->uid.len > REVIEW_UID_MAX)
 		return seterr(err, errlen, "request.uid is missing or too "
 		    "long");
-	memcpy(rv->uid, s, strlen(s) + 1);
-	if (is_pod_create(req))
-		return parse_pod(rv, req, err, errlen);
+	memcpy(rv->uid, h->uid.s, h->uid.len);
+	rv->uid[h->uid.len] = '\0';
+	if (is_pod_create(h))
+		return parse_pod(rv, h, err, errlen);
 	return 0;
+}
+
+/* A string member of o, from jansson. */
+static struct hstr
+hstr_json(const json_t *o, const char *key)
+{
+	const json_t *v = json_object_get(o, key);
+	struct hstr h = { json_string_value(v), json_string_length(v) };
+
+	return h;
+}
+
+/* The head of a review from jansson's tree of it. */
+static void
+head_from_json(const json_t *root, struct head *h)
+{
+	const json_t *req = json_object_get(root, "request");
+	const json_t *kind = json_object_get(req, "kind");
+	const json_t *obj = json_object_get(req, "object");
+
+	h->root = json_is_object(root);
+	h->req = json_is_object(req);
+	h->obj = json_is_object(obj);
+	h->api = hstr_json(root, "apiVersion");
+	h->kind = hstr_json(root, "kind");
+	h->uid = hstr_json(req, "uid");
+	h->group = hstr_json(kind, "group");
+	h->rkind = hstr_json(kind, "kind");
+	h->op = hstr_json(req, "operation");
+	h->sub = hstr_json(req, "subResource");
+	h->ns = hstr_json(req, "namespace");
+	h->mns = hstr_json(json_object_get(obj, "metadata"), "namespace");
 }
 
 /* Parse and check a body with jansson reading all of it; see review.h. */
@@ -273,6 +223,8 @@ review_parse_full(const char *body, size_t len, struct review **ret,
 {
 	struct review *rv;
 	json_error_t jerr;
+	struct head h;
+	int e = -EINVAL;
 
 	if ((rv = calloc(1, sizeof(*rv))) == NULL)
 		return -ENOMEM;
@@ -285,308 +237,121 @@ review_parse_full(const char *body, size_t len, struct review **ret,
 		return json_error_code(&jerr) == json_error_stack_overflow ?
 		    -E2BIG : -EINVAL;
 	}
-	if (review_check(rv, err, errlen) < 0)
+	head_from_json(rv->root, &h);
+	if (review_check(rv, &h, err, errlen) < 0)
+		goto fail;
+	if (rv->pod && (e = patch_pod_from_json(json_object_get(
+	    json_object_get(rv->root, "request"), "object"), &rv->region,
+	    &rv->pod_facts)) < 0)
 		goto fail;
 	*ret = rv;
 	return 0;
 fail:
 	review_free(rv);
-	return -EINVAL;
+	return e;
 }
 
 /*
- * Building jansson values from text jscan has validated: no syntax, UTF-8,
- * range or depth checks are left to make, so this is a plain descent that
- * builds what json_loadb() would (integers as json_int_t, anything with a
- * fraction or exponent as a real, the last of duplicate members winning in
- * the first one's place). *p is advanced past the value; NULL is ENOMEM.
- */
-static json_t *load_value(const char **p);
-
-/* Skip JSON white space (the body is valid JSON: a value follows). */
-static const char *
-skip_ws(const char *p)
-{
-	return p + jscan_skip_ws(p, 0, SIZE_MAX);
-}
-
-/*
- * The string at *p (its '"'): *ret and *ret_len are its bytes, in the body
- * when it has no escape, else unescaped into b. *p moves past it.
+ * The string at span sp of body (its quotes included), unescaped into rg
+ * when it has escapes; s NULL when it is not a string. 0 or -ENOMEM.
  */
 static int
-load_string(const char **p, struct buf *b, const char **ret, size_t *ret_len)
+hstr_span(const char *body, struct jscan_span sp, struct region *rg,
+    struct hstr *ret)
 {
-	const char *s = *p + 1, *e = s;
-	bool esc = false;
+	const char *raw = body + sp.off + 1;
+	size_t n;
+	char *s;
 
-	while (*e != '"')
-		if (*e == '\\') {
-			esc = true;
-			e += 2;
-		} else
-			e++;
-	*p = e + 1;
-	if (!esc) {
-		*ret = s;
-		*ret_len = (size_t)(e - s);
+	ret->s = NULL;
+	ret->len = 0;
+	if (sp.len < 2 || body[sp.off] != '"')
+		return 0;
+	n = sp.len - 2;
+	if (memchr(raw, '\\', n) == NULL) {
+		ret->s = raw;
+		ret->len = n;
 		return 0;
 	}
-	buf_reset(b);
-	if (buf_append(b, s, (size_t)(e - s)) < 0)
+	if ((s = region_alloc(rg, n)) == NULL)
 		return -ENOMEM;
-	b->len = jscan_unescape(b->data, b->len, b->data);
-	b->data[b->len] = '\0';
-	*ret = b->data;
-	*ret_len = b->len;
+	ret->s = s;
+	ret->len = jscan_unescape(raw, n, s);
 	return 0;
 }
 
-/* A number: an integer unless it has a fraction or an exponent. */
-static json_t *
-load_number(const char **p)
+/* Whether the value at sp is an object. */
+static bool
+is_object_at(const char *body, struct jscan_span sp)
 {
-	const char *s = *p;
-	bool real = false;
-	char *end;
-
-	if (*s == '-')
-		s++;
-	for (; (*s >= '0' && *s <= '9') || *s == '.' || *s == 'e' ||
-	    *s == 'E' || *s == '+' || *s == '-'; s++)
-		real |= *s == '.' || *s == 'e' || *s == 'E';
-	if (real) {
-		double d = strtod(*p, &end);
-
-		*p = end;
-		return json_real(d);
-	}
-	long long v = strtoll(*p, &end, 10);
-
-	*p = end;
-	return json_integer((json_int_t)v);
-}
-
-/* An object or an array at *p. */
-static json_t *
-load_container(const char **p)
-{
-	bool obj = **p == '{';
-	json_t *c = obj ? json_object() : json_array(), *v;
-	struct buf kb = BUF_INIT(0);
-	const char *s = skip_ws(*p + 1), *key = NULL;
-	size_t klen = 0;
-
-	if (*s == (obj ? '}' : ']')) {
-		*p = s + 1;
-		return c;
-	}
-	while (c != NULL) {
-		if (obj) {
-			if (load_string(&s, &kb, &key, &klen) < 0)
-				goto fail;
-			s = skip_ws(s) + 1;	/* the ':' */
-		}
-		if ((v = load_value(&s)) == NULL || (obj ?
-		    json_object_setn_new_nocheck(c, key, klen, v) :
-		    json_array_append_new(c, v)) < 0)
-			goto fail;
-		s = skip_ws(s);
-		if (*s++ != ',')
-			break;
-		s = skip_ws(s);
-	}
-	buf_free(&kb);
-	*p = s;
-	return c;
-fail:
-	buf_free(&kb);
-	json_decref(c);
-	return NULL;
-}
-
-static json_t *
-load_value(const char **p)
-{
-	struct buf b = BUF_INIT(0);
-	const char *str;
-	size_t len;
-	json_t *v;
-
-	*p = skip_ws(*p);
-	switch (**p) {
-	case '{':
-	case '[':
-		return load_container(p);
-	case '"':
-		v = load_string(p, &b, &str, &len) < 0 ? NULL :
-		    json_stringn_nocheck(len > 0 ? str : "", len);
-		buf_free(&b);
-		return v;
-	case 't':
-		*p += 4;
-		return json_true();
-	case 'f':
-		*p += 5;
-		return json_false();
-	case 'n':
-		*p += 4;
-		return json_null();
-	default:
-		return load_number(p);
-	}
+	return sp.len > 0 && body[sp.off] == '{';
 }
 
 /*
- * jansson's value of the span sp of body (already validated). A string
- * without escapes is its bytes, already checked as UTF-8 without NUL.
+ * The head of a review from the spans the scan recorded (a member under one
+ * that is not an object has none). 0 or -ENOMEM.
  */
-static json_t *
-load_span(const char *body, struct jscan_span sp)
+static int
+head_from_scan(const char *body, const struct jscan_span *sp,
+    struct region *rg, struct head *h)
 {
-	const char *v = body + sp.off;
+	const struct { struct hstr *h; int node; } strs[] = {
+		{ &h->api, N_API }, { &h->kind, N_KIND }, { &h->uid, N_UID },
+		{ &h->group, N_GROUP }, { &h->rkind, N_RKIND_KIND },
+		{ &h->op, N_OP }, { &h->sub, N_SUB }, { &h->ns, N_NS },
+		{ &h->mns, N_MNS },
+	};
 
-	if (v[0] == '"' && memchr(v + 1, '\\', sp.len - 2) == NULL)
-		return json_stringn_nocheck(v + 1, sp.len - 2);
-	return load_value(&v);
-}
-
-static json_t *build_value(const char *body, const struct schema *sc,
-    const struct jscan_span *sp, int n);
-
-/* An object of the present schema children of node p. */
-static json_t *
-build_object(const char *body, const struct schema *sc,
-    const struct jscan_span *sp, int p)
-{
-	json_t *o = json_object(), *v;
-
-	for (size_t i = (size_t)p + 1; o != NULL && i < sc->n; i++) {
-		if (sc->nodes[i].parent != p || sp[i].len == 0)
-			continue;
-		v = build_value(body, sc, sp, (int)i);
-		if (v == NULL || json_object_set_new(o, sc->nodes[i].key, v) < 0) {
-			json_decref(o);
-			o = NULL;
-		}
-	}
-	return o;
-}
-
-/* One container of a list: only its name and resources. */
-static json_t *
-build_container(const char *body, struct jscan_span el)
-{
-	struct jscan_span sp[NC_COUNT];
-
-	if (body[el.off] != '{')
-		return load_span(body, el);
-	if (jscan_run(body + el.off, el.len, ctr_schema.nodes, ctr_schema.n,
-	    sp, NULL) < 0)
-		return NULL;
-	return build_object(body + el.off, &ctr_schema, sp, NC_ROOT);
-}
-
-/* A list longer than the scan recorded: walk its elements again. */
-static json_t *
-build_long_list(const char *body, struct jscan_span sp)
-{
-	json_t *a = json_array(), *e;
-	struct jscan_span el;
-	size_t pos = sp.off;
-
-	while (a != NULL &&
-	    jscan_next_elem(body, sp.off + sp.len, &pos, &el) == 1) {
-		e = build_container(body, el);
-		if (e == NULL || json_array_append_new(a, e) < 0) {
-			json_decref(a);
-			a = NULL;
-		}
-	}
-	return a;
-}
-
-/* A list of containers, each object reduced to what the patch reads. */
-static json_t *
-build_list(const char *body, struct jscan_span sp, const struct jscan_list *l)
-{
-	json_t *a, *e;
-
-	if (l->n > l->cap)
-		return build_long_list(body, sp);
-	a = json_array();
-	for (size_t k = 0; a != NULL && k < l->n; k++) {
-		const struct jscan_span *rec = l->rec + k * l->width;
-
-		if (body[rec[0].off] == '{')
-			e = build_object(body, &ctr_schema, rec, NC_ROOT);
-		else
-			e = load_span(body, rec[0]);
-		if (e == NULL || json_array_append_new(a, e) < 0) {
-			json_decref(a);
-			a = NULL;
-		}
-	}
-	return a;
-}
-
-/*
- * The value of node n as jansson would build it, keeping only the members
- * in the schema of the objects that have schema children.
- */
-static json_t *
-build_value(const char *body, const struct schema *sc,
-    const struct jscan_span *sp, int n)
-{
-	char c = body[sp[n].off];
-
-	for (size_t i = (size_t)n + 1; i < sc->n; i++) {
-		if (sc->nodes[i].parent != n)
-			continue;
-		if (c == '[' && sc->nodes[i].key == NULL)
-			return build_list(body, sp[n], &sc->lists[i]);
-		if (c == '{' && sc->nodes[i].key != NULL)
-			return build_object(body, sc, sp, n);
-	}
-	return load_span(body, sp[n]);
+	h->root = is_object_at(body, sp[N_ROOT]);
+	h->req = is_object_at(body, sp[N_REQ]);
+	h->obj = is_object_at(body, sp[N_OBJ]);
+	for (size_t i = 0; i < nitems(strs); i++)
+		if (hstr_span(body, sp[strs[i].node], rg, strs[i].h) < 0)
+			return -ENOMEM;
+	return 0;
 }
 
 /*
  * Parse and check a request body; see review.h. The scanner validates the
- * whole body and jansson builds only the members review_check() and the
- * patch read. A body the scanner refuses goes through the full parse, for
- * jansson's own error message and its verdict (see jscan.h on NUL bytes).
+ * whole body and records the members the check and the patch read. A body
+ * the scanner refuses goes through the full parse, for jansson's own error
+ * message and its verdict (see jscan.h on NUL bytes).
  */
 int
 review_parse(const char *body, size_t len, struct review **ret, char *err,
     size_t errlen)
 {
-	struct jscan_span sp[N_COUNT], recs[2][REVIEW_LIST_CAP * NC_COUNT];
+	struct jscan_span sp[N_COUNT];
+	struct jscan_span recs[2][REVIEW_LIST_CAP * PODSCAN_C_COUNT];
 	struct jscan_list lists[N_COUNT] = {
-		[N_CTR] = { recs[0], REVIEW_LIST_CAP, NC_COUNT, 0 },
-		[N_INIT] = { recs[1], REVIEW_LIST_CAP, NC_COUNT, 0 },
+		[N_CTR] = { recs[0], REVIEW_LIST_CAP, PODSCAN_C_COUNT, 0 },
+		[N_INIT] = { recs[1], REVIEW_LIST_CAP, PODSCAN_C_COUNT, 0 },
 	};
-	const struct schema sc = { review_nodes, N_COUNT, lists };
+	struct podscan_in in;
 	struct review *rv;
+	struct head h;
+	int e;
 
-	review_init();
 	if (jscan_run(body, len, review_nodes, N_COUNT, sp, lists) < 0)
 		return review_parse_full(body, len, ret, err, errlen);
 	if ((rv = calloc(1, sizeof(*rv))) == NULL)
 		return -ENOMEM;
-	region_building = &rv->region;
-	rv->root = build_value(body, &sc, sp, N_ROOT);
-	region_building = NULL;
-	if (rv->root == NULL) {
-		review_free(rv);
-		return review_parse_full(body, len, ret, err, errlen);
-	}
-	if (review_check(rv, err, errlen) < 0) {
-		review_free(rv);
-		return -EINVAL;
+	if ((e = head_from_scan(body, sp, &rv->region, &h)) < 0 ||
+	    (e = review_check(rv, &h, err, errlen)) < 0)
+		goto fail;
+	if (rv->pod) {
+		in = (struct podscan_in){ .pod = sp[N_OBJ], .spec = sp[N_SPEC],
+		    .claims = sp[N_CLAIMS], .lists = { sp[N_CTRS],
+		    sp[N_INITS] }, .recs = { &lists[N_CTR], &lists[N_INIT] } };
+		if ((e = podscan_read(body, &in, &rv->region,
+		    &rv->pod_facts)) < 0)
+			goto fail;
 	}
 	*ret = rv;
 	return 0;
+fail:
+	review_free(rv);
+	return e;
 }
 
 /* A head member that is present, kept, and equal to want. */
@@ -651,10 +416,8 @@ review_free(struct review *rv)
 {
 	if (rv == NULL)
 		return;
-	if (rv->region.chunks != NULL)
-		region_drop(&rv->region);
-	else
-		json_decref(rv->root);
+	region_drop(&rv->region);
+	json_decref(rv->root);
 	free(rv);
 }
 
@@ -736,7 +499,7 @@ answer_isolated(const struct review *rv, const struct resolved *r,
 		answer_refused(rv, rv->capped, 403, an, rep);
 		return 0;
 	}
-	if ((e = patch_build_max(rv->object, r, rv->max_patch ?
+	if ((e = patch_build_pod(&rv->pod_facts, r, rv->max_patch ?
 	    rv->max_patch : PATCH_OPS_MAX, pp, why, sizeof(why))) < 0) {
 		if (e == -ENOMEM)
 			snprintf(why, sizeof(why), "out of memory");

@@ -53,13 +53,6 @@ struct review_reply {
 };
 
 /*
- * Set jansson's allocator up for the regions review_parse() builds its trees
- * in (once; review_parse() does it too). A threaded caller calls it before
- * its threads use jansson.
- */
-void	 review_init(void);
-
-/*
  * Parse and check a request body. Returns 0, -EINVAL for a malformed review
  * (reason in err, to be sent with a 400), -E2BIG for valid JSON nested
  * deeper than the parser goes (JSCAN_MAX_DEPTH; reason in err: read the
@@ -69,7 +62,7 @@ int	 review_parse(const char *body, size_t len, struct review **ret,
 	    char *err, size_t errlen);
 /*
  * The same with jansson parsing the whole body: the reference the default
- * path (a validating scanner, then jansson on the few members read) must
+ * path (a validating scanner recording the few members read, no tree) must
  * agree with byte for byte.
  */
 int	 review_parse_full(const char *body, size_t len, struct review **ret,

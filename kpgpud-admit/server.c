@@ -230,7 +230,6 @@ server_new(const struct server_config *cfg, struct server **ret)
 
 	if (cfg->nthreads < 1 || cfg->nthreads > SRV_MAX_THREADS)
 		return -EINVAL;
-	review_init();	/* jansson's allocator, before the threads */
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return -ENOMEM;
 	if (pthread_mutex_init(&s->addr_lock, NULL) != 0) {

@@ -534,3 +534,91 @@ TEST(lists_longer_than_the_scan_records_read_like_jansson)
 		free(pod);
 	}
 }
+
+/*
+ * The patch of a Pod under legacy "translate" (fast path): how many times
+ * needle is in it, -1 when the review is not patched.
+ */
+static int
+translate_count(const char *pod, const char *needle, int line)
+{
+	static const char spec[] = "{\"claimName\":\"shared\","
+	    "\"legacyGPU\":\"translate\"}";
+	struct review *rv = NULL;
+	struct review_reply *rep = NULL;
+	struct resolved r;
+	char *body = review_around(pod);
+	const char *p;
+	int n = -1;
+
+	if (body == NULL)
+		return -1;
+	agree(body, strlen(body), true, line);
+	if (resolved_parse(spec, strlen(spec), &r, NULL, 0) == 0 &&
+	    review_parse(body, strlen(body), &rv, NULL, 0) == 0 &&
+	    review_answer(rv, REVIEW_NS_ISOLATED, &r, &rep, NULL, 0) == 0 &&
+	    rep->patch != NULL)
+		for (n = 0, p = rep->patch; (p = strstr(p, needle)) != NULL;
+		    p++)
+			n++;
+	review_reply_free(rep);
+	review_free(rv);
+	free(body);
+	return n;
+}
+#define TRANSLATE(p, needle)	translate_count((p), (needle), __LINE__)
+
+TEST(patch_facts_read_like_jansson)
+{
+	char *pod;
+	size_t cap = 64 * 1024, len = 0;
+
+	/* Equal keys (one escaped) of a map are one key, where it came first. */
+	CHECK_INT(TRANSLATE("{\"spec\":{\"containers\":[{\"name\":\"a\","
+	    "\"resources\":{\"limits\":{\"nvidia.com/gpu\":1,\"cpu\":1,"
+	    "\"nvidia.com\\/gpu\":2,\"nvidia.com/mig-1g.5gb\":1,"
+	    "\"nvidia.com/gpu\":3},\"requests\":{\"nvidia.com/gpu\":1}}}]}}",
+	    "\"remove\""), 3);
+	CHECK_INT(TRANSLATE("{\"spec\":{\"containers\":[{\"name\":\"a\","
+	    "\"resources\":{\"limits\":{\"nvidia.com/gpu.x\":1,\"cpu\":1,"
+	    "\"nvidia.com/gpu\":2,\"nvidia.com/gpu.x\":1}}}]}}",
+	    "limits/nvidia.com~1gpu.x\"},{\"op\":\"remove\",\"path\":"
+	    "\"/spec/containers/0/resources/limits/nvidia.com~1gpu\""), 1);
+	/* A claim reference named with an escape, or by a later "name". */
+	CHECK_INT(TRANSLATE("{\"spec\":{\"containers\":[{\"name\":\"a\","
+	    "\"resources\":{\"claims\":[1,\"kubeplus-gpu\",{\"name\":"
+	    "\"kubeplus\\u002dgpu\"}]}}]}}", "/resources/claims"), 0);
+	CHECK_INT(TRANSLATE("{\"spec\":{\"containers\":[{\"name\":\"a\","
+	    "\"resources\":{\"claims\":[{\"name\":\"x\",\"name\":"
+	    "\"kubeplus-gpu\"}]}}]}}", "/resources/claims"), 0);
+	CHECK_INT(TRANSLATE("{\"spec\":{\"containers\":[{\"name\":\"a\","
+	    "\"resources\":{\"claims\":[{\"name\":\"kubeplus-gpu\",\"name\":"
+	    "\"x\"}]}}]}}", "/resources/claims/-"), 1);
+	/* The pod claim entry: its distinct members and its reference. */
+	CHECK_INT(TRANSLATE("{\"spec\":{\"resourceClaims\":[{\"name\":"
+	    "\"kubeplus-gpu\",\"resourceClaimName\":\"shared\",\"name\":"
+	    "\"kubeplus-gpu\"}],\"containers\":[" PLAIN "]}}",
+	    "resourceClaims"), 0);
+	CHECK_INT(TRANSLATE("{\"spec\":{\"resourceClaims\":[1,{\"name\":"
+	    "\"kubeplus-gpu\",\"resourceClaim\\u004eame\":\"shared\","
+	    "\"x\":1}],\"containers\":[" PLAIN "]}}",
+	    "\"replace\",\"path\":\"/spec/resourceClaims/1\""), 1);
+	CHECK_INT(TRANSLATE("{\"spec\":{\"resourceClaims\":[{\"name\":"
+	    "\"kubeplus-gpu\",\"resourceClaimName\":\"shared\","
+	    "\"resourceClaimName\":\"other\"},{\"name\":\"kubeplus-gpu\"}],"
+	    "\"containers\":[" PLAIN "]}}", "/spec/resourceClaims/0"), 1);
+	/* Many legacy keys, each twice: one remove each, in first order. */
+	CHECK((pod = malloc(cap)) != NULL);
+	if (pod == NULL)
+		return;
+	len += (size_t)snprintf(pod, cap, "{\"spec\":{\"containers\":[{"
+	    "\"name\":\"a\",\"resources\":{\"limits\":{");
+	for (int i = 0; i < 600; i++)
+		len += (size_t)snprintf(pod + len, cap - len, "%s\"nvidia.com/"
+		    "gpu.%d\":1", i > 0 ? "," : "", (i * 7) % 300);
+	snprintf(pod + len, cap - len, "}}}]}}");
+	CHECK_INT(TRANSLATE(pod, "\"remove\""), 300);
+	CHECK_INT(TRANSLATE(pod, "gpu.0\"},{\"op\":\"remove\",\"path\":"
+	    "\"/spec/containers/0/resources/limits/nvidia.com~1gpu.7\""), 1);
+	free(pod);
+}
