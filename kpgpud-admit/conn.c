@@ -307,7 +307,7 @@ conn_reply(struct conn *c, int code, const char *reason, const char *ctype,
 {
 	struct worker *w = c->w;
 	const char *date;
-	size_t dlen, hlen;
+	size_t dlen, hlen, blen;
 	char *p;
 
 	if (w->stopping || c->h.close)
@@ -315,9 +315,9 @@ conn_reply(struct conn *c, int code, const char *reason, const char *ctype,
 	date = conn_date(w, &dlen);
 	hlen = 128 + strlen(reason) + strlen(ctype) + dlen +
 	    (extra != NULL ? strlen(extra) : 0);
-	if (c->h.method == HTTPHEAD_HEAD)
-		len = 0;
-	if (conn_out_room(c, hlen + len) < 0) {
+	/* a HEAD is told the length and gets no body */
+	blen = c->h.method == HTTPHEAD_HEAD ? 0 : len;
+	if (conn_out_room(c, hlen + blen) < 0) {
 		c->dead = true;
 		return;
 	}
@@ -337,8 +337,8 @@ conn_reply(struct conn *c, int code, const char *reason, const char *ctype,
 	if (c->closing)
 		p = put(p, "Connection: close\r\n", 19);
 	p = put(p, "\r\n", 2);
-	if (len > 0)
-		p = put(p, body, len);
+	if (blen > 0)
+		p = put(p, body, blen);
 	c->out_len = (size_t)(p - c->out);
 	c->rearm = true;
 	(void)conn_flush(c);
