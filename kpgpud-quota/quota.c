@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/resolved.h"
+#include "common/strmap.h"
 #include "common/util.h"
 #include "kpgpud-quota/quota.h"
 #include "kpgpud-quota/reconcile.h"
@@ -228,6 +229,61 @@ work_wrote(const struct kube_response *resp, void *arg)
 	work_next(w);
 }
 
+/* Whether a is the write of w's tenant Namespace itself. */
+static bool
+is_ns_write(const struct qwork *w, const struct rc_action *a)
+{
+	char path[RC_PATH_MAX];
+
+	if (w->obs.ns[0] == '\0')
+		return false;
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s", w->obs.ns);
+	return strcmp(a->path, path) == 0;
+}
+
+/*
+ * Remember that Namespace ns is being patched, until sync streams its
+ * change back; a set that cannot take it any more is never trusted again.
+ */
+static void
+ns_sent_add(struct quotad *q, const char *ns)
+{
+	char *k;
+
+	if (q->ns_sent == NULL || q->ns_sent_lost ||
+	    strmap_has(q->ns_sent, ns))
+		return;
+	if ((k = strdup(ns)) == NULL || strmap_put(q->ns_sent, k, k,
+	    NULL) < 0) {
+		free(k);
+		q->ns_sent_lost = true;
+		log_warn("too many Namespace patches not streamed back by sync: "
+		    "each Namespace write is read from the API first from now "
+		    "on");
+	}
+}
+
+/* sync streamed a change of Namespace ns: its cache row is current. */
+void
+quotad_ns_seen(struct quotad *q, const char *ns)
+{
+	void *k = NULL;
+
+	if (q->ns_sent != NULL && strmap_remove(q->ns_sent, ns, &k) == 0)
+		free(k);
+}
+
+/*
+ * Whether the cache's row of Namespace ns is at least as new as our own
+ * last patch of it (sync has streamed back every one we sent).
+ */
+static bool
+ns_row_current(const struct quotad *q, const char *ns)
+{
+	return q->ns_sent != NULL && !q->ns_sent_lost &&
+	    !strmap_has(q->ns_sent, ns);
+}
+
 /* Run the next write, if we still may. */
 static void
 work_next(struct qwork *w)
@@ -245,6 +301,8 @@ work_next(struct qwork *w)
 	}
 	a = i < w->ev.n ? &w->ev.a[i] : &w->acts.a[i - w->ev.n];
 	w->next++;
+	if (is_ns_write(w, a))
+		ns_sent_add(w->q, w->obs.ns);
 	r = kube_request(w->q->kc, a->method, a->path, a->content_type,
 	    a->body, a->body ? strlen(a->body) : 0, work_wrote, w, &w->req);
 	if (r < 0) {
@@ -490,8 +548,9 @@ work_read_failed(struct qwork *w, const char *what,
 }
 
 /*
- * The Namespace as the API has it: the cache may lag behind our own last
- * patch, and a Namespace write is only sent when the API still needs it.
+ * The Namespace as the API has it, read when the cache may lag behind our
+ * own last patch of it: a Namespace write is only sent when the API still
+ * needs it.
  */
 static void
 work_namespace(const struct kube_response *resp, void *arg)
@@ -528,11 +587,8 @@ work_namespace(const struct kube_response *resp, void *arg)
 static bool
 writes_namespace(const struct qwork *w)
 {
-	char path[RC_PATH_MAX];
-
-	snprintf(path, sizeof(path), "/api/v1/namespaces/%s", w->obs.ns);
 	for (int i = 0; i < w->acts.n; i++)
-		if (strcmp(w->acts.a[i].path, path) == 0)
+		if (is_ns_write(w, &w->acts.a[i]))
 			return true;
 	return false;
 }
@@ -570,7 +626,8 @@ work_quotas(const struct kube_response *resp, void *arg)
 		    w->obs.ns, w->plan->quota_name, log_q(w->key));
 	if (w->acts.wait || w->obs.more_owned)
 		w->requeue = true;
-	if (!writes_namespace(w)) {
+	/* the cache's row decides unless our own patch may be ahead of it */
+	if (!writes_namespace(w) || ns_row_current(w->q, w->obs.ns)) {
 		work_next(w);
 		return;
 	}
@@ -1365,7 +1422,8 @@ quotad_start(struct quotad *q, struct event_base *base,
 	q->base = base;
 	q->kc = kc;
 	if ((r = quotad_metrics(q, reg)) < 0 ||
-	    (r = wq_new(&cfg->wq, monotonic_ms(), &q->wq)) < 0)
+	    (r = wq_new(&cfg->wq, monotonic_ms(), &q->wq)) < 0 ||
+	    (r = strmap_new(0, QUOTAD_NS_SENT_MAX, &q->ns_sent)) < 0)
 		return r;
 	q->kick_ev = event_new(base, -1, 0, kick_cb, q);
 	q->resync_ev = event_new(base, -1, EV_PERSIST, resync_cb, q);
@@ -1401,6 +1459,8 @@ quotad_stop(struct quotad *q)
 	q->kick_ev = q->resync_ev = NULL;
 	wq_free(q->wq);
 	q->wq = NULL;
+	strmap_free(q->ns_sent, free);
+	q->ns_sent = NULL;
 	cache_free(q->cache);
 	q->cache = NULL;
 }

@@ -25,6 +25,8 @@
 #define QUOTAD_NS_PREFIX	"ns/"
 #define QUOTAD_MAX_CANDIDATES	16	/* instances per namespace considered */
 #define QUOTAD_EVENTS_SEEN	1024	/* reported events remembered */
+/* Namespaces patched whose change sync has not streamed back yet. */
+#define QUOTAD_NS_SENT_MAX	65536
 /* Non-GPU DeviceClasses named in the parameter ConfigMap; past it the
    rest stay unlisted, so their claims are denied (fail closed). */
 #define QUOTAD_MAX_NON_GPU	1024
@@ -37,6 +39,7 @@ struct cache;
 struct metrics;
 struct metric;
 struct qwork;
+struct strmap;
 
 struct quotad_config {
 	struct plan_config	 plan;
@@ -94,6 +97,12 @@ struct quotad {
 	unsigned		 nseen;
 	/* admission policies this replica has had in place */
 	bool			 pol_seen[POLICIES_MAX];
+	/*
+	 * Namespaces this replica patched whose next change from sync has
+	 * not arrived yet: their cache rows may lag behind our own write.
+	 */
+	struct strmap		*ns_sent;
+	bool			 ns_sent_lost;	/* a patch not remembered */
 };
 
 /*
@@ -127,6 +136,8 @@ void	 quotad_enqueue_ns(struct quotad *q, const char *ns);
 void	 quotad_kick(struct quotad *q);
 /* Whether this replica may write now. */
 bool	 quotad_may_write(const struct quotad *q);
+/* sync streamed a change of Namespace ns: its cache row is current. */
+void	 quotad_ns_seen(struct quotad *q, const char *ns);
 
 /*
  * quota_policies.c: one pass over cfg.policies, reading each object and

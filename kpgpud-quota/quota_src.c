@@ -173,6 +173,7 @@ on_change(struct quotad *q, const struct ipc_change *ch)
 {
 	switch (ch->topic) {
 	case IPC_TOPIC_NAMESPACES:
+		quotad_ns_seen(q, ch->name);
 		quotad_enqueue_ns(q, ch->name);
 		break;
 	case IPC_TOPIC_INSTANCES:
