@@ -61,9 +61,10 @@ rec() {
 # ---- the simulator ------------------------------------------------------
 
 # sim_up DIR: a private API simulator in $B/DIR; sets SIM (its dir).
+# BENCH_SIM_ARGS: more simulator options (e.g. --set quota-sync-delay=100ms).
 sim_up() {
 	SIM=$B/$1
-	"$SRC/tests/kube-sim/run" "$SIM" --history 300000 \
+	"$SRC/tests/kube-sim/run" "$SIM" --history 300000 ${BENCH_SIM_ARGS:-} \
 	    >"$B/$1.out" 2>&1 || { cat "$B/$1.out"; return 1; }
 }
 
