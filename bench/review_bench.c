@@ -40,7 +40,7 @@ slurp(const char *path, size_t *ret_len)
 
 /* One review through parse and answer; 0 or -errno. */
 static int
-one(const char *body, size_t len, const struct resolved *r)
+one(const char *body, size_t len, const struct resolved_pack *r)
 {
 	struct review *rv;
 	struct review_reply *rep;
@@ -62,7 +62,7 @@ int
 main(int argc, char **argv)
 {
 	static const char res[] = "{\"claimTemplateName\":\"agent-gpu\"}";
-	struct resolved r;
+	struct resolved_pack *r = NULL;
 	struct timespec a, b;
 	char err[256];
 	size_t len = 0;
@@ -70,22 +70,23 @@ main(int argc, char **argv)
 	char *body;
 
 	if (argc < 2 || (body = slurp(argv[1], &len)) == NULL ||
-	    resolved_parse(res, strlen(res), &r, err, sizeof(err)) < 0) {
+	    resolved_pack_parse(res, strlen(res), &r, err, sizeof(err)) < 0) {
 		fprintf(stderr, "usage: review_bench FILE [ITERATIONS]\n");
 		return 2;
 	}
 	for (int i = 0; i < 50; i++)
-		if (one(body, len, &r) < 0) {
+		if (one(body, len, r) < 0) {
 			fprintf(stderr, "review_bench: review not patched\n");
 			return 1;
 		}
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
 	for (long i = 0; i < n; i++)
-		one(body, len, &r);
+		one(body, len, r);
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
 	printf("{\"bytes\":%zu,\"iterations\":%ld,\"us_per_review\":%.2f}\n",
 	    len, n, ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) /
 	    1e3 / (double)n);
+	resolved_pack_unref(r);
 	free(body);
 	return 0;
 }

@@ -1,7 +1,10 @@
 /* The namespace's resolved isolation annotation: see resolved.h. */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -411,30 +414,156 @@ resolved_legacy_name(enum resolved_legacy l)
 	}
 }
 
-/* Whether the init container called name gets the claim under r. */
-bool
-resolved_init_selected(const struct resolved *r, const char *name)
+/*
+ * A pack and its reference count in one allocation, the strings after it;
+ * the count stays out of the public struct so holders see only const data.
+ */
+struct pack_box {
+	atomic_uint		 refs;
+	struct resolved_pack	 p;
+	char			 buf[];
+};
+
+/* Whether the packed list run of n names holds name. */
+static bool
+packed_has(const char *run, int n, const char *name)
 {
-	if (r->pol.init == RESOLVED_INIT_ALL)
-		return true;
-	if (r->pol.init != RESOLVED_INIT_NAMED || name == NULL)
+	if (name == NULL)
 		return false;
-	for (int i = 0; i < r->pol.ninit_names; i++)
-		if (strcmp(r->pol.init_names[i], name) == 0)
+	for (int i = 0; i < n; i++, run += strlen(run) + 1)
+		if (strcmp(run, name) == 0)
 			return true;
 	return false;
 }
 
-/* Whether the container called name is a sidecar under r. */
-bool
-resolved_sidecar(const struct resolved *r, const char *name)
+/* Bytes of the packed form of n names. */
+static size_t
+packed_len(const char names[][64], int n)
 {
-	if (name == NULL)
+	size_t len = 0;
+
+	for (int i = 0; i < n; i++)
+		len += strlen(names[i]) + 1;
+	return len;
+}
+
+/* Append s (and its NUL) at *pos; the copy's start. */
+static const char *
+pack_str(char **pos, const char *s)
+{
+	char *at = *pos;
+	size_t n = strlen(s) + 1;
+
+	memcpy(at, s, n);
+	*pos += n;
+	return at;
+}
+
+/* Append n names packed at *pos; the run's start. */
+static const char *
+pack_names(char **pos, const char names[][64], int n)
+{
+	char *at = *pos;
+
+	for (int i = 0; i < n; i++)
+		(void)pack_str(pos, names[i]);
+	return at;
+}
+
+/* Pack r; see resolved.h. */
+int
+resolved_pack_new(const struct resolved *r, struct resolved_pack **ret)
+{
+	const struct resolved_policy *pol = &r->pol;
+	struct pack_box *b;
+	size_t len;
+	char *pos;
+
+	len = strlen(r->claim_template) + strlen(r->claim) +
+	    strlen(r->sharing) + strlen(r->instance) + 4 +
+	    packed_len(pol->init_names, pol->ninit_names) +
+	    packed_len(pol->sidecar_names, pol->nsidecar_names);
+	if ((b = malloc(sizeof(*b) + len)) == NULL)
+		return -ENOMEM;
+	atomic_init(&b->refs, 1);
+	pos = b->buf;
+	b->p.claim_template = pack_str(&pos, r->claim_template);
+	b->p.claim = pack_str(&pos, r->claim);
+	b->p.sharing = pack_str(&pos, r->sharing);
+	b->p.instance = pack_str(&pos, r->instance);
+	b->p.pol.init = pol->init;
+	b->p.pol.legacy = pol->legacy;
+	b->p.pol.ninit_names = pol->ninit_names;
+	b->p.pol.nsidecar_names = pol->nsidecar_names;
+	b->p.pol.init_names = pack_names(&pos, pol->init_names,
+	    pol->ninit_names);
+	b->p.pol.sidecar_names = pack_names(&pos, pol->sidecar_names,
+	    pol->nsidecar_names);
+	*ret = &b->p;
+	return 0;
+}
+
+/* Parse and pack the annotation value; see resolved.h. */
+int
+resolved_pack_parse(const char *json, size_t len, struct resolved_pack **ret,
+    char *err, size_t errlen)
+{
+	struct resolved *r = malloc(sizeof(*r));
+	int rv = -ENOMEM;
+
+	if (r != NULL && (rv = resolved_parse(json, len, r, err, errlen)) == 0)
+		rv = resolved_pack_new(r, ret);
+	free(r);
+	return rv;
+}
+
+/* The box a pack lives in. */
+static struct pack_box *
+box_of(const struct resolved_pack *p)
+{
+	return (struct pack_box *)(void *)((char *)(uintptr_t)p -
+	    offsetof(struct pack_box, p));
+}
+
+/* Take one more reference; see resolved.h. */
+const struct resolved_pack *
+resolved_pack_ref(const struct resolved_pack *p)
+{
+	/* the caller holds one already: no ordering needed to add one */
+	atomic_fetch_add_explicit(&box_of(p)->refs, 1, memory_order_relaxed);
+	return p;
+}
+
+/* Drop one reference; see resolved.h. */
+void
+resolved_pack_unref(const struct resolved_pack *p)
+{
+	struct pack_box *b;
+
+	if (p == NULL)
+		return;
+	b = box_of(p);
+	/* release our reads; the last one acquires everyone's before free */
+	if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+		free(b);
+}
+
+/* Whether the init container called name gets the claim under p. */
+bool
+resolved_init_selected(const struct resolved_pack *p, const char *name)
+{
+	if (p->pol.init == RESOLVED_INIT_ALL)
+		return true;
+	if (p->pol.init != RESOLVED_INIT_NAMED)
 		return false;
-	for (int i = 0; i < r->pol.nsidecar_names; i++)
-		if (strcmp(r->pol.sidecar_names[i], name) == 0)
-			return true;
-	return false;
+	return packed_has(p->pol.init_names, p->pol.ninit_names, name);
+}
+
+/* Whether the container called name is a sidecar under p. */
+bool
+resolved_sidecar(const struct resolved_pack *p, const char *name)
+{
+	return packed_has(p->pol.sidecar_names, p->pol.nsidecar_names, name);
 }
 
 /* Whether two policies are the same; see resolved.h. */

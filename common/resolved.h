@@ -131,11 +131,48 @@ int	 resolved_parse_names_text(const char *key, const char *text,
 /* The plain (comma) form of a name list: "none", "all" or "a,b". */
 char	*resolved_names_text(enum resolved_init mode,
 	    const char names[][64], int n);
-/* Whether the container called name is a sidecar under r (no claim). */
-bool	 resolved_sidecar(const struct resolved *r, const char *name);
-/* Whether the init container called name gets the claim under r's policy. */
-bool	 resolved_init_selected(const struct resolved *r, const char *name);
 /* Whether a and b are the same spec (same patch, same policies). */
 bool	 resolved_equal(const struct resolved *a, const struct resolved *b);
+
+/*
+ * The read-only form of a struct resolved that kpgpud-admit caches per
+ * namespace and patches pods from: every string stored once at its real
+ * length in one allocation (a few hundred bytes where struct resolved
+ * takes about 9 KB for its fixed name arrays). Immutable once built and
+ * shared by an atomic reference count, so a lookup hands out a pointer
+ * rather than a copy, and an entry replaced in the cache stays valid
+ * until its last holder lets go. The name lists are packed: n strings,
+ * each NUL-terminated, back to back.
+ */
+struct resolved_pack {
+	const char		*claim_template;	/* "" when claim is set */
+	const char		*claim;	/* "" when claim_template is set */
+	const char		*sharing;
+	const char		*instance;
+	struct {
+		enum resolved_init	 init;
+		enum resolved_legacy	 legacy;
+		int			 ninit_names;
+		int			 nsidecar_names;
+		const char		*init_names;	/* packed */
+		const char		*sidecar_names;	/* packed */
+	} pol;
+};
+
+/* Pack r (one reference, the caller's). 0 or -ENOMEM. */
+int	 resolved_pack_new(const struct resolved *r,
+	    struct resolved_pack **ret);
+/* resolved_parse, then resolved_pack_new; the same errors. */
+int	 resolved_pack_parse(const char *json, size_t len,
+	    struct resolved_pack **ret, char *err, size_t errlen);
+/* Take one more reference to p (not NULL); returns p. */
+const struct resolved_pack *resolved_pack_ref(const struct resolved_pack *p);
+/* Drop one reference; the last one frees p. NULL is fine. */
+void	 resolved_pack_unref(const struct resolved_pack *p);
+/* Whether the container called name is a sidecar under p (no claim). */
+bool	 resolved_sidecar(const struct resolved_pack *p, const char *name);
+/* Whether the init container called name gets the claim under p's policy. */
+bool	 resolved_init_selected(const struct resolved_pack *p,
+	    const char *name);
 
 #endif

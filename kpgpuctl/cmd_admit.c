@@ -94,9 +94,9 @@ bad:
 	return 2;
 }
 
-/* Parse --resolved into r, saying what is wrong. */
+/* Parse --resolved into *ret, saying what is wrong. */
 static int
-load_resolved(const char *json, struct resolved *r)
+load_resolved(const char *json, struct resolved_pack **ret)
 {
 	char err[256];
 
@@ -104,7 +104,8 @@ load_resolved(const char *json, struct resolved *r)
 		fprintf(stderr, "kpgpuctl: --resolved JSON is required\n");
 		return 2;
 	}
-	if (resolved_parse(json, strlen(json), r, err, sizeof(err)) < 0) {
+	if (resolved_pack_parse(json, strlen(json), ret, err,
+	    sizeof(err)) < 0) {
 		fprintf(stderr, "kpgpuctl: --resolved: %s\n", err);
 		return 2;
 	}
@@ -118,7 +119,7 @@ ctl_cmd_patch(int argc, char **argv)
 	static const char usage[] = "kpgpuctl patch --resolved JSON [--pretty] "
 	    "< pod.json";
 	struct admit_opts o = { 0 };
-	struct resolved r;
+	struct resolved_pack *r = NULL;
 	struct patch_out *p = NULL;
 	json_t *pod = NULL;
 	json_error_t jerr;
@@ -138,7 +139,7 @@ ctl_cmd_patch(int argc, char **argv)
 		fprintf(stderr, "kpgpuctl: pod: %s\n", jerr.text);
 		goto fail;
 	}
-	if (patch_build(pod, &r, &p, err, sizeof(err)) < 0) {
+	if (patch_build(pod, r, &p, err, sizeof(err)) < 0) {
 		fprintf(stderr, "kpgpuctl: pod: %s\n", err);
 		goto fail;
 	}
@@ -165,6 +166,7 @@ ctl_cmd_patch(int argc, char **argv)
 fail:
 	patch_out_free(p);
 	json_decref(pod);
+	resolved_pack_unref(r);
 	free(in);
 	return rc;
 }
@@ -176,7 +178,7 @@ ctl_cmd_review(int argc, char **argv)
 	static const char usage[] = "kpgpuctl review --resolved JSON | --open "
 	    "| --miss allow|deny | --unresolved allow|deny < review.json";
 	struct admit_opts o = { 0 };
-	struct resolved r;
+	struct resolved_pack *r = NULL;
 	struct review *rv = NULL;
 	struct review_reply *rep = NULL;
 	char *in = NULL, err[256];
@@ -195,7 +197,7 @@ ctl_cmd_review(int argc, char **argv)
 		goto fail;
 	}
 	if (review_parse(in, len, &rv, err, sizeof(err)) < 0 ||
-	    review_answer(rv, o.ns, &r, &rep, err, sizeof(err)) < 0) {
+	    review_answer(rv, o.ns, r, &rep, err, sizeof(err)) < 0) {
 		fprintf(stderr, "kpgpuctl: malformed review (the server "
 		    "answers 400): %s\n", err);
 		goto fail;
@@ -207,6 +209,7 @@ ctl_cmd_review(int argc, char **argv)
 fail:
 	review_reply_free(rep);
 	review_free(rv);
+	resolved_pack_unref(r);
 	free(in);
 	return rc;
 }

@@ -16,7 +16,7 @@ job_done_cb(evutil_socket_t fd, short what, void *arg)
 	struct worker *w = j->w;
 	struct syncconn_answer *a = &j->answer;
 	enum review_ns ns = REVIEW_NS_OPEN;
-	struct resolved r;
+	struct resolved_pack *r = NULL;
 	char why[256];
 
 	(void)fd;
@@ -48,7 +48,7 @@ job_done_cb(evutil_socket_t fd, short what, void *arg)
 		ns = request_miss(w);
 	} else if (a->isolated) {
 		ns = REVIEW_NS_ISOLATED;
-		if (a->resolved == NULL || resolved_parse(a->resolved,
+		if (a->resolved == NULL || resolved_pack_parse(a->resolved,
 		    strlen(a->resolved), &r, why, sizeof(why)) < 0) {
 			if (a->resolved == NULL)
 				snprintf(why, sizeof(why), "no annotation");
@@ -56,7 +56,8 @@ job_done_cb(evutil_socket_t fd, short what, void *arg)
 			ns = request_unresolved(w);
 		}
 	}
-	request_answer(w, j->c, j->rv, ns, &r, j->t0_us);
+	request_answer(w, j->c, j->rv, ns, r, j->t0_us);
+	resolved_pack_unref(r);
 	conn_resume(j->c);
 done:
 	free(a->resolved);

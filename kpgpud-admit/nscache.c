@@ -18,12 +18,17 @@
  */
 #define NSCACHE_HINT	4096
 
-/* What is known about one namespace: the value of its name in the map. */
+/*
+ * What is known about one namespace: the value of its name in the map.
+ * Never changed once in the map (a put replaces the entry); its pack is
+ * shared with the reviews that looked it up and outlives the entry until
+ * they let go.
+ */
 struct nscache_entry {
-	char			 name[64];	/* the map's key */
-	enum nscache_state	 state;
-	struct resolved		*r;	/* NSCACHE_ISOLATED only */
-	uint64_t		 epoch;
+	enum nscache_state		 state;
+	const struct resolved_pack	*r;	/* NSCACHE_ISOLATED only */
+	uint64_t			 epoch;
+	char				 name[];	/* the map's key */
 };
 
 struct nscache {
@@ -41,7 +46,7 @@ entry_free(void *p)
 
 	if (e == NULL)
 		return;
-	free(e->r);
+	resolved_pack_unref(e->r);
 	free(e);
 }
 
@@ -85,11 +90,13 @@ make_entry(const char *ns, bool isolated, const char *json,
     struct nscache_entry **ret, char *err, size_t errlen)
 {
 	struct nscache_entry *e;
+	struct resolved_pack *p = NULL;
+	size_t len = strlen(ns) + 1;
 	int rv = 0;
 
-	if ((e = calloc(1, sizeof(*e))) == NULL)
+	if ((e = calloc(1, sizeof(*e) + len)) == NULL)
 		return -ENOMEM;
-	memcpy(e->name, ns, strlen(ns) + 1);
+	memcpy(e->name, ns, len);
 	e->state = isolated ? NSCACHE_ISOLATED : NSCACHE_OPEN;
 	if (isolated && json == NULL) {
 		if (err != NULL && errlen > 0)
@@ -97,17 +104,15 @@ make_entry(const char *ns, bool isolated, const char *json,
 			    "annotation is missing", RESOLVED_ANNOTATION);
 		rv = -EINVAL;
 	} else if (isolated) {
-		if ((e->r = malloc(sizeof(*e->r))) == NULL) {
+		rv = resolved_pack_parse(json, strlen(json), &p, err, errlen);
+		if (rv == -ENOMEM) {
 			free(e);
-			return -ENOMEM;
+			return rv;
 		}
-		rv = resolved_parse(json, strlen(json), e->r, err, errlen);
+		e->r = p;
 	}
-	if (rv < 0) {
-		free(e->r);
-		e->r = NULL;
+	if (rv < 0)
 		e->state = NSCACHE_UNRESOLVED;
-	}
 	*ret = e;
 	return rv;
 }
@@ -148,9 +153,14 @@ nscache_delete(struct nscache *c, const char *ns)
 	return r;
 }
 
-/* What is known about ns. */
+/*
+ * What is known about ns. The reference is taken under the read lock, so
+ * a writer that replaces or drops the entry (under the write lock) frees
+ * the pack only after the caller's release.
+ */
 enum nscache_state
-nscache_get(struct nscache *c, const char *ns, struct resolved *ret)
+nscache_get(struct nscache *c, const char *ns,
+    const struct resolved_pack **ret)
 {
 	const struct nscache_entry *e;
 	enum nscache_state st = NSCACHE_MISSING;
@@ -159,7 +169,7 @@ nscache_get(struct nscache *c, const char *ns, struct resolved *ret)
 	if ((e = strmap_get(c->map, ns)) != NULL) {
 		st = e->state;
 		if (st == NSCACHE_ISOLATED && ret != NULL)
-			*ret = *e->r;
+			*ret = resolved_pack_ref(e->r);
 	}
 	pthread_rwlock_unlock(&c->lock);
 	return st;

@@ -40,9 +40,14 @@ int	 nscache_put(struct nscache *c, const char *ns, bool isolated,
 	    const char *resolved_json, char *err, size_t errlen);
 /* Forget ns; 0 or -ENOENT. */
 int	 nscache_delete(struct nscache *c, const char *ns);
-/* What is known about ns; *ret is filled for NSCACHE_ISOLATED only. */
+/*
+ * What is known about ns. For NSCACHE_ISOLATED only, *ret (when ret is
+ * not NULL) gets a reference to the namespace's resolved spec: read-only,
+ * valid until the caller's resolved_pack_unref() even if ns is put again
+ * or deleted meanwhile. Nothing is copied.
+ */
 enum nscache_state nscache_get(struct nscache *c, const char *ns,
-	    struct resolved *ret);
+	    const struct resolved_pack **ret);
 
 /*
  * A full snapshot replaces the map: entries not put again between begin

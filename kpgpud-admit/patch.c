@@ -13,7 +13,7 @@
 #include "kpgpud-admit/patch.h"
 
 struct patch_ctx {
-	const struct resolved	*r;
+	const struct resolved_pack	*r;
 	struct patch_out	*out;
 	struct buf		 ops;	/* the array so far, without "]" */
 	struct buf		 claim;	/* the pod claim entry, as JSON */
@@ -123,7 +123,7 @@ add_op(struct patch_ctx *c, const char *op, const char *path,
 static int
 pod_claim(struct patch_ctx *c)
 {
-	const struct resolved *r = c->r;
+	const struct resolved_pack *r = c->r;
 	bool tmpl = r->claim_template[0] != '\0';
 	const char *v = tmpl ? r->claim_template : r->claim;
 
@@ -135,7 +135,7 @@ pod_claim(struct patch_ctx *c)
 
 /* Whether the pod's entry named RESOLVED_POD_CLAIM is exactly pod_claim(). */
 static bool
-is_pod_claim(const struct patch_pod *pod, const struct resolved *r)
+is_pod_claim(const struct patch_pod *pod, const struct resolved_pack *r)
 {
 	bool tmpl = r->claim_template[0] != '\0';
 	const char *want = tmpl ? r->claim_template : r->claim;
@@ -478,7 +478,7 @@ patch_pod_from_json(const json_t *pod, struct region *rg,
 
 /* Compute the patch for pod under r; see patch.h. */
 int
-patch_build(const json_t *pod, const struct resolved *r,
+patch_build(const json_t *pod, const struct resolved_pack *r,
     struct patch_out **ret, char *err, size_t errlen)
 {
 	return patch_build_max(pod, r, PATCH_OPS_MAX, ret, err, errlen);
@@ -486,8 +486,8 @@ patch_build(const json_t *pod, const struct resolved *r,
 
 /* The same with the patch text capped at max_ops bytes; see patch.h. */
 int
-patch_build_max(const json_t *pod, const struct resolved *r, size_t max_ops,
-    struct patch_out **ret, char *err, size_t errlen)
+patch_build_max(const json_t *pod, const struct resolved_pack *r,
+    size_t max_ops, struct patch_out **ret, char *err, size_t errlen)
 {
 	struct region rg = { NULL };
 	struct patch_pod facts;
@@ -501,7 +501,7 @@ patch_build_max(const json_t *pod, const struct resolved *r, size_t max_ops,
 
 /* Compute the patch from a Pod's facts; see patch.h. */
 int
-patch_build_pod(const struct patch_pod *pod, const struct resolved *r,
+patch_build_pod(const struct patch_pod *pod, const struct resolved_pack *r,
     size_t max_ops, struct patch_out **ret, char *err, size_t errlen)
 {
 	struct patch_ctx c = { .r = r, .err = err, .errlen = errlen,

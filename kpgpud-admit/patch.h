@@ -100,7 +100,8 @@ int	 patch_pod_from_json(const json_t *pod, struct region *rg,
  * Compute the patch for a Pod from its facts, with the patch text capped at
  * max_ops bytes; as patch_build() otherwise.
  */
-int	 patch_build_pod(const struct patch_pod *pod, const struct resolved *r,
+int	 patch_build_pod(const struct patch_pod *pod,
+	    const struct resolved_pack *r,
 	    size_t max_ops, struct patch_out **ret, char *err, size_t errlen);
 
 /*
@@ -110,10 +111,10 @@ int	 patch_build_pod(const struct patch_pod *pod, const struct resolved *r,
  * containers in a list (reason in err), -E2BIG when the patch text would
  * pass PATCH_OPS_MAX (reason in err), -ENOMEM.
  */
-int	 patch_build(const json_t *pod, const struct resolved *r,
+int	 patch_build(const json_t *pod, const struct resolved_pack *r,
 	    struct patch_out **ret, char *err, size_t errlen);
 /* The same with the patch text capped at max_ops bytes instead. */
-int	 patch_build_max(const json_t *pod, const struct resolved *r,
+int	 patch_build_max(const json_t *pod, const struct resolved_pack *r,
 	    size_t max_ops, struct patch_out **ret, char *err, size_t errlen);
 void	 patch_out_free(struct patch_out *p);
 

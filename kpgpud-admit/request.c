@@ -64,7 +64,7 @@ request_unresolved(struct worker *w)
 /* Build and send the AdmissionReview response; frees the review. */
 void
 request_answer(struct worker *w, struct conn *c, struct review *rv,
-    enum review_ns ns, const struct resolved *r, uint64_t t0_us)
+    enum review_ns ns, const struct resolved_pack *r, uint64_t t0_us)
 {
 	struct review_reply *rep = NULL;
 	char err[256];
@@ -101,7 +101,7 @@ decide(struct worker *w, struct conn *c, const char *buf,
 	const char *ns = review_namespace(rv);
 	bool up = syncconn_connected(w->srv->cfg.sync);
 	enum review_ns st = REVIEW_NS_OPEN;
-	struct resolved r;
+	const struct resolved_pack *r = NULL;
 
 	w->inflight++;
 	if (ns != NULL) {
@@ -132,7 +132,8 @@ decide(struct worker *w, struct conn *c, const char *buf,
 			break;
 		}
 	}
-	request_answer(w, c, rv, st, &r, t0_us);
+	request_answer(w, c, rv, st, r, t0_us);
+	resolved_pack_unref(r);
 	request_done(w);
 }
 

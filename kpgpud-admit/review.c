@@ -487,7 +487,7 @@ answer_refused(const struct review *rv, const char *why, int code,
 
 /* Decide for an isolated namespace from the patch result. */
 static int
-answer_isolated(const struct review *rv, const struct resolved *r,
+answer_isolated(const struct review *rv, const struct resolved_pack *r,
     struct answer *an, struct patch_out **pp, struct review_reply *rep,
     char *err, size_t errlen)
 {
@@ -625,7 +625,7 @@ write_body(struct buf *b, const struct review *rv, const struct answer *an,
 /* Build the AdmissionReview response; see review.h. */
 int
 review_answer(const struct review *rv, enum review_ns ns,
-    const struct resolved *r, struct review_reply **ret, char *err,
+    const struct resolved_pack *r, struct review_reply **ret, char *err,
     size_t errlen)
 {
 	struct review_reply *rep;

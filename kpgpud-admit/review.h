@@ -92,8 +92,8 @@ const char *review_uid(const struct review *rv);
  * -ENOMEM.
  */
 int	 review_answer(const struct review *rv, enum review_ns ns,
-	    const struct resolved *r, struct review_reply **ret, char *err,
-	    size_t errlen);
+	    const struct resolved_pack *r, struct review_reply **ret,
+	    char *err, size_t errlen);
 void	 review_reply_free(struct review_reply *rep);
 
 /* Metric label of a result ("patched", "denied", ...). */

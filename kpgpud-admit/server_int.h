@@ -214,7 +214,7 @@ enum review_ns request_miss(struct worker *w);
 enum review_ns request_unresolved(struct worker *w);
 /* Build and send the AdmissionReview response; frees the review. */
 void	 request_answer(struct worker *w, struct conn *c, struct review *rv,
-	    enum review_ns ns, const struct resolved *r, uint64_t t0_us);
+	    enum review_ns ns, const struct resolved_pack *r, uint64_t t0_us);
 
 /* lookup.c */
 /* How long a lookup may take for a request with query q (?timeout=). */

@@ -32,7 +32,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	};
 	struct review *rv = NULL;
 	struct review_reply *rep;
-	struct resolved r;
+	struct resolved_pack *r;
 	char err[256];
 
 	int e = review_parse((const char *)data, size, &rv, err, sizeof(err));
@@ -51,11 +51,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		enum review_ns ns = i < 3 ? REVIEW_NS_ISOLATED :
 		    (enum review_ns)(i - 2);
 
-		if (resolved_parse(specs[i % 3], strlen(specs[i % 3]), &r, NULL,
-		    0) < 0)
+		if (resolved_pack_parse(specs[i % 3], strlen(specs[i % 3]), &r,
+		    NULL, 0) < 0)
 			abort();
 		rep = NULL;
-		if (review_answer(rv, ns, &r, &rep, err, sizeof(err)) < 0)
+		e = review_answer(rv, ns, r, &rep, err, sizeof(err));
+		resolved_pack_unref(r);
+		if (e < 0)
 			continue;
 		json_t *j = json_loadb(rep->body, rep->len, 0, NULL);
 		const char *uid = json_string_value(json_object_get(

@@ -52,7 +52,7 @@ diff_answers(const struct review *fast, const struct review *full)
 {
 	const size_t nspecs = sizeof(review_specs) / sizeof(review_specs[0]);
 	char err1[256], err2[256];
-	struct resolved r;
+	struct resolved_pack *r;
 	int bad = 0;
 
 	/* every spec isolated, then the five other states */
@@ -63,11 +63,12 @@ diff_answers(const struct review *fast, const struct review *full)
 		struct review_reply *a = NULL, *b = NULL;
 		int e1, e2;
 
-		if (resolved_parse(spec, strlen(spec), &r, NULL, 0) < 0)
+		if (resolved_pack_parse(spec, strlen(spec), &r, NULL, 0) < 0)
 			return 1;
 		err1[0] = err2[0] = '\0';
-		e1 = review_answer(fast, ns, &r, &a, err1, sizeof(err1));
-		e2 = review_answer(full, ns, &r, &b, err2, sizeof(err2));
+		e1 = review_answer(fast, ns, r, &a, err1, sizeof(err1));
+		e2 = review_answer(full, ns, r, &b, err2, sizeof(err2));
+		resolved_pack_unref(r);
 		bad = !diff_same_reply(e1, a, err1, e2, b, err2);
 		review_reply_free(a);
 		review_reply_free(b);

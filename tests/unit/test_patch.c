@@ -34,16 +34,18 @@ fixture(const char *name)
 	return j;
 }
 
-/* Parse an annotation that the test knows to be valid. */
-static struct resolved
+/* Parse an annotation that the test knows to be valid (a reference). */
+static struct resolved_pack *
 spec(const char *json)
 {
-	struct resolved r;
+	struct resolved_pack *r = NULL;
 	char err[128];
 
-	memset(&r, 0, sizeof(r));
-	if (resolved_parse(json, strlen(json), &r, err, sizeof(err)) < 0)
+	if (resolved_pack_parse(json, strlen(json), &r, err,
+	    sizeof(err)) < 0) {
 		test_fail(__FILE__, __LINE__, "%s: %s", json, err);
+		exit(1);
+	}
 	return r;
 }
 
@@ -199,7 +201,7 @@ check_kept(const json_t *before, const json_t *after)
 
 /* Whether the init container at index i should reference the claim. */
 static int
-init_wanted(const struct resolved *r, const json_t *ctr)
+init_wanted(const struct resolved_pack *r, const json_t *ctr)
 {
 	const char *name = json_string_value(json_object_get(ctr, "name"));
 
@@ -211,7 +213,8 @@ init_wanted(const struct resolved *r, const json_t *ctr)
  * that must hold for any allowed pod. Returns the patched pod (or NULL).
  */
 static json_t *
-verify(const json_t *pod, const struct resolved *r, struct patch_out **ret)
+verify(const json_t *pod, const struct resolved_pack *r,
+    struct patch_out **ret)
 {
 	struct patch_out *p = NULL, *again = NULL;
 	json_t *out, *want, *a, *b, *c;
@@ -278,12 +281,15 @@ struct patched {
 static bool
 patch_pod(struct patched *t, json_t *pod, const char *annot)
 {
-	struct resolved r = spec(annot);
+	struct resolved_pack *r = spec(annot);
 
 	t->pod = pod;
 	t->out = NULL;
 	t->p = NULL;
-	return pod != NULL && (t->out = verify(pod, &r, &t->p)) != NULL;
+	if (pod != NULL)
+		t->out = verify(pod, r, &t->p);
+	resolved_pack_unref(r);
+	return t->out != NULL;
 }
 
 /* patch_pod() of tests/fixtures/pods/name. */
@@ -347,14 +353,17 @@ str_at(const json_t *j, ...)
 static void
 check_denied(const char *name, const char *annot, ...)
 {
-	struct resolved r = spec(annot);
+	struct resolved_pack *r = spec(annot);
 	json_t *pod = fixture(name);
 	struct patch_out *p = NULL;
 	const char *say;
 	va_list ap;
+	int e;
 
 	REQUIRE(pod != NULL);
-	REQUIRE(patch_build(pod, &r, &p, NULL, 0) == 0);
+	e = patch_build(pod, r, &p, NULL, 0);
+	resolved_pack_unref(r);
+	REQUIRE(e == 0);
 	CHECK(p->deny);
 	CHECK_INT(json_array_size(ops(p)), 0);
 	va_start(ap, annot);
@@ -425,12 +434,15 @@ TEST(existing_pod_and_container_claims)
 
 TEST(already_patched_pod_gets_nothing)
 {
-	struct resolved r = spec(TMPL);
+	struct resolved_pack *r = spec(TMPL);
 	json_t *pod = fixture("already-patched.json");
 	struct patch_out *p = NULL;
+	int e;
 
 	REQUIRE(pod != NULL);
-	REQUIRE(patch_build(pod, &r, &p, NULL, 0) == 0);
+	e = patch_build(pod, r, &p, NULL, 0);
+	resolved_pack_unref(r);
+	REQUIRE(e == 0);
 	CHECK(!p->deny);
 	CHECK_INT(json_array_size(ops(p)), 0);
 	patch_out_free(p);
@@ -684,7 +696,7 @@ TEST(malformed_pods)
 		"{\"spec\":{\"resourceClaims\":{},\"containers\":[{}]}}",
 		"{\"spec\":{\"containers\":[{}],\"initContainers\":7}}",
 	};
-	struct resolved r = spec(TMPL);
+	struct resolved_pack *r = spec(TMPL);
 	struct patch_out *p;
 	char err[128];
 
@@ -693,12 +705,13 @@ TEST(malformed_pods)
 
 		p = NULL;
 		err[0] = '\0';
-		if (patch_build(pod, &r, &p, err, sizeof(err)) != -EINVAL ||
+		if (patch_build(pod, r, &p, err, sizeof(err)) != -EINVAL ||
 		    err[0] == '\0')
 			test_fail(__FILE__, __LINE__, "accepted %s", bad[i]);
 		CHECK(p == NULL);
 		json_decref(pod);
 	}
+	resolved_pack_unref(r);
 }
 
 TEST(legacy_names)

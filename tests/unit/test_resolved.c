@@ -1,4 +1,8 @@
-/* Unit tests for common/resolved.c: the resolved-isolation annotation. */
+/*
+ * Unit tests for common/resolved.c: the resolved-isolation annotation, and
+ * its packed form (the same spec, every string and name kept; shared by
+ * reference).
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +17,23 @@ static int
 parse(const char *s, struct resolved *r, char *err, size_t errlen)
 {
 	return resolved_parse(s, strlen(s), r, err, errlen);
+}
+
+/* Ask the policy question q about name of r packed, as admit does. */
+static bool
+ask(const struct resolved *r,
+    bool (*q)(const struct resolved_pack *, const char *), const char *name)
+{
+	struct resolved_pack *p = NULL;
+	bool yes;
+
+	if (resolved_pack_new(r, &p) < 0) {
+		test_fail(__FILE__, __LINE__, "pack: out of memory");
+		return false;
+	}
+	yes = q(p, name);
+	resolved_pack_unref(p);
+	return yes;
 }
 
 TEST(template_with_defaults)
@@ -51,9 +72,9 @@ TEST(shared_claim_and_policies)
 	CHECK_INT(r.pol.ninit_names, 2);
 	CHECK_STR(r.pol.init_names[1], "b-2");
 	CHECK_INT(r.pol.legacy, RESOLVED_LEGACY_ALLOW);
-	CHECK(resolved_init_selected(&r, "a"));
-	CHECK(!resolved_init_selected(&r, "c"));
-	CHECK(!resolved_init_selected(&r, NULL));
+	CHECK(ask(&r, resolved_init_selected, "a"));
+	CHECK(!ask(&r, resolved_init_selected, "c"));
+	CHECK(!ask(&r, resolved_init_selected, NULL));
 }
 
 /* sidecarContainers: absent or "none" is none; a list is matched by name. */
@@ -64,7 +85,7 @@ TEST(sidecar_containers)
 
 	REQUIRE(parse("{\"claimName\":\"c\"}", &r, err, sizeof(err)) == 0);
 	CHECK_INT(r.pol.nsidecar_names, 0);
-	CHECK(!resolved_sidecar(&r, "istio-proxy"));
+	CHECK(!ask(&r, resolved_sidecar, "istio-proxy"));
 	REQUIRE(parse("{\"claimName\":\"c\",\"sidecarContainers\":\"none\"}",
 	    &r, err, sizeof(err)) == 0);
 	CHECK_INT(r.pol.nsidecar_names, 0);
@@ -75,9 +96,9 @@ TEST(sidecar_containers)
 	REQUIRE(parse("{\"claimName\":\"c\",\"sidecarContainers\":"
 	    "[\"istio-proxy\",\"envoy\"]}", &r, err, sizeof(err)) == 0);
 	CHECK_INT(r.pol.nsidecar_names, 2);
-	CHECK(resolved_sidecar(&r, "envoy"));
-	CHECK(!resolved_sidecar(&r, "envoy2"));
-	CHECK(!resolved_sidecar(&r, NULL));
+	CHECK(ask(&r, resolved_sidecar, "envoy"));
+	CHECK(!ask(&r, resolved_sidecar, "envoy2"));
+	CHECK(!ask(&r, resolved_sidecar, NULL));
 	REQUIRE((s = resolved_format(&r)) != NULL);
 	CHECK_STR(s, "{\"claimName\":\"c\",\"initContainers\":\"none\","
 	    "\"legacyGPU\":\"reject\",\"sidecarContainers\":"
@@ -217,4 +238,96 @@ TEST(names)
 	CHECK(!dns1123_subdomain_valid("a.-b"));
 	CHECK(!dns1123_subdomain_valid("a_b"));
 	CHECK(!dns1123_subdomain_valid(".a"));
+}
+
+/* Whether the packed list run of n names is exactly names[0..n). */
+static bool
+same_names(const char *run, int n, const char names[][64])
+{
+	for (int i = 0; i < n; i++, run += strlen(run) + 1)
+		if (strcmp(run, names[i]) != 0)
+			return false;
+	return true;
+}
+
+/*
+ * The pack keeps every field and name of the parse, at the caps too (64
+ * names of 63 bytes in each list), and answers the policy questions alike.
+ */
+TEST(pack_keeps_the_spec)
+{
+	static char big[16384];
+	static const char *const in[] = {
+		"{\"claimTemplateName\":\"gpu-1g10gb\",\"sharing\":\"mig\","
+		    "\"instance\":\"Agent/team-a\"}",
+		"{\"claimName\":\"team-a.gpu\",\"initContainers\":\"all\","
+		    "\"legacyGPU\":\"translate\"}",
+		"{\"claimName\":\"c\",\"initContainers\":[\"a\",\"b-2\"],"
+		    "\"sidecarContainers\":[\"envoy\",\"b-2\"],"
+		    "\"legacyGPU\":\"allow\"}",
+		big,
+	};
+	static struct resolved r;
+	struct resolved_pack *p;
+	size_t o;
+
+	o = (size_t)snprintf(big, sizeof(big), "{\"claimName\":\"c\","
+	    "\"initContainers\":[");
+	for (int l = 0; l < 2; l++) {
+		for (int i = 0; i < RESOLVED_MAX_NAMES; i++)
+			o += (size_t)snprintf(big + o, sizeof(big) - o,
+			    "%s\"%c%062d\"", i ? "," : "", "is"[l], i);
+		o += (size_t)snprintf(big + o, sizeof(big) - o, "%s",
+		    l == 0 ? "],\"sidecarContainers\":[" : "]}");
+	}
+	for (size_t i = 0; i < nitems(in); i++) {
+		REQUIRE(parse(in[i], &r, NULL, 0) == 0);
+		REQUIRE(resolved_pack_new(&r, &p) == 0);
+		CHECK_STR(p->claim_template, r.claim_template);
+		CHECK_STR(p->claim, r.claim);
+		CHECK_STR(p->sharing, r.sharing);
+		CHECK_STR(p->instance, r.instance);
+		CHECK_INT(p->pol.init, r.pol.init);
+		CHECK_INT(p->pol.legacy, r.pol.legacy);
+		CHECK_INT(p->pol.ninit_names, r.pol.ninit_names);
+		CHECK_INT(p->pol.nsidecar_names, r.pol.nsidecar_names);
+		CHECK(same_names(p->pol.init_names, r.pol.ninit_names,
+		    r.pol.init_names));
+		CHECK(same_names(p->pol.sidecar_names, r.pol.nsidecar_names,
+		    r.pol.sidecar_names));
+		for (int k = 0; k < r.pol.ninit_names; k++)
+			CHECK(resolved_init_selected(p, r.pol.init_names[k]));
+		for (int k = 0; k < r.pol.nsidecar_names; k++)
+			CHECK(resolved_sidecar(p, r.pol.sidecar_names[k]));
+		CHECK(!resolved_sidecar(p, "not-listed"));
+		CHECK(!resolved_sidecar(p, NULL));
+		CHECK_INT(resolved_init_selected(p, "not-listed"),
+		    r.pol.init == RESOLVED_INIT_ALL);
+		resolved_pack_unref(p);
+	}
+	CHECK_INT(r.pol.ninit_names, RESOLVED_MAX_NAMES);
+	CHECK_INT(r.pol.nsidecar_names, RESOLVED_MAX_NAMES);
+	CHECK_INT((int)strlen(r.pol.sidecar_names[63]), 63);
+}
+
+/* resolved_pack_parse: one step, the parse's errors; references count. */
+TEST(pack_parse_and_references)
+{
+	struct resolved_pack *p = NULL;
+	const struct resolved_pack *q;
+	char err[128] = "";
+
+	CHECK_INT(resolved_pack_parse("{\"claimName\":1}", 15, &p, err,
+	    sizeof(err)), -EINVAL);
+	CHECK(p == NULL);
+	CHECK(strstr(err, "claimName") != NULL);
+	REQUIRE(resolved_pack_parse("{\"claimName\":\"c\"}", 17, &p, NULL,
+	    0) == 0);
+	q = resolved_pack_ref(p);
+	CHECK(q == p);
+	resolved_pack_unref(p);
+	/* one reference left: still readable (ASan checks it) */
+	CHECK_STR(q->claim, "c");
+	resolved_pack_unref(q);
+	resolved_pack_unref(NULL);
 }

@@ -94,6 +94,7 @@ static struct review_reply *
 run(const char *body, enum review_ns ns, const char *resolved_json)
 {
 	struct resolved r;
+	struct resolved_pack *pk = NULL;
 	struct review *rv = NULL;
 	struct review_reply *rep = NULL;
 	char err[256];
@@ -102,10 +103,13 @@ run(const char *body, enum review_ns ns, const char *resolved_json)
 	if (resolved_json != NULL && resolved_parse(resolved_json,
 	    strlen(resolved_json), &r, err, sizeof(err)) < 0)
 		test_fail(__FILE__, __LINE__, "resolved: %s", err);
-	if (review_parse(body, strlen(body), &rv, err, sizeof(err)) < 0)
+	if (resolved_pack_new(&r, &pk) < 0)
+		test_fail(__FILE__, __LINE__, "pack: out of memory");
+	else if (review_parse(body, strlen(body), &rv, err, sizeof(err)) < 0)
 		test_fail(__FILE__, __LINE__, "parse: %s", err);
-	else if (review_answer(rv, ns, &r, &rep, err, sizeof(err)) < 0)
+	else if (review_answer(rv, ns, pk, &rep, err, sizeof(err)) < 0)
 		test_fail(__FILE__, __LINE__, "answer: %s", err);
+	resolved_pack_unref(pk);
 	review_free(rv);
 	return rep;
 }
@@ -463,13 +467,13 @@ TEST(malformed_pod_object)
 	    "{\"spec\":{\"containers\":{}}}}}";
 	struct review *rv = NULL;
 	struct review_reply *rep = NULL;
-	struct resolved r;
+	struct resolved_pack *r = NULL;
 	char err[256] = "";
 
-	REQUIRE(resolved_parse(TMPL, strlen(TMPL), &r, NULL, 0) == 0);
+	REQUIRE(resolved_pack_parse(TMPL, strlen(TMPL), &r, NULL, 0) == 0);
 	REQUIRE(review_parse(body, strlen(body), &rv, err, sizeof(err)) == 0);
 	/* Denied with its uid, never an error (failurePolicy: Ignore). */
-	CHECK_INT(review_answer(rv, REVIEW_NS_ISOLATED, &r, &rep, err,
+	CHECK_INT(review_answer(rv, REVIEW_NS_ISOLATED, r, &rep, err,
 	    sizeof(err)), 0);
 	REQUIRE(rep != NULL);
 	CHECK(!rep->allowed);
@@ -480,10 +484,11 @@ TEST(malformed_pod_object)
 	review_reply_free(rep);
 	rep = NULL;
 	/* The same pod passes untouched where the namespace is open. */
-	CHECK_INT(review_answer(rv, REVIEW_NS_OPEN, &r, &rep, err,
+	CHECK_INT(review_answer(rv, REVIEW_NS_OPEN, r, &rep, err,
 	    sizeof(err)), 0);
 	review_reply_free(rep);
 	review_free(rv);
+	resolved_pack_unref(r);
 }
 
 TEST(result_names)
@@ -513,18 +518,18 @@ check_refused(const char *body, size_t max_patch, const char *reason)
 {
 	struct review *rv = NULL;
 	struct review_reply *rep = NULL;
-	struct resolved r;
+	struct resolved_pack *r = NULL;
 	char err[256] = "";
 	int e;
 
-	REQUIRE(resolved_parse(TMPL, strlen(TMPL), &r, NULL, 0) == 0);
+	REQUIRE(resolved_pack_parse(TMPL, strlen(TMPL), &r, NULL, 0) == 0);
 	e = review_parse(body, strlen(body), &rv, err, sizeof(err));
 	if (e == -E2BIG)
 		e = review_parse_head(body, strlen(body), "nested too deep",
 		    &rv, err, sizeof(err));
 	REQUIRE(e == 0);
 	review_set_max_patch(rv, max_patch);
-	CHECK_INT(review_answer(rv, REVIEW_NS_ISOLATED, &r, &rep, err,
+	CHECK_INT(review_answer(rv, REVIEW_NS_ISOLATED, r, &rep, err,
 	    sizeof(err)), 0);
 	REQUIRE(rep != NULL);
 	CHECK(!rep->allowed);
@@ -536,11 +541,12 @@ check_refused(const char *body, size_t max_patch, const char *reason)
 	    NULL);
 	review_reply_free(rep);
 	/* Where the namespace is not isolated, the same pod just passes. */
-	CHECK_INT(review_answer(rv, REVIEW_NS_OPEN, &r, &rep, err,
+	CHECK_INT(review_answer(rv, REVIEW_NS_OPEN, r, &rep, err,
 	    sizeof(err)), 0);
 	CHECK(rep->allowed);
 	review_reply_free(rep);
 	review_free(rv);
+	resolved_pack_unref(r);
 }
 
 TEST(caps_deny_never_fail)

@@ -342,21 +342,24 @@ result_of(const char *body, int line)
 {
 	struct review *rv = NULL;
 	struct review_reply *rep = NULL;
-	struct resolved r;
+	struct resolved_pack *r = NULL;
 	int res;
 	json_t *j = json_loadb(body, strlen(body), 0, NULL);
 
 	agree(body, strlen(body), j != NULL, line);
 	json_decref(j);
-	if (resolved_parse(TMPL, strlen(TMPL), &r, NULL, 0) < 0)
+	if (resolved_pack_parse(TMPL, strlen(TMPL), &r, NULL, 0) < 0)
 		return -3;
-	if (review_parse(body, strlen(body), &rv, NULL, 0) < 0)
+	if (review_parse(body, strlen(body), &rv, NULL, 0) < 0) {
+		resolved_pack_unref(r);
 		return -1;
+	}
 	/* A malformed Pod is refused (denied), never an error. */
-	res = review_answer(rv, REVIEW_NS_ISOLATED, &r, &rep, NULL, 0) < 0 ?
+	res = review_answer(rv, REVIEW_NS_ISOLATED, r, &rep, NULL, 0) < 0 ?
 	    -3 : rep->result == REVIEW_REFUSED ? -2 : (int)rep->result;
 	review_reply_free(rep);
 	review_free(rv);
+	resolved_pack_unref(r);
 	return res;
 }
 
@@ -546,7 +549,7 @@ translate_count(const char *pod, const char *needle, int line)
 	    "\"legacyGPU\":\"translate\"}";
 	struct review *rv = NULL;
 	struct review_reply *rep = NULL;
-	struct resolved r;
+	struct resolved_pack *r = NULL;
 	char *body = review_around(pod);
 	const char *p;
 	int n = -1;
@@ -554,15 +557,16 @@ translate_count(const char *pod, const char *needle, int line)
 	if (body == NULL)
 		return -1;
 	agree(body, strlen(body), true, line);
-	if (resolved_parse(spec, strlen(spec), &r, NULL, 0) == 0 &&
+	if (resolved_pack_parse(spec, strlen(spec), &r, NULL, 0) == 0 &&
 	    review_parse(body, strlen(body), &rv, NULL, 0) == 0 &&
-	    review_answer(rv, REVIEW_NS_ISOLATED, &r, &rep, NULL, 0) == 0 &&
+	    review_answer(rv, REVIEW_NS_ISOLATED, r, &rep, NULL, 0) == 0 &&
 	    rep->patch != NULL)
 		for (n = 0, p = rep->patch; (p = strstr(p, needle)) != NULL;
 		    p++)
 			n++;
 	review_reply_free(rep);
 	review_free(rv);
+	resolved_pack_unref(r);
 	free(body);
 	return n;
 }

@@ -75,6 +75,7 @@ answer_one(FILE *out, const char *label, const char *body, size_t len,
 	struct review *rv = NULL;
 	struct review_reply *rep = NULL;
 	struct resolved r;
+	struct resolved_pack *pk = NULL;
 	char err[256];
 	int e;
 
@@ -82,6 +83,10 @@ answer_one(FILE *out, const char *label, const char *body, size_t len,
 	if (policy != NULL && resolved_parse(policy, strlen(policy), &r, err,
 	    sizeof(err)) < 0) {
 		test_fail(__FILE__, __LINE__, "policy %s: %s", policy, err);
+		return;
+	}
+	if (resolved_pack_new(&r, &pk) < 0) {
+		test_fail(__FILE__, __LINE__, "policy %s: no memory", policy);
 		return;
 	}
 	fprintf(out, "%s ns=%d policy=%s\n", label, (int)ns,
@@ -94,11 +99,12 @@ answer_one(FILE *out, const char *label, const char *body, size_t len,
 	}
 	if (e < 0) {
 		fprintf(out, "  parse %d: %s\n", e, err);
+		resolved_pack_unref(pk);
 		return;
 	}
 	fprintf(out, "  namespace=%s\n", review_namespace(rv) != NULL ?
 	    review_namespace(rv) : "-");
-	e = review_answer(rv, ns, &r, &rep, err, sizeof(err));
+	e = review_answer(rv, ns, pk, &rep, err, sizeof(err));
 	if (e < 0)
 		fprintf(out, "  answer %d: %s\n", e, err);
 	else {
@@ -109,6 +115,7 @@ answer_one(FILE *out, const char *label, const char *body, size_t len,
 		review_reply_free(rep);
 	}
 	review_free(rv);
+	resolved_pack_unref(pk);
 }
 
 /* Every state and policy for one body. */

@@ -59,12 +59,17 @@ answer(const char *body, size_t len, const struct resolved *r, char *err,
 {
 	struct review *rv = NULL;
 	struct review_reply *rep = NULL;
+	struct resolved_pack *pk = NULL;
 
-	if (review_parse(body, len, &rv, err, errlen) < 0)
+	if (resolved_pack_new(r, &pk) < 0 ||
+	    review_parse(body, len, &rv, err, errlen) < 0) {
+		resolved_pack_unref(pk);
 		return NULL;
-	if (review_answer(rv, REVIEW_NS_ISOLATED, r, &rep, err, errlen) < 0)
+	}
+	if (review_answer(rv, REVIEW_NS_ISOLATED, pk, &rep, err, errlen) < 0)
 		rep = NULL;
 	review_free(rv);
+	resolved_pack_unref(pk);
 	return rep;
 }
 
