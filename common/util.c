@@ -73,6 +73,17 @@ buf_append(struct buf *b, const void *p, size_t n)
 	return 0;
 }
 
+/* Make room for n more bytes (and the NUL) without appending. */
+int
+buf_reserve(struct buf *b, size_t n)
+{
+	int r = buf_grow(b, n);
+
+	if (r == 0)
+		b->data[b->len] = '\0';	/* data stays a C string */
+	return r;
+}
+
 /* Append a C string. */
 int
 buf_puts(struct buf *b, const char *s)

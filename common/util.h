@@ -49,6 +49,8 @@ struct buf {
 
 void	 buf_init(struct buf *b, size_t max);
 int	 buf_append(struct buf *b, const void *p, size_t n);
+/* Make room for n more bytes now, so that appends up to them do not grow. */
+int	 buf_reserve(struct buf *b, size_t n);
 int	 buf_puts(struct buf *b, const char *s);
 int	 buf_putc(struct buf *b, char c);
 int	 buf_printf(struct buf *b, const char *fmt, ...)

@@ -12,6 +12,8 @@
 
 #include "kpgpud-admit/patch.h"
 
+#define PATCH_OPS_RESERVE	1024	/* an agent pod's patch: 5 operations */
+
 struct patch_ctx {
 	const struct resolved_pack	*r;
 	struct patch_out	*out;
@@ -96,24 +98,70 @@ patch_is_legacy_gpu(const char *resource)
 	return patch_is_legacy_gpu_n(resource, strlen(resource));
 }
 
+/* Whether the n bytes at s are their own JSON string text (no escapes). */
+static bool
+json_plain(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == '"' || s[i] == '\\')
+			return false;
+	return true;
+}
+
+/* Copy the n bytes at s to p; the byte after them. */
+static char *
+put(char *p, const char *s, size_t n)
+{
+	memcpy(p, s, n);
+	return p + n;
+}
+
 /*
  * Append {"op": op, "path": path[, "value": value]}; value is JSON text
- * (NULL for "remove"). Written as jansson's compact dump would write it.
+ * (NULL for "remove"). Written as jansson's compact dump would write it:
+ * with one exact reservation and copies when the path needs no escape
+ * (the cap is then reached exactly when appending piece by piece would
+ * reach it), else piece by piece.
  */
 static int
 add_op(struct patch_ctx *c, const char *op, const char *path,
     const char *value)
 {
+	static const char first[] = "[{\"op\":\"", next[] = ",{\"op\":\"";
+	static const char mid[] = "\",\"path\":", val[] = ",\"value\":";
 	struct buf *b = &c->ops;
+	size_t ol = strlen(op), pl = strlen(path);
+	size_t vl = value != NULL ? strlen(value) : 0;
+	const char *head = c->out->nops++ == 0 ? first : next;
+	char *p;
 	int rv;
 
-	/* -E2BIG (the patch cap) is told apart from -ENOMEM. */
-	if ((rv = buf_puts(b, c->out->nops++ == 0 ? "[{\"op\":\"" :
-	    ",{\"op\":\"")) < 0 || (rv = buf_puts(b, op)) < 0 ||
-	    (rv = buf_puts(b, "\",\"path\":")) < 0 ||
-	    (rv = buf_put_json(b, path, strlen(path))) < 0)
+	if (json_plain(path, pl)) {
+		/* -E2BIG (the patch cap) is told apart from -ENOMEM. */
+		if ((rv = buf_reserve(b, sizeof(first) - 1 + ol +
+		    sizeof(mid) - 1 + pl + 2 + (value != NULL ?
+		    sizeof(val) - 1 + vl : 0) + 1)) < 0)
+			return rv;
+		p = put(b->data + b->len, head, sizeof(first) - 1);
+		p = put(p, op, ol);
+		p = put(p, mid, sizeof(mid) - 1);
+		*p++ = '"';
+		p = put(p, path, pl);
+		*p++ = '"';
+		if (value != NULL) {
+			p = put(p, val, sizeof(val) - 1);
+			p = put(p, value, vl);
+		}
+		*p++ = '}';
+		*p = '\0';
+		b->len = (size_t)(p - b->data);
+		return 0;
+	}
+	if ((rv = buf_puts(b, head)) < 0 || (rv = buf_puts(b, op)) < 0 ||
+	    (rv = buf_puts(b, mid)) < 0 ||
+	    (rv = buf_put_json(b, path, pl)) < 0)
 		return rv;
-	if (value != NULL && ((rv = buf_puts(b, ",\"value\":")) < 0 ||
+	if (value != NULL && ((rv = buf_puts(b, val)) < 0 ||
 	    (rv = buf_puts(b, value)) < 0))
 		return rv;
 	return buf_putc(b, '}');
@@ -127,7 +175,8 @@ pod_claim(struct patch_ctx *c)
 	bool tmpl = r->claim_template[0] != '\0';
 	const char *v = tmpl ? r->claim_template : r->claim;
 
-	return buf_puts(&c->claim, "{\"name\":\"" RESOLVED_POD_CLAIM "\",")
+	return buf_reserve(&c->claim, 64 + strlen(v)) |
+	    buf_puts(&c->claim, "{\"name\":\"" RESOLVED_POD_CLAIM "\",")
 	    | buf_puts(&c->claim, tmpl ? "\"resourceClaimTemplateName\":" :
 	    "\"resourceClaimName\":") | buf_put_json(&c->claim, v, strlen(v))
 	    | buf_putc(&c->claim, '}') ? -ENOMEM : 0;
@@ -510,7 +559,9 @@ patch_build_pod(const struct patch_pod *pod, const struct resolved_pack *r,
 
 	if ((c.out = calloc(1, sizeof(*c.out))) == NULL)
 		return -ENOMEM;
-	if (pod_claim(&c) < 0)
+	/* Room for a usual patch at once: no realloc per operation. */
+	if (buf_reserve(&c.ops, max_ops < PATCH_OPS_RESERVE ? max_ops :
+	    PATCH_OPS_RESERVE) < 0 || pod_claim(&c) < 0)
 		goto fail;
 	if (!pod->spec) {
 		rv = bad_pod(&c, "object has no spec");

@@ -138,11 +138,24 @@ distinct(const char **keys, size_t n, struct region *rg)
 	return k;
 }
 
-/* Whether a raw member name may be a legacy GPU key (escaped: may be). */
+/*
+ * Whether the n raw bytes at raw (a member name, or a whole map) may hold
+ * a legacy GPU key: every one starts "nvidia.com/", unless written with an
+ * escape.
+ */
 static bool
 maybe_legacy(const char *raw, size_t n)
 {
-	return memchr(raw, '\\', n) != NULL || patch_is_legacy_gpu_n(raw, n);
+	const char *end = raw + n, *p = raw;
+
+	if (memchr(raw, '\\', n) != NULL)
+		return true;
+	while ((p = memchr(p, 'n', (size_t)(end - p))) != NULL) {
+		if (end - p >= 11 && memcmp(p, "nvidia.com/", 11) == 0)
+			return true;
+		p++;
+	}
+	return false;
 }
 
 /*
@@ -158,13 +171,15 @@ legacy_keys(const char *body, struct jscan_span m, const char **keys,
 	size_t pos = m.off, n = 0;
 
 	*ret_n = 0;
-	if (m.len == 0 || body[m.off] != '{')
-		return 0;
+	if (m.len == 0 || body[m.off] != '{' || !maybe_legacy(body + m.off,
+	    m.len))
+		return 0;	/* no key there can be one */
 	while (jscan_next_member(body, m.off + m.len, &pos, &k, &v) == 1) {
 		const char *raw = body + k.off + 1;
 		char *key;
 
-		if (!maybe_legacy(raw, k.len - 2))
+		if (memchr(raw, '\\', k.len - 2) == NULL &&
+		    !patch_is_legacy_gpu_n(raw, k.len - 2))
 			continue;
 		if (keys == NULL) {
 			n++;

@@ -7,6 +7,7 @@
  * the whole body.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -27,6 +28,7 @@
 
 #define REVIEW_API	"admission.k8s.io/v1"
 #define REVIEW_KIND	"AdmissionReview"
+#define REVIEW_REPLY_RESERVE	256	/* a reply besides uid and patch */
 
 struct review {
 	json_t		*root;		/* the reference path's tree, or NULL */
@@ -435,21 +437,23 @@ review_uid(const struct review *rv)
 	return rv->uid;
 }
 
-/* Append standard base64 (padded, no line breaks) of len bytes of src. */
+/*
+ * Append standard base64 (padded, no line breaks) of len bytes of src,
+ * encoded by OpenSSL straight into b (len is capped far below INT_MAX).
+ */
 static int
 put_base64(struct buf *b, const void *src, size_t len)
 {
-	const unsigned char *s = src;
-	unsigned char chunk[4 * 256 + 1];	/* EVP_EncodeBlock adds a NUL */
-	size_t step = 3 * 256;
+	size_t n = (len + 2) / 3 * 4;
+	int o;
 
-	for (size_t i = 0; i < len; i += step) {
-		size_t n = len - i < step ? len - i : step;
-		int o = EVP_EncodeBlock(chunk, s + i, (int)n);
-
-		if (o < 0 || buf_append(b, chunk, (size_t)o) < 0)
-			return -ENOMEM;
-	}
+	if (len > INT_MAX / 2 || buf_reserve(b, n) < 0)
+		return -ENOMEM;
+	/* EVP_EncodeBlock adds a NUL, which buf_reserve() made room for. */
+	o = EVP_EncodeBlock((unsigned char *)b->data + b->len, src, (int)len);
+	if (o < 0)
+		return -ENOMEM;
+	b->len += (size_t)o;
 	return 0;
 }
 
@@ -601,7 +605,10 @@ write_body(struct buf *b, const struct review *rv, const struct answer *an,
 {
 	int bad;
 
-	bad = buf_puts(b, "{\"apiVersion\":\"" REVIEW_API "\",\"kind\":\""
+	/* The usual reply at once: the frame, the uid, the patch's base64. */
+	bad = buf_reserve(b, REVIEW_REPLY_RESERVE + strlen(rv->uid) +
+	    (rep->patch != NULL ? (strlen(rep->patch) + 2) / 3 * 4 : 0)) |
+	    buf_puts(b, "{\"apiVersion\":\"" REVIEW_API "\",\"kind\":\""
 	    REVIEW_KIND "\",\"response\":{\"uid\":") | put_str(b, rv->uid) |
 	    buf_puts(b, rep->allowed ? ",\"allowed\":true" :
 	    ",\"allowed\":false");

@@ -588,6 +588,12 @@ TEST(patch_facts_read_like_jansson)
 	    "\"nvidia.com/gpu\":2,\"nvidia.com/gpu.x\":1}}}]}}",
 	    "limits/nvidia.com~1gpu.x\"},{\"op\":\"remove\",\"path\":"
 	    "\"/spec/containers/0/resources/limits/nvidia.com~1gpu\""), 1);
+	/* A key that needs escapes in the JSON Pointer and in JSON. */
+	CHECK_INT(TRANSLATE("{\"spec\":{\"containers\":[{\"name\":\"a\","
+	    "\"resources\":{\"limits\":{\"nvidia.com/gpu.a\\\"b~\\u0001\":1}}}"
+	    "]}}",
+	    "\"path\":\"/spec/containers/0/resources/limits/"
+	    "nvidia.com~1gpu.a\\\"b~0\\u0001\"}"), 1);
 	/* A claim reference named with an escape, or by a later "name". */
 	CHECK_INT(TRANSLATE("{\"spec\":{\"containers\":[{\"name\":\"a\","
 	    "\"resources\":{\"claims\":[1,\"kubeplus-gpu\",{\"name\":"
