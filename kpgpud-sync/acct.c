@@ -60,12 +60,15 @@ acct_res(struct sync_res *ret, const char *kind, const char *key,
 	snprintf(ret->path, sizeof(ret->path), "%s", path);
 }
 
-/* Every ResourceClaim (the ledger keeps those of isolated namespaces). */
+/*
+ * Every ResourceClaim (the ledger keeps those of isolated namespaces): the
+ * watch of the claims' allocations, which feeds the ledger too.
+ */
 void
 acct_res_claims(struct sync_res *ret)
 {
-	acct_res(ret, "usage:ResourceClaim", "usage/resourceclaims",
-	    "/apis/resource.k8s.io/v1/resourceclaims", NULL);
+	(void)sync_res_owned(CACHE_KIND_ALLOC, ret);
+	ret->usage_claims = true;
 }
 
 /* Every Pod (the ledger reads those that use claims). */
@@ -95,7 +98,9 @@ acct_res_results(struct sync_res *ret)
 static char
 acct_which(struct reflector *rf)
 {
-	return reflector_res(rf)->kind[6];	/* "usage:X" */
+	const struct sync_res *res = reflector_res(rf);
+
+	return res->usage_claims ? 'R' : res->kind[6];	/* "usage:X" */
 }
 
 /* A write failed: the batch is lost and every collection relisted. */

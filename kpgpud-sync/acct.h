@@ -24,7 +24,8 @@ struct usage_store;
 #define ACCT_ROLLUP_EVERY_MS	60000
 
 /*
- * The four collections: every ResourceClaim, every Pod, the Events
+ * The four collections: every ResourceClaim (the watch of the claims'
+ * allocations, which also feeds the ledger), every Pod, the Events
  * FailedResourceClaimCreation (fieldSelector reason) and kpgpud-quota's
  * Events (fieldSelector reportingComponent: the last reconcile results).
  */

@@ -137,9 +137,10 @@ static int
 sync_collections(const struct sync_conf *c, struct sync_res *res,
     size_t max, size_t *ret_n)
 {
+	/* the claims' allocations: acct_res_claims (one watch, two uses) */
 	static const char *const owned[] = { CACHE_KIND_DEVICECLASS,
 	    CACHE_KIND_CLAIMTEMPLATE, CACHE_KIND_CLAIM, CACHE_KIND_QUOTA,
-	    CACHE_KIND_SLICE, CACHE_KIND_ALLOC };
+	    CACHE_KIND_SLICE };
 	char *list, *tok, *save = NULL;
 	size_t n = 0, i;
 	int r = 0;

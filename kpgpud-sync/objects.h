@@ -26,6 +26,9 @@ struct sync_res {
 	const char	*kind;		/* owned kind, or NULL */
 	bool		 usage;		/* for the usage ledger (usage.c),
 					   not a cache table */
+	bool		 usage_claims;	/* a cache table whose objects (every
+					   ResourceClaim) also feed the
+					   ledger: one watch for both */
 };
 
 /* The Namespaces collection. */

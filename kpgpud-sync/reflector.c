@@ -57,6 +57,16 @@ strset_add(struct strset *s, const char *key)
 	return r;
 }
 
+/* Remove key (absent: nothing). */
+void
+strset_del(struct strset *s, const char *key)
+{
+	void *copy = NULL;
+
+	if (strmap_remove(s->map, key, &copy) == 0)
+		free(copy);
+}
+
 /* Whether key is in the set. */
 bool
 strset_has(const struct strset *s, const char *key)
@@ -146,10 +156,11 @@ struct reflector {
 	size_t			 listed;
 	unsigned		 failures;
 	bool			 synced;
+	bool			 keep_rv;	/* start_list: until a list ends */
 	uint64_t		 watch_start_ms;
 };
 
-static void	rf_list(struct reflector *rf);
+static void	rf_list(struct reflector *rf, bool forget);
 static void	rf_watch(struct reflector *rf);
 
 /* Report something through ops->note. */
@@ -223,7 +234,7 @@ rf_timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (rf->pending == REFL_NEXT_RELIST ||
 	    rf->pending == REFL_NEXT_RELIST_LATER)
-		rf_list(rf);
+		rf_list(rf, !rf->keep_rv);
 	else
 		rf_watch(rf);
 }
@@ -297,6 +308,9 @@ rf_list_end(const struct kube_response *resp, const char *rv, void *arg)
 	rf->seen = NULL;
 	if (missing) {
 		/* the collection does not exist (yet): empty; look again */
+		if (rf->keep_rv)
+			rf->ops.set_rv(rf->arg, rf, "");
+		rf->keep_rv = false;
 		n.next = REFL_NEXT_RELIST_LATER;
 		n.delay_ms = rf->cfg.backoff_max_ms;
 		rf_note(rf, &n);
@@ -306,6 +320,7 @@ rf_list_end(const struct kube_response *resp, const char *rv, void *arg)
 	}
 	snprintf(rf->rv, sizeof(rf->rv), "%s", rv);
 	rf->ops.set_rv(rf->arg, rf, rf->rv);
+	rf->keep_rv = false;
 	rf->failures = 0;
 	n.next = REFL_NEXT_WATCH;
 	rf_note(rf, &n);
@@ -313,9 +328,14 @@ rf_list_end(const struct kube_response *resp, const char *rv, void *arg)
 	rf_watch(rf);
 }
 
-/* Start a list; on failure to start, retry later. */
+/*
+ * Start a list; on failure to start, retry later. forget: tell the owner
+ * the stored resourceVersion is void while the list runs (a relist);
+ * otherwise the stored one stays until the list ends (a list at start that
+ * could have resumed, whose rows are as good as a resumed watch's).
+ */
 static void
-rf_list(struct reflector *rf)
+rf_list(struct reflector *rf, bool forget)
 {
 	struct reflector_note n = { .event = REFL_EV_LIST_FAILED };
 	char *q = NULL;
@@ -328,7 +348,8 @@ rf_list(struct reflector *rf)
 	strset_free(rf->seen);
 	rf->listed = 0;
 	rf->rv[0] = '\0';
-	rf->ops.set_rv(rf->arg, rf, "");
+	if (forget)
+		rf->ops.set_rv(rf->arg, rf, "");
 	if ((rf->seen = strset_new()) == NULL) {
 		r = -ENOMEM;
 		goto fail;
@@ -481,7 +502,18 @@ reflector_start(struct reflector *rf, const char *rv)
 		rf_set_synced(rf);
 		rf_watch(rf);
 	} else
-		rf_list(rf);
+		rf_list(rf, true);
+	return 0;
+}
+
+/* Start by listing, keeping the stored resourceVersion until it ends. */
+int
+reflector_start_list(struct reflector *rf)
+{
+	if (rf->state != RF_IDLE)
+		return -EALREADY;
+	rf->keep_rv = true;
+	rf_list(rf, false);
 	return 0;
 }
 
@@ -490,7 +522,8 @@ void
 reflector_relist(struct reflector *rf)
 {
 	evtimer_del(rf->timer);
-	rf_list(rf);
+	rf->keep_rv = false;
+	rf_list(rf, true);
 }
 
 /* The collection this reflector follows. */

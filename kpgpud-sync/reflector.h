@@ -34,6 +34,8 @@ struct strset	*strset_new(void);
 void		 strset_free(struct strset *s);
 /* Add a key (copied): 1 if new, 0 if present, -ENOMEM, -E2BIG (cap). */
 int		 strset_add(struct strset *s, const char *key);
+/* Remove key if present. */
+void		 strset_del(struct strset *s, const char *key);
 bool		 strset_has(const struct strset *s, const char *key);
 size_t		 strset_count(const struct strset *s);
 /* "ns/name" into buf; -ENAMETOOLONG if it does not fit. */
@@ -113,6 +115,13 @@ int	 reflector_new(struct event_base *base, struct kube_client *kc,
 void	 reflector_free(struct reflector *rf);
 /* Start: watch from rv when given (a resumed cache), else list first. */
 int	 reflector_start(struct reflector *rf, const char *rv);
+/*
+ * Start with a list even if the owner could resume, without voiding the
+ * resourceVersion it stored (set_rv is called once a list is done; lists
+ * retried after a failure keep it too): for a collection whose list also
+ * feeds a consumer that needs every object.
+ */
+int	 reflector_start_list(struct reflector *rf);
 /* Drop what is running and list again (e.g. a cache write failed). */
 void	 reflector_relist(struct reflector *rf);
 const struct sync_res *reflector_res(const struct reflector *rf);

@@ -137,6 +137,30 @@ syncd_usage(struct syncd *sd, struct reflector *rf, enum syncd_usage_op op,
 	return acct_prune(sd->acct, rf, seen);
 }
 
+/*
+ * The one claims watch: remember whether obj's last version made an
+ * allocation row (bad: it did not, though the ledger took the claim), so
+ * that a list's prune drops that row as a watch of its own would have.
+ */
+static int
+syncd_claim_mark(struct syncd *sd, json_t *obj, bool bad)
+{
+	char key[CACHE_KEY_MAX * 2 + 2];
+	const char *ns, *name;
+
+	if (sync_obj_key(obj, &ns, &name) < 0 ||
+	    strset_key(key, sizeof(key), ns, name) < 0)
+		return 0;
+	if (!bad) {
+		if (sd->claims_bad != NULL)
+			strset_del(sd->claims_bad, key);
+		return 0;
+	}
+	if (sd->claims_bad == NULL && (sd->claims_bad = strset_new()) == NULL)
+		return -ENOMEM;
+	return strset_add(sd->claims_bad, key) < 0 ? -ENOMEM : 0;
+}
+
 /* Reflector op: store an object. */
 static int
 syncd_put(void *arg, struct reflector *rf, json_t *obj)
@@ -148,8 +172,11 @@ syncd_put(void *arg, struct reflector *rf, json_t *obj)
 	uint64_t gen = 0;
 	int r;
 
-	if (res->usage)
-		return syncd_usage(sd, rf, SYNCD_USAGE_PUT, obj, NULL);
+	if (res->usage || res->usage_claims) {
+		r = syncd_usage(sd, rf, SYNCD_USAGE_PUT, obj, NULL);
+		if (res->usage || r < 0)
+			return r;
+	}
 	if ((r = sync_row_from_json(res, obj, &row, &why)) < 0) {
 		if (r == -ENOMEM)
 			return syncd_write_failed(sd, res, r);
@@ -157,8 +184,13 @@ syncd_put(void *arg, struct reflector *rf, json_t *obj)
 		metric_inc(sd->m.bad_objects, res->key, NULL);
 		log_warn("object skipped resource=%s reason=%s",
 		    log_q(res->key), log_q(why));
+		if (res->usage_claims)
+			return (r = syncd_claim_mark(sd, obj, true)) < 0 ?
+			    syncd_write_failed(sd, res, r) : 0;
 		return r;
 	}
+	if (res->usage_claims)
+		(void)syncd_claim_mark(sd, obj, false);
 	if ((r = FAULT("sync.apply")) < 0 || (r = syncd_batch(sd)) < 0) {
 		sync_row_clear(&row);
 		return syncd_write_failed(sd, res, r);
@@ -221,8 +253,13 @@ syncd_del(void *arg, struct reflector *rf, json_t *obj)
 	const char *ns, *name;
 	json_t *k = json_object_get(obj, "kind");
 
-	if (res->usage)
-		return syncd_usage(sd, rf, SYNCD_USAGE_DEL, obj, NULL);
+	int r;
+
+	if (res->usage || res->usage_claims) {
+		r = syncd_usage(sd, rf, SYNCD_USAGE_DEL, obj, NULL);
+		if (res->usage || r < 0)
+			return r;
+	}
 	if (sync_obj_key(obj, &ns, &name) < 0) {
 		sd->n_bad_objects++;
 		metric_inc(sd->m.bad_objects, res->key, NULL);
@@ -230,6 +267,8 @@ syncd_del(void *arg, struct reflector *rf, json_t *obj)
 		    log_q(res->key));
 		return -EINVAL;
 	}
+	if (res->usage_claims)
+		(void)syncd_claim_mark(sd, obj, false);
 	return syncd_delete(sd, res, json_is_string(k) ? json_string_value(k) :
 	    NULL, ns, name);
 }
@@ -253,6 +292,7 @@ syncd_set_rv(void *arg, struct reflector *rf, const char *rv)
 /* Cached rows of one collection that the last list did not return. */
 struct syncd_stale {
 	const struct strset	*seen;
+	const struct strset	*bad;	/* seen, but no row made: stale too */
 	struct syncd_stalekey {
 		char	*kind, *ns, *name;
 	}			*keys;
@@ -269,7 +309,8 @@ syncd_stale_add(struct syncd_stale *st, const char *kind, const char *ns,
 	size_t n;
 
 	if (strset_key(key, sizeof(key), ns, name) == 0 &&
-	    strset_has(st->seen, key))
+	    strset_has(st->seen, key) &&
+	    (st->bad == NULL || !strset_has(st->bad, key)))
 		return 0;
 	if (st->n == st->alloc) {
 		n = st->alloc ? st->alloc * 2 : 64;
@@ -313,12 +354,15 @@ syncd_prune(void *arg, struct reflector *rf, const struct strset *seen)
 {
 	struct syncd *sd = arg;
 	const struct sync_res *res = reflector_res(rf);
-	struct syncd_stale st = { .seen = seen };
+	struct syncd_stale st = { .seen = seen, .bad = sd->claims_bad };
 	size_t i;
 	int r;
 
-	if (res->usage)
-		return syncd_usage(sd, rf, SYNCD_USAGE_PRUNE, NULL, seen);
+	if (res->usage || res->usage_claims) {
+		r = syncd_usage(sd, rf, SYNCD_USAGE_PRUNE, NULL, seen);
+		if (res->usage || r < 0)
+			return r;
+	}
 	if (res->table == CACHE_T_NS)
 		r = cache_ns_foreach(sd->cache, 0, stale_ns, &st);
 	else if (res->table == CACHE_T_INSTANCE)
@@ -845,6 +889,8 @@ syncd_fini(struct syncd *sd)
 	for (i = 0; i < sd->nrf; i++)
 		reflector_free(sd->rf[i]);
 	sd->nrf = 0;
+	strset_free(sd->claims_bad);
+	sd->claims_bad = NULL;
 	if (sd->cache != NULL)
 		syncd_flush(sd);
 	syncd_drop_pending(sd);
@@ -888,6 +934,11 @@ syncd_start_one(struct syncd *sd, size_t i)
 	int r;
 
 	r = cache_watch_get(sd->cache, key, rv, sizeof(rv));
+	if (reflector_res(sd->rf[i])->usage_claims && sd->acct != NULL) {
+		/* the ledger reconciles with a list on every start */
+		log_info("listing resource=%s", log_q(key));
+		return reflector_start_list(sd->rf[i]);
+	}
 	if (r == 0)
 		log_info("resuming watch resource=%s rv=%s", log_q(key),
 		    log_q(rv));

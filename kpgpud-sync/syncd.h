@@ -102,6 +102,9 @@ struct syncd {
 	unsigned		 nlookups;
 	struct syncd_metrics	 m;
 	struct acct		*acct;		/* usage ledger (acct.c) */
+	/* keys of the one claims watch whose last object made no
+	   allocation row (malformed) while the ledger took it */
+	struct strset		*claims_bad;
 	/* counters also shown in STATUS */
 	uint64_t		 n_relists, n_restarts, n_api_errors;
 	uint64_t		 n_bad_objects, n_commit_errors;

@@ -31,6 +31,11 @@ TEST(strset_add_has_grow)
 	CHECK(strset_has(s, "ns-0/obj"));
 	CHECK(!strset_has(s, "ns-5000/obj"));
 	CHECK(!strset_has(s, "ns-1/ob"));
+	strset_del(s, "ns-17/obj");
+	strset_del(s, "ns-17/obj");	/* absent: nothing */
+	CHECK(!strset_has(s, "ns-17/obj"));
+	CHECK_INT(strset_count(s), 4999);
+	CHECK_INT(strset_add(s, "ns-17/obj"), 1);
 	strset_free(s);
 	strset_free(NULL);
 }
