@@ -159,6 +159,75 @@ filter_prefix(json_t *o, const char *prefix)
 	return out;
 }
 
+#define FLAT_MAX	64	/* members dump_strings sorts on the stack */
+
+/* strcmp order, the order of json_dumps's JSON_SORT_KEYS. */
+static int
+key_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * The members of o (NULL or not an object: none) whose key starts with
+ * prefix, as dump(filter_prefix(o, prefix)) writes them, without building
+ * that object or running jansson's dumper (a Namespace's labels and
+ * annotations: every list item has them). 0 and *ret; 1 when a member is
+ * not a string, there are more than FLAT_MAX or the text is over
+ * CACHE_JSON_MAX (take the general way); -ENOMEM.
+ */
+static int
+dump_strings(json_t *o, const char *prefix, char **ret)
+{
+	const char *keys[FLAT_MAX], *k;
+	struct buf b = BUF_INIT(CACHE_JSON_MAX);
+	size_t n = 0, i, plen = strlen(prefix);
+	json_t *v;
+	int r = 0;
+
+	json_object_foreach(o, k, v) {
+		if (strncmp(k, prefix, plen) != 0)
+			continue;
+		if (!json_is_string(v) || n == FLAT_MAX)
+			return 1;
+		keys[n++] = k;
+	}
+	qsort(keys, n, sizeof(keys[0]), key_cmp);
+	r = buf_putc(&b, '{');
+	for (i = 0; i < n && r == 0; i++) {
+		v = json_object_get(o, keys[i]);
+		if ((i > 0 && (r = buf_putc(&b, ',')) < 0) ||
+		    (r = buf_put_json(&b, keys[i], strlen(keys[i]))) < 0 ||
+		    (r = buf_putc(&b, ':')) < 0)
+			break;
+		r = buf_put_json(&b, json_string_value(v),
+		    json_string_length(v));
+	}
+	if (r == 0 && (r = buf_putc(&b, '}')) == 0 &&
+	    (*ret = buf_steal(&b, NULL)) == NULL)
+		r = -ENOMEM;
+	buf_free(&b);
+	/* over the cap: the general way, and the row is refused as before */
+	return r == -E2BIG ? 1 : r;
+}
+
+/* dump(filter_prefix(o, prefix)), by dump_strings when it can. */
+static char *
+dump_members(json_t *o, const char *prefix)
+{
+	json_t *kp;
+	char *out = NULL;
+	int r = dump_strings(o, prefix, &out);
+
+	if (r <= 0)
+		return out;
+	if ((kp = filter_prefix(o, prefix)) == NULL)
+		return NULL;
+	out = dump(kp);
+	json_decref(kp);
+	return out;
+}
+
 /* The metadata every row has: its key, uid and resourceVersion. */
 struct row_meta {
 	const char	*ns, *name, *uid, *rv;
@@ -171,7 +240,6 @@ row_ns(json_t *obj, json_t *md, const struct row_meta *m,
 {
 	json_t *labels = json_object_get(md, "labels");
 	json_t *ann = json_object_get(md, "annotations");
-	json_t *kp;
 	const char *iso;
 
 	row->u.ns = (struct cache_ns){ .name = m->name, .uid = m->uid,
@@ -184,14 +252,8 @@ row_ns(json_t *obj, json_t *md, const struct row_meta *m,
 	iso = str_of(labels, RESOLVED_LABEL);
 	row->u.ns.isolated = iso != NULL && strcmp(iso, "true") == 0;
 	row->u.ns.resolved = str_of(ann, RESOLVED_ANNOTATION);
-	if ((row->json[0] = dump(json_is_object(labels) ? labels : NULL)) ==
-	    NULL)
-		return -ENOMEM;
-	if ((kp = filter_prefix(ann, SYNC_ANNOTATION_PREFIX)) == NULL)
-		return -ENOMEM;
-	row->json[1] = dump(kp);
-	json_decref(kp);
-	if (row->json[1] == NULL)
+	if ((row->json[0] = dump_members(labels, "")) == NULL ||
+	    (row->json[1] = dump_members(ann, SYNC_ANNOTATION_PREFIX)) == NULL)
 		return -ENOMEM;
 	row->u.ns.labels = row->json[0];
 	row->u.ns.annotations = row->json[1];

@@ -174,6 +174,68 @@ TEST(row_namespace)
 	json_decref(o);
 }
 
+/* A Namespace row's labels and annotations are json_dumps's bytes. */
+TEST(row_namespace_json_as_jansson)
+{
+	static const char *const vals[] = { "", "plain", "q\"uote",
+	    "back\\slash", "ctl\b\f\n\r\t\x01\x1f\x7f", "sl/ash",
+	    "\xc3\xa9t\xc3\xa9 \xe2\x80\xa8 \xf0\x9f\x98\x80",
+	    "{\"sharing\":\"mig\"}" };
+	struct sync_res res;
+	struct sync_row row;
+	const char *why = NULL;
+	json_t *o, *labels, *ann, *kp;
+	char key[32], *want;
+	size_t i, round;
+
+	sync_res_namespaces(&res);
+	for (round = 0; round < 4; round++) {
+		labels = json_object();
+		ann = json_object();
+		kp = json_object();
+		for (i = 0; i < nitems(vals); i++) {
+			snprintf(key, sizeof(key), "%c%zu\t/%s", (int)('z' - i),
+			    i, i % 2 ? "\xc3\xa9" : "\"");
+			json_object_set_new(labels, key, json_string(vals[i]));
+			snprintf(key, sizeof(key), "kubeplus.io/k%zu", 7 - i);
+			json_object_set_new(ann, key, json_string(vals[i]));
+			json_object_set_new(kp, key, json_string(vals[i]));
+			json_object_set_new(ann, vals[i], json_string("x"));
+		}
+		if (round == 1)	/* not all strings: the general way */
+			json_object_set_new(labels, "n", json_integer(3));
+		if (round == 2) {	/* more members than the fast path sorts */
+			for (i = 0; i < 80; i++) {
+				snprintf(key, sizeof(key), "kubeplus.io/m%zu",
+				    i * 7 % 80);
+				json_object_set_new(ann, key, json_string("v"));
+				json_object_set_new(kp, key, json_string("v"));
+			}
+		}
+		if (round == 3) {	/* empty: "{}" */
+			json_object_clear(labels);
+			json_object_clear(ann);
+			json_object_clear(kp);
+		}
+		o = json_pack("{s:{s:s, s:s, s:s, s:O, s:O}}", "metadata",
+		    "name", "ns", "uid", "u", "resourceVersion", "1",
+		    "labels", labels, "annotations", ann);
+		REQUIRE(o != NULL);
+		REQUIRE(sync_row_from_json(&res, o, &row, &why) == 0);
+		want = json_dumps(labels, JSON_COMPACT | JSON_SORT_KEYS);
+		CHECK_STR(row.u.ns.labels, want);
+		free(want);
+		want = json_dumps(kp, JSON_COMPACT | JSON_SORT_KEYS);
+		CHECK_STR(row.u.ns.annotations, want);
+		free(want);
+		sync_row_clear(&row);
+		json_decref(o);
+		json_decref(labels);
+		json_decref(ann);
+		json_decref(kp);
+	}
+}
+
 TEST(row_rejects_bad_objects)
 {
 	struct sync_res res;
