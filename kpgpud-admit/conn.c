@@ -13,7 +13,7 @@
 #include <openssl/err.h>
 
 #define CONN_READ	16384	/* room offered to each SSL_read */
-#define CONN_KEEP	65536	/* larger buffers are freed when empty */
+#define CONN_KEEP	65536	/* larger buffers are not kept as spares */
 #define CONN_LINGER_MS	1000	/* a refused peer's last bytes, at most */
 #define CONN_LINGER_MAX	(1 << 20)
 
@@ -108,6 +108,43 @@ peer_addr(const struct sockaddr_storage *ss, struct in6_addr *ret, char *text,
 	return true;
 }
 
+/*
+ * An emptied buffer goes back to the worker's spares (a few per direction)
+ * or is freed: an idle connection holds none, and the next request on any
+ * of the worker's connections takes a spare instead of a malloc.
+ */
+static void
+buf_release(struct spares *sp, char **p, size_t *cap)
+{
+	if (sp->n < SRV_SPARES && *cap <= CONN_KEEP) {
+		sp->p[sp->n] = *p;
+		sp->cap[sp->n++] = *cap;
+	} else
+		free(*p);
+	*p = NULL;
+	*cap = 0;
+}
+
+/* Take one of the worker's spares when the connection has no buffer. */
+static void
+buf_take(struct spares *sp, char **p, size_t *cap)
+{
+	if (*p != NULL || sp->n == 0)
+		return;
+	*p = sp->p[--sp->n];
+	*cap = sp->cap[sp->n];
+}
+
+/* Free a worker's spare buffers (it is finishing). */
+void
+conn_free_spares(struct worker *w)
+{
+	while (w->spare_in.n > 0)
+		free(w->spare_in.p[--w->spare_in.n]);
+	while (w->spare_out.n > 0)
+		free(w->spare_out.p[--w->spare_out.n]);
+}
+
 /* Forget a connection: its counts, events, TLS, socket and buffers. */
 static void
 conn_free(struct conn *c)
@@ -129,8 +166,8 @@ conn_free(struct conn *c)
 		addr_release(s, c->addr);
 	metric_set(s->cfg.open, NULL, NULL,
 	    (double)(atomic_fetch_sub(&s->nconns, 1) - 1));
-	free(c->in);
-	free(c->out);
+	buf_release(&w->spare_in, &c->in, &c->in_cap);
+	buf_release(&w->spare_out, &c->out, &c->out_cap);
 	if (c->sending) {
 		w->sending--;
 		if (!w->finished)
@@ -208,9 +245,11 @@ conn_date(struct worker *w, size_t *ret_len)
 static int
 conn_out_room(struct conn *c, size_t n)
 {
-	size_t cap = c->out_cap ? c->out_cap : 4096;
+	size_t cap;
 	char *p;
 
+	buf_take(&c->w->spare_out, &c->out, &c->out_cap);
+	cap = c->out_cap ? c->out_cap : 4096;
 	if (c->out_len + n <= c->out_cap)
 		return 0;
 	while (cap < c->out_len + n)
@@ -284,11 +323,7 @@ conn_flush(struct conn *c)
 		return 1;
 	}
 	c->out_off = c->out_len = 0;
-	if (c->out_cap > CONN_KEEP) {
-		free(c->out);
-		c->out = NULL;
-		c->out_cap = 0;
-	}
+	buf_release(&c->w->spare_out, &c->out, &c->out_cap);
 	if (c->sending) {
 		c->sending = false;
 		c->w->sending--;
@@ -387,11 +422,8 @@ conn_request_over(struct conn *c)
 	c->in_len -= c->used;
 	if (c->in_len > 0)
 		memmove(c->in, c->in + c->used, c->in_len);
-	else if (c->in_cap > CONN_KEEP) {
-		free(c->in);
-		c->in = NULL;
-		c->in_cap = 0;
-	}
+	else
+		buf_release(&c->w->spare_in, &c->in, &c->in_cap);
 	c->used = 0;
 	c->scan = 0;
 	c->have_head = false;
@@ -507,10 +539,12 @@ static bool
 conn_in_room(struct conn *c)
 {
 	struct server *s = c->w->srv;
-	size_t cap = c->in_cap ? c->in_cap : CONN_READ;
 	size_t limit = s->cfg.max_headers + s->cfg.max_body + 2 * CONN_READ;
+	size_t cap;
 	char *p;
 
+	buf_take(&c->w->spare_in, &c->in, &c->in_cap);
+	cap = c->in_cap ? c->in_cap : CONN_READ;
 	if (c->in_cap - c->in_len >= CONN_READ / 4)
 		return true;
 	while (cap < c->in_len + CONN_READ && cap < limit)

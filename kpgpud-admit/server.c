@@ -69,6 +69,7 @@ server_worker_finish_cb(evutil_socket_t fd, short what, void *arg)
 	w->finished = true;
 	stop_accepting(w);
 	conn_close_all(w);
+	conn_free_spares(w);
 	if (w->beat != NULL)
 		event_del(w->beat);
 	atomic_store(&w->done, true);
@@ -364,6 +365,7 @@ server_free(struct server *s)
 			w->finished = true;
 			stop_accepting(w);
 			conn_close_all(w);
+			conn_free_spares(w);
 		}
 		if (w->beat != NULL)
 			event_free(w->beat);

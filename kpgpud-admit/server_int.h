@@ -56,6 +56,15 @@
 #define SRV_ADDR_BUCKETS 1024	/* per-address connection counts */
 #define SRV_NEG_SLOTS	4096	/* negative lookup cache (direct-mapped) */
 
+#define SRV_SPARES	8	/* emptied buffers a worker keeps */
+
+/* Emptied connection buffers a worker keeps for reuse (worker only). */
+struct spares {
+	char			*p[SRV_SPARES];
+	size_t			 cap[SRV_SPARES];
+	int			 n;
+};
+
 struct worker {
 	struct server		*srv;
 	int			 idx;
@@ -67,6 +76,7 @@ struct worker {
 	struct event		*lev;		/* accept */
 	struct event		*lpause;	/* accept paused (no fds) */
 	struct conn		*conns;		/* open, worker thread only */
+	struct spares		 spare_in, spare_out;	/* conn.c */
 	const struct timeval	*idle_tv;	/* --idle-timeout */
 	const struct timeval	*first_tv;	/* --first-request-timeout */
 	struct event		*beat;
@@ -195,6 +205,8 @@ void	 conn_reply(struct conn *c, int code, const char *reason,
 void	 conn_resume(struct conn *c);
 /* Close every connection of a worker (it is finishing). */
 void	 conn_close_all(struct worker *w);
+/* Free a worker's spare buffers (it is finishing). */
+void	 conn_free_spares(struct worker *w);
 
 /* request.c */
 /* Route and answer one request; buf holds its head (h's offsets). */
