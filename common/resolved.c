@@ -297,10 +297,14 @@ parse_member(const char *key, json_t *v, struct resolved *r, char *err,
 	return -EINVAL;
 }
 
-/* Parse the annotation value into ret; see resolved.h. */
-int
-resolved_parse(const char *json, size_t len, struct resolved *ret,
-    char *err, size_t errlen)
+/*
+ * Parse the annotation value into a new struct resolved (*ret, the
+ * caller's to free): what resolved_parse copies out and resolved_pack_parse
+ * packs. 0, -EINVAL with the reason in err, or -ENOMEM.
+ */
+static int
+parse_new(const char *json, size_t len, struct resolved **ret, char *err,
+    size_t errlen)
 {
 	struct resolved *r = NULL;
 	json_error_t jerr;
@@ -334,12 +338,28 @@ resolved_parse(const char *json, size_t len, struct resolved *ret,
 		    "claimName is required");
 		goto fail;
 	}
-	*ret = *r;
+	*ret = r;
+	r = NULL;
 	rv = 0;
 fail:
 	free(r);
 	json_decref(root);
 	return rv;
+}
+
+/* Parse the annotation value into ret; see resolved.h. */
+int
+resolved_parse(const char *json, size_t len, struct resolved *ret,
+    char *err, size_t errlen)
+{
+	struct resolved *r;
+	int rv;
+
+	if ((rv = parse_new(json, len, &r, err, errlen)) < 0)
+		return rv;
+	*ret = *r;
+	free(r);
+	return 0;
 }
 
 /* Build the JSON form of a name list ("none", "all" or a list). */
@@ -508,11 +528,12 @@ int
 resolved_pack_parse(const char *json, size_t len, struct resolved_pack **ret,
     char *err, size_t errlen)
 {
-	struct resolved *r = malloc(sizeof(*r));
-	int rv = -ENOMEM;
+	struct resolved *r;
+	int rv;
 
-	if (r != NULL && (rv = resolved_parse(json, len, r, err, errlen)) == 0)
-		rv = resolved_pack_new(r, ret);
+	if ((rv = parse_new(json, len, &r, err, errlen)) < 0)
+		return rv;
+	rv = resolved_pack_new(r, ret);
 	free(r);
 	return rv;
 }
