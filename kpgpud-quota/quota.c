@@ -1422,6 +1422,7 @@ quotad_start(struct quotad *q, struct event_base *base,
 	q->base = base;
 	q->kc = kc;
 	if ((r = quotad_metrics(q, reg)) < 0 ||
+	    (r = quotad_topology_start(q, reg)) < 0 ||
 	    (r = wq_new(&cfg->wq, monotonic_ms(), &q->wq)) < 0 ||
 	    (r = strmap_new(0, QUOTAD_NS_SENT_MAX, &q->ns_sent)) < 0)
 		return r;
@@ -1463,6 +1464,7 @@ quotad_stop(struct quotad *q)
 	q->ns_sent = NULL;
 	cache_free(q->cache);
 	q->cache = NULL;
+	quotad_topology_stop(q);
 }
 
 /* Hand the Lease over before stopping: cancel our write, clear the holder. */

@@ -40,6 +40,7 @@ struct metrics;
 struct metric;
 struct qwork;
 struct strmap;
+struct quotad_topo;
 
 struct quotad_config {
 	struct plan_config	 plan;
@@ -84,6 +85,7 @@ struct quotad {
 	struct kube_client	*kc;
 	struct cache		*cache;
 	struct ipc_sub		*sub;		/* sync's change stream */
+	struct quotad_topo	*topo;		/* topology_src.c's index */
 	struct lease		*lease;
 	struct wq		*wq;
 	struct event		*kick_ev;
