@@ -73,7 +73,7 @@ static char *
 slice_text(int node)
 {
 	json_t *devs = json_array(), *s;
-	char uuid[32], name[16], root[16], nn[8];
+	char uuid[32], name[16], root[32], nn[16];
 	char *t;
 
 	snprintf(nn, sizeof(nn), "n%d", node);
