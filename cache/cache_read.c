@@ -286,7 +286,7 @@ cache_iterate(sqlite3_stmt *st, enum cache_row kind, void *cb, void *arg)
 int
 cache_ns_foreach(struct cache *c, uint64_t since, cache_ns_cb cb, void *arg)
 {
-	sqlite3_stmt *st = c->st[ST_NS_ALL];
+	sqlite3_stmt *st = c->st[since > 0 ? ST_NS_SINCE : ST_NS_ALL];
 
 	if (sqlite3_stmt_busy(st))
 		return -EBUSY;
@@ -314,7 +314,8 @@ int
 cache_instance_foreach(struct cache *c, const char *gvr, uint64_t since,
     cache_instance_cb cb, void *arg)
 {
-	sqlite3_stmt *st = c->st[gvr != NULL ? ST_IN_GVR : ST_IN_ALL];
+	sqlite3_stmt *st = c->st[gvr != NULL ? ST_IN_GVR : since > 0 ?
+	    ST_IN_SINCE : ST_IN_ALL];
 
 	if (sqlite3_stmt_busy(st))
 		return -EBUSY;
@@ -339,7 +340,7 @@ cache_owned_foreach(struct cache *c, const char *ns, const char *kind,
 	else if (kind != NULL)
 		id = ST_OW_KIND;
 	else
-		id = ST_OW_ALL;
+		id = since > 0 ? ST_OW_SINCE : ST_OW_ALL;
 	st = c->st[id];
 	if (sqlite3_stmt_busy(st))
 		return -EBUSY;

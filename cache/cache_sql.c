@@ -96,6 +96,12 @@ const char *const cache_migrations[CACHE_SCHEMA_VERSION] = {
 /* The rows of tbl changed since generation ?1 where cond, in order. */
 #define SINCE(cols, tbl, cond, order) "SELECT " cols " FROM " tbl \
 	" WHERE " cond "gen > ?1 ORDER BY " order
+/*
+ * The same through tbl's gen index: a caller following the cache since a
+ * recent generation reads the rows changed, not the whole table.
+ */
+#define SINCE_GEN(cols, tbl, order) "SELECT " cols " FROM " tbl \
+	" INDEXED BY " tbl "_gen WHERE gen > ?1 ORDER BY " order
 /* Insert a row into tbl or, when key is taken, update that row by set. */
 #define UPSERT(tbl, cols, vals, key, set) "INSERT INTO " tbl "(" cols ")" \
 	" VALUES(" vals ") ON CONFLICT(" key ") DO UPDATE SET " set
@@ -172,6 +178,9 @@ const char *const cache_sql[ST__COUNT] = {
 	[ST_TB_PRUNE] = "DELETE FROM tombstones WHERE gen <= ?1",
 	[ST_HZ_GET] = META_GET("horizon"),
 	[ST_HZ_SET] = META_SET("horizon"),
+	[ST_NS_SINCE] = SINCE_GEN(NS_COLS, "namespaces", "name"),
+	[ST_IN_SINCE] = SINCE_GEN(IN_COLS, "instances", "gvr, ns, name"),
+	[ST_OW_SINCE] = SINCE_GEN(OW_COLS, "owned", "ns, kind, name"),
 };
 
 /* The overlap of a row (alias i) with the window ?1 since, ?2 until, ?3 now. */

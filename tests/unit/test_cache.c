@@ -151,6 +151,58 @@ collect_ow(const struct cache_owned *o, void *arg)
 	return 0;
 }
 
+/* Record each namespace name. */
+static int
+collect_ns(const struct cache_ns *ns, void *arg)
+{
+	struct collect *k = arg;
+
+	if (k->n < 16)
+		snprintf(k->names[k->n++], 64, "%s", ns->name);
+	return 0;
+}
+
+/*
+ * Rows changed since a generation (read through the gen indexes) come in
+ * key order, whatever the order they changed in; rows of before are not
+ * read.
+ */
+TEST(since_in_key_order)
+{
+	struct cache *c;
+	struct cache_instance in = { .gvr = "kubeplus.io/v1/agents",
+	    .kind = "Agent", .ns = "t", .uid = "u", .rv = "1",
+	    .created = "2025-01-01T00:00:00Z" };
+	struct cache_owned o = { .kind = CACHE_KIND_QUOTA, .uid = "u",
+	    .rv = "1", .data = "{}" };
+	const char *order[] = { "old", "c", "a", "b" };
+	struct collect k = { 0 };
+	uint64_t mark = 0;
+
+	REQUIRE(fresh() != NULL);
+	REQUIRE(open_rw(&c) == 0);
+	for (size_t i = 0; i < 4; i++) {
+		in.name = o.ns = o.name = order[i];
+		CHECK(put_ns(c, order[i], "1", false, NULL) == 0);
+		CHECK(cache_instance_put(c, &in, NULL) == 0);
+		CHECK(cache_owned_put(c, &o, NULL) == 0);
+		if (i == 0)
+			CHECK(cache_generation(c, &mark) == 0);
+	}
+	CHECK(cache_ns_foreach(c, mark, collect_ns, &k) == 0);
+	CHECK(cache_instance_foreach(c, NULL, mark, collect_in, &k) == 0);
+	CHECK(cache_owned_foreach(c, NULL, NULL, mark, collect_ow, &k) == 0);
+	CHECK_INT(k.n, 9);
+	CHECK_STR(k.names[0], "a");
+	CHECK_STR(k.names[2], "c");
+	CHECK_STR(k.names[3], "t/a");
+	CHECK_STR(k.names[5], "t/c");
+	CHECK_STR(k.names[6], "ResourceQuota:a/a");
+	CHECK_STR(k.names[8], "ResourceQuota:c/c");
+	cache_free(c);
+	cleanup();
+}
+
 TEST(instances_filters_and_since)
 {
 	struct cache *c;
