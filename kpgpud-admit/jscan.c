@@ -34,6 +34,7 @@ struct scan {
 	uint32_t		 kids[JSCAN_MAX_NODES];	/* named children */
 	uint32_t		 below[JSCAN_MAX_NODES];	/* descendants */
 	signed char		 elem[JSCAN_MAX_NODES];	/* element child, -1 */
+	size_t			 klen[JSCAN_MAX_NODES];	/* key lengths */
 	uint32_t		 dirty;		/* nodes with a record */
 	unsigned char		 close[JSCAN_MAX_DEPTH];	/* '}' or ']' */
 	signed char		 node[JSCAN_MAX_DEPTH];	/* schema node, -1 */
@@ -350,20 +351,6 @@ jscan_unescape(const char *in, size_t n, char *out)
 	return w;
 }
 
-/*
- * Whether the schema name key is the n bytes at k: k holds no NUL (the
- * scanner refuses control bytes and \u0000), so a shorter key stops at its
- * own NUL.
- */
-static bool
-key_is(const char *key, const char *k, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (key[i] != k[i])
-			return false;
-	return key[n] == '\0';
-}
-
 /* The schema child of node p named by the raw key k, or -1. */
 static int
 child(const struct scan *s, int p, const unsigned char *k, size_t klen,
@@ -384,7 +371,7 @@ child(const struct scan *s, int p, const unsigned char *k, size_t klen,
 	for (m = s->kids[p]; m != 0; m &= m - 1) {
 		int i = __builtin_ctz(m);
 
-		if (key_is(s->nodes[i].key, key, n))
+		if (s->klen[i] == n && memcmp(s->nodes[i].key, key, n) == 0)
 			return i;
 	}
 	return -1;
@@ -462,8 +449,10 @@ jscan_run(const char *buf, size_t len, const struct jscan_node *nodes,
 		    (nodes[i].key == NULL && (lists == NULL ||
 		    lists[i].width < 1 || i + lists[i].width > nnodes)))
 			return -EINVAL;
-		if (nodes[i].key != NULL)
+		if (nodes[i].key != NULL) {
 			s.kids[nodes[i].parent] |= 1u << i;
+			s.klen[i] = strlen(nodes[i].key);
+		}
 		else {
 			lists[i].n = 0;
 			if (s.elem[nodes[i].parent] < 0)
