@@ -444,6 +444,10 @@ conn_head(struct conn *c, size_t end)
 	c->have_head = true;
 	c->raw = c->body_len = 0;
 	memset(&c->ch, 0, sizeof(c->ch));
+	if (c->h.method == HTTPHEAD_OTHER) {
+		conn_refuse(c, 501, "method not implemented");
+		return false;
+	}
 	if (c->h.content_length > (int64_t)s->cfg.max_body) {
 		conn_refuse(c, 413, "body too large");
 		return false;

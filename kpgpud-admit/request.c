@@ -231,9 +231,7 @@ request_handle(struct conn *c, const char *buf, const struct httphead *h,
 	bool ready = path_is(buf, h, "/readyz");
 	bool metrics = path_is(buf, h, "/metrics");
 
-	if (h->method == HTTPHEAD_OTHER)
-		reply_text(c, 501, "Not Implemented", NULL, "not implemented");
-	else if (path_is(buf, h, "/mutate"))
+	if (path_is(buf, h, "/mutate"))
 		handle_mutate(c, buf, h, body, len);
 	else if (!get && (health || ready || metrics))
 		reply_text(c, 405, "Method Not Allowed", "Allow: GET, HEAD\r\n",
