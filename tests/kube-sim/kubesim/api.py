@@ -79,6 +79,7 @@ class Api:
         self.store = store
         self.res = resources
         self.hooks = registry
+        self.writes = 0  # write attempts, refused ones too
 
     # --- reads -------------------------------------------------------------
 
@@ -101,6 +102,12 @@ class Api:
     def current_rv(self):
         """The newest resourceVersion."""
         return self.store.rv
+
+    def change_mark(self):
+        """A value that moves whenever the store changes or any write is
+        attempted (even one refused), so a level-triggered pass that saw
+        the same mark before would see the same state and do the same."""
+        return (self.store.rv, self.writes)
 
     def _res(self, key):
         """ResourceInfo from a key or a ResourceInfo."""
@@ -288,6 +295,7 @@ class Api:
 
     def do_create(self, res, ns, body, who):
         """Create; returns the stored Entry."""
+        self.writes += 1
         body = self._decode(res, body, who)
         md = body["metadata"]
         name = md.get("name") or ""
@@ -499,6 +507,7 @@ class Api:
 
     def do_update(self, res, ns, name, body, who, sub=""):
         """PUT; returns the stored Entry."""
+        self.writes += 1
         def make(cur):
             b = copy.deepcopy(body)
             if not isinstance(b, dict):
@@ -524,6 +533,7 @@ class Api:
 
     def do_patch(self, res, ns, name, body, ptype, who, sub=""):
         """PATCH; returns the stored Entry."""
+        self.writes += 1
         if ptype == "strategic" and not res.builtin:
             raise ApiError(415, "UnsupportedMediaType", "the body of the "
                            "request was in an unknown format - accepted "
@@ -585,6 +595,7 @@ class Api:
 
     def do_delete(self, res, ns, name, who, preconditions=None):
         """DELETE; returns (entry, gone) where gone says it was removed."""
+        self.writes += 1
         for _ in range(20):
             cur = self.store.get(res, ns, name)
             if cur is None:
