@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "kpgpud-quota/quota.h"
+#include "kpgpud-quota/topology_src.h"
 #include "cache/cache.h"
 
 #define SUBSCRIBE_MS	10000
@@ -90,6 +91,7 @@ struct cands_ctx {
 	const struct quotad	*q;
 	const char		*ns;
 	struct quotad_cands	*c;
+	struct cache		*cache;
 };
 
 /* Keep an instance that asks for isolation of the namespace. */
@@ -110,16 +112,40 @@ cand_cb(const struct cache_instance *ci, void *arg)
 	return 0;
 }
 
-/* The instances that want ns isolated. */
+/* One instance the topology index names for the tenant: its row. */
+static int
+cand_key_cb(const char *gvr, const char *ns, const char *name, void *arg)
+{
+	struct cands_ctx *x = arg;
+	struct cache_instance *ci;
+	int r;
+
+	if ((r = cache_instance_get(x->cache, gvr, ns, name, &ci)) < 0)
+		return r == -ENOENT ? 0 : r;	/* gone since the pass */
+	r = cand_cb(ci, x);
+	cache_instance_free(ci);
+	return r;
+}
+
+/*
+ * The instances that want ns isolated: the tenant's own rows through the
+ * topology index (kept by the pass that runs before every plan), or every
+ * instance row when the index cannot tell.
+ */
 int
 quotad_candidates(struct quotad *q, const char *ns, struct quotad_cands *ret)
 {
-	struct cands_ctx x = { q, ns, ret };
 	struct cache *c = quotad_cache(q);
+	struct cands_ctx x = { q, ns, ret, c };
+	int r;
 
 	ret->n = 0;
 	if (c == NULL)
 		return -ENOENT;
+	if ((r = quotad_topo_instances(q->topo, c, ns, cand_key_cb,
+	    &x)) != -ENOENT)
+		return r;
+	ret->n = 0;
 	return cache_instance_foreach(c, NULL, 0, cand_cb, &x);
 }
 

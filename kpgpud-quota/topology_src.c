@@ -87,6 +87,8 @@ struct quotad_topo {
 	uint64_t		 gen;		/* changes up to it are in; 0:
 						   read every row next */
 	int			 err;		/* of a callback */
+	bool			 partial;	/* a live annotated instance
+						   was left out (a cap) */
 	struct topo_fleet	 fleet;
 	bool			 fleet_stale;
 	bool			 changed;	/* assign again */
@@ -228,21 +230,25 @@ inst_cb(const struct cache_instance *ci, void *arg)
 	struct annotation a;
 	struct ts_inst *i;
 	char key[TS_KEY_MAX], err[256];
-	bool was;
+	bool was, live = ci->isolation != NULL && ci->deleted == NULL;
 
 	s->st.rows++;
 	if ((size_t)snprintf(key, sizeof(key), "%s%c%s%c%s", ci->gvr, TS_SEP,
-	    ci->ns, TS_SEP, ci->name) >= sizeof(key))
+	    ci->ns, TS_SEP, ci->name) >= sizeof(key)) {
+		s->partial |= live;
 		return 0;
+	}
 	i = strmap_get(s->inst, key);
-	if (ci->isolation == NULL || ci->deleted != NULL ||
-	    strlen(ns) >= TS_NS_MAX) {
+	if (!live || strlen(ns) >= TS_NS_MAX) {
+		s->partial |= live;
 		if (i != NULL)
 			inst_drop(s, i);
 		return 0;
 	}
-	if (i == NULL && (i = inst_new(s, key, ns)) == NULL)
+	if (i == NULL && (i = inst_new(s, key, ns)) == NULL) {
+		s->partial |= s->err == 0;	/* past the cap */
 		return s->err;
+	}
 	was = ten_active(i->ten);
 	s->st.parsed++;
 	i->valid = annotation_parse(ci->isolation, strlen(ci->isolation), &a,
@@ -375,6 +381,7 @@ ts_reset(struct quotad_topo *s)
 	strmap_free(s->ten, ten_free);
 	s->inst = s->ten = NULL;
 	s->gen = 0;
+	s->partial = false;
 	s->fleet_stale = s->changed = true;
 	if (strmap_new(0, TS_MAX_INSTANCES, &s->inst) < 0 ||
 	    strmap_new(0, TS_MAX_INSTANCES, &s->ten) < 0)
@@ -690,6 +697,55 @@ void
 quotad_topo_stats(const struct quotad_topo *s, struct quotad_topo_stats *ret)
 {
 	*ret = s->st;
+}
+
+/* qsort: two C strings. */
+static int
+key_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * Tenant ns's instances from the index, by key (see topology_src.h); it
+ * cannot tell without a complete pass over c or when a live instance was
+ * left out at a cap.
+ */
+int
+quotad_topo_instances(const struct quotad_topo *s, struct cache *c,
+    const char *ns, int (*fn)(const char *gvr, const char *ns,
+    const char *name, void *arg), void *arg)
+{
+	const struct ts_ten *t;
+	const struct ts_inst *i;
+	char **keys, k[TS_KEY_MAX], *sep[2];
+	size_t n = 0;
+	int r = 0;
+
+	if (s == NULL || s->c != c || s->gen == 0 || s->partial)
+		return -ENOENT;
+	if ((t = strmap_get(s->ten, ns)) == NULL)
+		return 0;
+	for (i = t->insts; i != NULL; i = i->next)
+		n++;
+	if (n == 0)
+		return 0;
+	if ((keys = calloc(n, sizeof(*keys))) == NULL)
+		return -ENOMEM;
+	n = 0;
+	for (i = t->insts; i != NULL; i = i->next)
+		keys[n++] = i->key;
+	qsort(keys, n, sizeof(*keys), key_cmp);
+	for (size_t j = 0; j < n && r == 0; j++) {
+		snprintf(k, sizeof(k), "%s", keys[j]);
+		if ((sep[0] = strchr(k, TS_SEP)) == NULL ||
+		    (sep[1] = strchr(sep[0] + 1, TS_SEP)) == NULL)
+			continue;	/* keys are made with both */
+		*sep[0] = *sep[1] = '\0';
+		r = fn(k, sep[0] + 1, sep[1] + 1, arg);
+	}
+	free(keys);
+	return r;
 }
 
 /* Free a tenant's part (NULL is fine). */

@@ -38,6 +38,15 @@ void	 quotad_topo_free(struct quotad_topo *s);
  */
 int	 quotad_topo_get(struct quotad_topo *s, struct cache *c,
 	    const char *ns, struct plan_topology **ret);
+/*
+ * The live annotated instances of tenant ns as the last pass over c read
+ * them, in the cache's key order: fn(gvr, ns, name, arg) for each until it
+ * returns non-zero (returned). -ENOENT when the index cannot tell (read
+ * the cache instead), -ENOMEM.
+ */
+int	 quotad_topo_instances(const struct quotad_topo *s, struct cache *c,
+	    const char *ns, int (*fn)(const char *gvr, const char *ns,
+	    const char *name, void *arg), void *arg);
 void	 quotad_topo_stats(const struct quotad_topo *s,
 	    struct quotad_topo_stats *ret);
 

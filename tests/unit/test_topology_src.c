@@ -363,6 +363,40 @@ same_part(const struct plan_topology *a, const struct plan_topology *b)
 	return true;
 }
 
+/* Append "ns/name " of one instance the index names. */
+static int
+inst_note(const char *gvr, const char *ns, const char *name, void *arg)
+{
+	char *b = arg;
+	size_t n = strlen(b);
+
+	CHECK(strcmp(gvr, GVR) == 0);
+	snprintf(b + n, 512 - n, "%s/%s ", ns, name);
+	return 0;
+}
+
+/*
+ * The instances the index names for tenant ns are the model's live ones
+ * (not being deleted, any annotation) of that tenant, in key order.
+ */
+static void
+check_instances(struct quotad_topo *idx, struct cache *rd,
+    const struct model *m, const char *tenant, const char *what)
+{
+	char got[512] = "", want[512] = "", ns[16], name[16];
+
+	for (int k = 0; k < NKEYS; k++) {
+		key_names(k, ns, name);
+		if (m->in[k].live && !m->in[k].deleting && strcmp(tenant,
+		    m->ns_from_namespace ? ns : name) == 0)
+			snprintf(want + strlen(want), sizeof(want) -
+			    strlen(want), "%s/%s ", ns, name);
+	}
+	CHECK_CASE(quotad_topo_instances(idx, rd, tenant, inst_note,
+	    got) == 0, what);
+	CHECK_CASE(strcmp(got, want) == 0, what);
+}
+
 /* Check every tenant's part: index, fresh index and old scan agree. */
 static void
 check_all(struct quotad_topo *idx, struct cache *rd, const struct model *m,
@@ -384,6 +418,7 @@ check_all(struct quotad_topo *idx, struct cache *rd, const struct model *m,
 		CHECK_CASE(quotad_topo_get(fresh, rd, names[i], &q) == 0,
 		    what);
 		CHECK_CASE(same_part(p, q), what);
+		check_instances(idx, rd, m, names[i], what);
 		nchecks++;
 		if (p != NULL && p->domains != NULL && *p->domains != '\0')
 			ndomains++;
@@ -543,6 +578,47 @@ TEST(parse_once_per_change)
 	CHECK_INT(st2.passes, 2);
 	CHECK(st2.rows - st.rows < 10);
 	CHECK_INT(st2.assigned, 1);
+	quotad_topo_free(idx);
+	teardown(c, rd);
+}
+
+/*
+ * The index names a tenant's instances only when it holds them all:
+ * before a pass, and after a live instance was left out (a tenant name
+ * too long to index), the caller is told to read the cache instead.
+ */
+TEST(instances_only_when_complete)
+{
+	struct model m;
+	struct cache *c, *rd;
+	struct quotad_topo *idx;
+	struct plan_topology *p = NULL;
+	char got[512] = "", longname[80];
+	struct cache_instance ci = { .gvr = GVR, .kind = "Agent", .ns = "a",
+	    .name = "t0", .uid = "u", .rv = "1",
+	    .created = "2026-01-01T00:00:00Z", .isolation = anns[0] };
+
+	memset(&m, 0, sizeof(m));
+	REQUIRE((c = setup(&m, &rd)) != NULL);
+	REQUIRE(quotad_topo_new(false, &idx) == 0);
+	CHECK(cache_instance_put(c, &ci, NULL) == 0);
+	CHECK_INT(quotad_topo_instances(idx, rd, "t0", inst_note, got),
+	    -ENOENT);
+	CHECK(quotad_topo_get(idx, rd, "t0", &p) == 0);
+	quotad_topology_free(p);
+	CHECK_INT(quotad_topo_instances(idx, rd, "t0", inst_note, got), 0);
+	CHECK_STR(got, "a/t0 ");
+	CHECK_INT(quotad_topo_instances(idx, rd, "t1", inst_note, got), 0);
+	CHECK_STR(got, "a/t0 ");
+	memset(longname, 'x', 70);
+	longname[70] = '\0';
+	ci.name = longname;
+	ci.rv = "2";
+	CHECK(cache_instance_put(c, &ci, NULL) == 0);
+	CHECK(quotad_topo_get(idx, rd, "t0", &p) == 0);
+	quotad_topology_free(p);
+	CHECK_INT(quotad_topo_instances(idx, rd, "t0", inst_note, got),
+	    -ENOENT);
 	quotad_topo_free(idx);
 	teardown(c, rd);
 }
