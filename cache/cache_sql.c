@@ -247,8 +247,9 @@ const char *const usage_sql[U__COUNT] = {
 	    " JOIN usage_intervals i ON i.claim_uid = c.claim_uid"
 	    " AND i.start_us = c.start_us AND i.dev = 0"
 	    " WHERE c.pod_uid = ?1",
+	/* never past the end: usage_set_start refuses that (U_IV_HAS) */
 	[U_SET_START] = "UPDATE usage_intervals SET start_us = ?3,"
-	    " start_how = ?4" IV_KEY,
+	    " start_how = ?4" IV_KEY " AND (end_us IS NULL OR end_us >= ?3)",
 	[U_SET_START_C] = "UPDATE usage_consumers SET start_us = ?3" IV_KEY,
 	[U_SET_END] = "UPDATE usage_intervals SET end_us = ?3, end_how = ?4"
 	    IV_KEY " AND end_us IS NOT NULL",
@@ -319,4 +320,5 @@ const char *const usage_sql[U__COUNT] = {
 	    " GROUP BY 1, 2, 4, 5 ORDER BY 1, 2, 4, 5",
 	[U_HOURS_BEFORE] = "SELECT count(*) FROM usage_hourly"
 	    " WHERE hour_us < ?1",
+	[U_IV_HAS] = "SELECT count(*) FROM usage_intervals" IV_KEY,
 };

@@ -226,13 +226,15 @@ usage_row_add(struct usage_store *s, const struct usage_row *r)
 	    r->start_how, r->lo_us));
 }
 
-/* Close an open interval. */
+/* Close an open interval; never with an end before its start. */
 int
 usage_close(struct usage_store *s, const char *claim_uid, uint64_t start_us,
     uint64_t end_us, int how, uint64_t hi_us)
 {
 	int r;
 
+	if (end_us < start_us)
+		return -EINVAL;
 	if ((r = run(bind_args(s->st[U_CLOSE], "tuuiu", claim_uid, start_us,
 	    end_us, how, hi_us))) < 0 || sqlite3_changes(s->db) == 0)
 		return r;
@@ -304,25 +306,39 @@ usage_pod_spans(struct usage_store *s, const char *pod_uid,
 	return r;
 }
 
-/* Move an interval's start, its consumers' key along. */
+/*
+ * Move an interval's start, its consumers' key along. The statement leaves
+ * a closed interval whose end lies before the new start as it is; that the
+ * interval exists then tells a refusal from a move of nothing.
+ */
 int
 usage_set_start(struct usage_store *s, const char *claim_uid,
     uint64_t old_start, uint64_t new_start, int how)
 {
+	uint64_t n = 0;
 	int r;
 
 	if ((r = run(bind_args(s->st[U_SET_START], "tuui", claim_uid, old_start,
 	    new_start, how))) < 0)
 		return r;
+	if (sqlite3_changes(s->db) == 0) {
+		if ((r = two_times(bind_args(s->st[U_IV_HAS], "tu", claim_uid,
+		    old_start), &n, NULL)) < 0)
+			return r;
+		if (n > 0)
+			return -EINVAL;
+	}
 	return run(bind_args(s->st[U_SET_START_C], "tuu", claim_uid, old_start,
 	    new_start));
 }
 
-/* Move a closed interval's end. */
+/* Move a closed interval's end; never before its start. */
 int
 usage_set_end(struct usage_store *s, const char *claim_uid,
     uint64_t start_us, uint64_t end_us, int how)
 {
+	if (end_us < start_us)
+		return -EINVAL;
 	return run(bind_args(s->st[U_SET_END], "tuui", claim_uid, start_us, end_us,
 	    how));
 }

@@ -77,7 +77,11 @@ int	 usage_open_foreach(struct usage_store *s, usage_open_cb cb,
 	    void *arg);
 /* Add one device row (a duplicate key is ignored). */
 int	 usage_row_add(struct usage_store *s, const struct usage_row *r);
-/* Close an open interval; hi_us is the latest the end can be. */
+/*
+ * Close an open interval; hi_us is the latest the end can be. An end
+ * before the start is refused with -EINVAL, nothing written (an end equal
+ * to the start is an interval of no length).
+ */
 int	 usage_close(struct usage_store *s, const char *claim_uid,
 	    uint64_t start_us, uint64_t end_us, int how, uint64_t hi_us);
 /* The latest end of a closed interval on a device (0: none). */
@@ -128,7 +132,11 @@ int	 usage_pod_set(struct usage_store *s, const char *pod_uid,
 /* Every interval the Pod consumed. */
 int	 usage_pod_spans(struct usage_store *s, const char *pod_uid,
 	    usage_span_cb cb, void *arg);
-/* Move an interval's start (key included) or its end, with how. */
+/*
+ * Move an interval's start (key included) or its end, with how. A start
+ * after a closed interval's end, or an end before its start, is refused
+ * with -EINVAL, nothing written.
+ */
 int	 usage_set_start(struct usage_store *s, const char *claim_uid,
 	    uint64_t old_start, uint64_t new_start, int how);
 int	 usage_set_end(struct usage_store *s, const char *claim_uid,

@@ -113,6 +113,20 @@ acct_failed(struct acct *a, const char *what, int r)
 	return r;
 }
 
+/*
+ * The ledger refused a write of one interval (-EINVAL: its end would lie
+ * before its start). Logged and skipped: the interval stays as stored and
+ * the batch, with every other interval in it, goes on.
+ */
+static void
+acct_skipped(const char *what, const char *uid, uint64_t start, uint64_t v)
+{
+	log_warn("usage interval write skipped what=%s claim_uid=%s "
+	    "start_us=%llu value_us=%llu reason=%s", what, log_q(uid),
+	    (unsigned long long)start, (unsigned long long)v,
+	    log_q("end before start"));
+}
+
 /* The tenant instance of an isolated namespace ("" if none); -ENOENT. */
 static int
 acct_instance(struct acct *a, const char *ns, char *out, size_t len)
@@ -303,6 +317,11 @@ acct_observe(struct acct *a, struct ledger_claim *c, bool live)
 		    "seconds=%.3f", log_q(c->ns), log_q(c->name),
 		    ledger_how_name(d.close_how),
 		    (double)(d.close_us - o.open_start_us) / 1e6);
+	if (r == -EINVAL) {
+		/* still open: the claim's next observation decides again */
+		acct_skipped("close", c->uid, o.open_start_us, d.close_us);
+		return 0;
+	}
 	if (r < 0)
 		return r;
 	if (d.act == LEDGER_OPEN || d.act == LEDGER_REOPEN) {
@@ -347,18 +366,24 @@ acct_refine(const struct usage_span *sp, void *arg)
 		return r;
 	if (sp->end_us != 0 && ledger_refine_end(sp->start_us, sp->end_us,
 	    (enum ledger_how)sp->end_how, sp->hi_us, cf, &v)) {
-		if ((r = acct_move(a, sp, true, v)) < 0)
+		if ((r = acct_move(a, sp, true, v)) == -EINVAL)
+			acct_skipped("end", sp->claim_uid, sp->start_us, v);
+		else if (r < 0)
 			return r;
-		log_info("usage interval end reconstructed claim_uid=%s "
-		    "seconds=%.3f", log_q(sp->claim_uid),
-		    (double)(v - sp->start_us) / 1e6);
+		else
+			log_info("usage interval end reconstructed "
+			    "claim_uid=%s seconds=%.3f", log_q(sp->claim_uid),
+			    (double)(v - sp->start_us) / 1e6);
 	}
 	if (ledger_refine_start(sp->start_us, (enum ledger_how)sp->start_how,
 	    sp->lo_us, cs, &v) && (sp->end_us == 0 || v <= sp->end_us)) {
-		if ((r = acct_move(a, sp, false, v)) < 0)
+		if ((r = acct_move(a, sp, false, v)) == -EINVAL)
+			acct_skipped("start", sp->claim_uid, sp->start_us, v);
+		else if (r < 0)
 			return r;
-		log_info("usage interval start reconstructed claim_uid=%s",
-		    log_q(sp->claim_uid));
+		else
+			log_info("usage interval start reconstructed "
+			    "claim_uid=%s", log_q(sp->claim_uid));
 	}
 	return 0;
 }
@@ -459,6 +484,11 @@ acct_pod_gap(struct acct *a, json_t *obj, const struct ledger_pod *p)
 			if ((r = usage_row_add(a->st, &rows[j])) < 0)
 				return r;
 		}
+		/*
+		 * ledger_pod_in_gap admits no finish before the start, so the
+		 * close is not refused; were it, the error rolls the batch
+		 * back (logged) rather than leave these rows open.
+		 */
 		if ((r = usage_consumer_add(a->st, uid, p->start_us, p->uid,
 		    p->name)) < 0 || (r = acct_close(a, uid, p->start_us,
 		    p->finish_us, LEDGER_RECONSTRUCTED, a->started_us)) < 0)

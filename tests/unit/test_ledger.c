@@ -4,7 +4,8 @@
  * an observation makes, with duplicates, reorders, gaps and clock steps,
  * refinements, window overlap) and the store in cache/usage.c
  * (idempotent adds, closing, queries by tenant/claim/pod/device, rollup
- * keeping totals, the closed-interval count behind loss detection), and
+ * keeping totals, the closed-interval count behind loss detection, no
+ * end written before its start, rows an older sync wrote so), and
  * the tenant counters kpgpud-sync keeps from it (acct_totals.c).
  */
 #include <errno.h>
@@ -14,6 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
+#include "cache/cache_sql.h"
 #include "cache/cache_write.h"
 #include "cache/usage.h"
 #include "kpgpud-sync/acct_totals.h"
@@ -429,6 +433,26 @@ add_closed(struct usage_store *s, const char *uid, const char *claim,
 	return usage_close(s, uid, start, end, 0, 0);
 }
 
+/*
+ * Add a one-device interval ending at end, before its start, stored past
+ * usage_close's check: the rows an older kpgpud-sync wrote before the
+ * store refused an end before a start.
+ */
+static int
+add_backwards(struct cache *c, struct usage_store *s, const char *uid,
+    const char *profile, double share, uint64_t start, uint64_t end)
+{
+	char sql[160];
+	int r;
+
+	if ((r = add_closed(s, uid, uid, profile, share, start, start)) < 0)
+		return r;
+	snprintf(sql, sizeof(sql), "UPDATE usage_intervals SET end_us = %llu"
+	    " WHERE claim_uid = '%s'", (unsigned long long)end, uid);
+	return sqlite3_exec(cache_handle(c), sql, NULL, NULL, NULL) ==
+	    SQLITE_OK ? 0 : -EIO;
+}
+
 struct sums {
 	int		 n;
 	char		 key[8][64];
@@ -513,6 +537,81 @@ TEST(usage_store_intervals)
 	uclean(c, s);
 }
 
+/* The claim's (by USAGE_BY_CLAIM) and the pod's seconds over all time. */
+static void
+claim_pod_us(struct usage_store *s, uint64_t now, uint64_t *ret_claim,
+    uint64_t *ret_pod)
+{
+	struct sums x;
+
+	memset(&x, 0, sizeof(x));
+	CHECK_INT(usage_query(s, USAGE_BY_CLAIM, 0, 1000 * S, now, collect,
+	    &x), 0);
+	*ret_claim = x.n == 1 ? x.us[0] : ~0ull;
+	memset(&x, 0, sizeof(x));
+	CHECK_INT(usage_query(s, USAGE_BY_POD, 0, 1000 * S, now, collect,
+	    &x), 0);
+	*ret_pod = x.n == 1 ? x.us[0] : ~0ull;
+}
+
+/*
+ * The store holds its own invariant: a close or a moved end before the
+ * start, or a start moved past the end, is refused with -EINVAL and
+ * writes nothing (the interval stays open, not counted as closed; the end,
+ * start and consumers' key stay); an end equal to the start is allowed
+ * (no length), and so are moves that keep the order.
+ */
+TEST(usage_store_refuses_backwards)
+{
+	struct cache *c = NULL;
+	struct usage_store *s = NULL;
+	uint64_t st = 0, n = 0, cl = 0, pod = 0;
+	char sig[64];
+
+	REQUIRE(ustore(&c, &s) == 0);
+	REQUIRE(cache_begin(c) == 0);
+	CHECK_INT(add(s, "u1", "c1", "d1", "", 1.0, 100 * S), 0);
+	CHECK_INT(usage_consumer_add(s, "u1", 100 * S, "pu1", "p1"), 0);
+	CHECK_INT(usage_close(s, "u1", 100 * S, 99 * S, LEDGER_OBSERVED,
+	    99 * S), -EINVAL);
+	CHECK_INT(usage_close(s, "u1", 100 * S, 0, LEDGER_BOUNDED, 0),
+	    -EINVAL);
+	CHECK_INT(usage_open_get(s, "u1", &st, sig, sizeof(sig)), 0);
+	CHECK_INT(st, 100 * S);
+	CHECK_INT(usage_closed_get(s, &n), 0);
+	CHECK_INT(n, 0);
+	claim_pod_us(s, 130 * S, &cl, &pod);
+	CHECK_INT(cl, 30 * S);		/* still open: counted up to now */
+	CHECK_INT(pod, 30 * S);
+	/* an open interval's start may move later than any end */
+	CHECK_INT(usage_set_start(s, "u1", 100 * S, 110 * S, 1), 0);
+	CHECK_INT(usage_set_start(s, "u1", 110 * S, 100 * S, 1), 0);
+	CHECK_INT(usage_close(s, "u1", 100 * S, 160 * S, LEDGER_OBSERVED,
+	    160 * S), 0);
+	CHECK_INT(usage_closed_get(s, &n), 0);
+	CHECK_INT(n, 1);
+	/* refused moves of a closed interval leave it as it was */
+	CHECK_INT(usage_set_end(s, "u1", 100 * S, 99 * S, 1), -EINVAL);
+	CHECK_INT(usage_set_start(s, "u1", 100 * S, 161 * S, 1), -EINVAL);
+	claim_pod_us(s, 200 * S, &cl, &pod);
+	CHECK_INT(cl, 60 * S);
+	CHECK_INT(pod, 60 * S);		/* the consumer kept its key */
+	/* the same moves in order are made */
+	CHECK_INT(usage_set_end(s, "u1", 100 * S, 100 * S, 1), 0);
+	claim_pod_us(s, 200 * S, &cl, &pod);
+	CHECK_INT(cl, 0);
+	CHECK_INT(usage_set_end(s, "u1", 100 * S, 150 * S, 1), 0);
+	CHECK_INT(usage_set_start(s, "u1", 100 * S, 150 * S, 1), 0);
+	CHECK_INT(usage_set_start(s, "u1", 150 * S, 120 * S, 1), 0);
+	claim_pod_us(s, 200 * S, &cl, &pod);
+	CHECK_INT(cl, 30 * S);
+	CHECK_INT(pod, 30 * S);
+	/* an interval that is not there: nothing to move, as before */
+	CHECK_INT(usage_set_start(s, "nope", 100 * S, 200 * S, 1), 0);
+	CHECK_INT(cache_commit(c), 0);
+	uclean(c, s);
+}
+
 /*
  * Roll up the intervals closed before cutoff and check the tenant's rows
  * over all time at now are the same before and after (one per class and
@@ -578,9 +677,10 @@ TEST(usage_store_rollup)
 }
 
 /*
- * An interval whose end is before its start (a clock step back, a moved
- * start) counts zero, as the queries count it: rolled up it adds nothing
- * to its hour but keeps its tenant's row, like a zero-length one.
+ * An interval whose end is before its start (stored by an older sync,
+ * before the store refused it) counts zero, as the queries count it:
+ * rolled up it adds nothing to its hour but keeps its tenant's row, like a
+ * zero-length one.
  */
 TEST(usage_store_rollup_backwards)
 {
@@ -595,11 +695,11 @@ TEST(usage_store_rollup_backwards)
 	/* 30 min, then one ending 30 min before its start, in one hour */
 	CHECK_INT(add_closed(s, "u1", "c1", "1g.10gb", 1.0 / 7, H + 10 * M,
 	    H + 40 * M), 0);
-	CHECK_INT(add_closed(s, "u2", "c2", "1g.10gb", 1.0 / 7, H + 50 * M,
+	CHECK_INT(add_backwards(c, s, "u2", "1g.10gb", 1.0 / 7, H + 50 * M,
 	    H + 20 * M), 0);
 	/* no length on an hour boundary; backwards across an hour */
 	CHECK_INT(add_closed(s, "u3", "c3", "", 1.0, 2 * H, 2 * H), 0);
-	CHECK_INT(add_closed(s, "u4", "c4", "3g.40gb", 3.0 / 7, 3 * H + M,
+	CHECK_INT(add_backwards(c, s, "u4", "3g.40gb", 3.0 / 7, 3 * H + M,
 	    3 * H - M), 0);
 	rollup_keeps(s, 5 * H, 10 * H, want, 3, &after);
 	REQUIRE(after.n == 3);
