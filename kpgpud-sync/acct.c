@@ -766,7 +766,7 @@ acct_rollup(struct acct *a, uint64_t *ret_rows, int *ret)
 	*ret = usage_rollup(a->st, ledger_now_us() -
 	    (uint64_t)a->retention_ms * 1000u, hours_us, ret_rows);
 	if (*ret == 0)
-		acct_totals_rolled_up(&a->totals, *ret_rows, deleted > 0);
+		acct_totals_rolled_up(&a->totals, deleted > 0);
 }
 
 /* The heartbeat: the last moment sync is known alive; retention. */

@@ -112,6 +112,7 @@ totals_load(struct acct_totals *t, struct usage_store *s)
 		return r;
 	}
 	t->loaded = true;
+	t->loads++;
 	return 0;
 }
 
@@ -134,16 +135,11 @@ acct_totals_drop(struct acct_totals *t)
 	totals_clear(t);
 }
 
-/* After a roll-up: keep the totals unless a key may have gone. */
+/* After a roll-up: keep the totals unless hours were deleted. */
 void
-acct_totals_rolled_up(struct acct_totals *t, uint64_t rows,
-    bool hours_deleted)
+acct_totals_rolled_up(struct acct_totals *t, bool hours_deleted)
 {
-	size_t i;
-
-	for (i = 0; i < t->n && rows > 0 && t->t[i].device_us > 0; i++)
-		;
-	if (hours_deleted || i < t->n)
+	if (hours_deleted)
 		totals_clear(t);
 }
 

@@ -26,6 +26,7 @@ struct acct_totals {
 	struct acct_total	*t;	/* sorted by the four keys */
 	size_t			 n, alloc;
 	bool			 loaded;
+	uint64_t		 loads;	/* times summed from the ledger */
 };
 
 /*
@@ -38,12 +39,12 @@ void	 acct_totals_interval(struct acct_totals *t, struct usage_store *s,
 /* Forget the totals (a rolled-back batch, deleted hours): load again. */
 void	 acct_totals_drop(struct acct_totals *t);
 /*
- * After usage_rollup moved rows intervals into hours (the same sums) and
- * perhaps deleted hours: keep the totals, or drop them when hours went
- * or a key may have gone (a zero total: its intervals had no length).
+ * After usage_rollup moved intervals into hours and perhaps deleted hours:
+ * keep the totals (the same sums under the same keys: every interval adds
+ * at least a zero to its start's hour, so a tenant whose intervals had no
+ * length keeps its row), or drop them when hours went.
  */
-void	 acct_totals_rolled_up(struct acct_totals *t, uint64_t rows,
-	    bool hours_deleted);
+void	 acct_totals_rolled_up(struct acct_totals *t, bool hours_deleted);
 /*
  * Every tenant row at now, in usage_query's order: the totals (loaded
  * first when they are not) plus the open intervals.

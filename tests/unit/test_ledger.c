@@ -758,7 +758,8 @@ TEST(usage_store_pods)
  * rolled-back batch and a restart, acct_totals_query at "now" lists the
  * same rows in the same order as usage_query by tenant over all time,
  * device-seconds equal and GPU-equivalents equal up to rounding, while the
- * totals stay loaded (kept, not summed again).
+ * totals stay loaded (kept, not summed again: the loads are counted; only
+ * deleted hours, a rolled-back batch and a restart load them again).
  */
 #define BASE	(1700000000ull * S)
 
@@ -893,19 +894,21 @@ TEST(totals_follow_the_ledger)
 	CHECK(usage_hours_before(s, BASE, &n) == 0 && n == 0);
 	CHECK(usage_rollup(s, BASE + 5 * 3600 * S, 0, &rows) == 0);
 	CHECK_INT(rows, 4);
-	acct_totals_rolled_up(&t, rows, false);
+	acct_totals_rolled_up(&t, false);
 	CHECK(t.loaded);
 	CHECK_INT(totals_same(&t, s, now, "rolled up"), 4);
 	CHECK(close_iv(&t, s, "e", BASE + 10 * 3600 * S, BASE + 11 * 3600 *
 	    S) == 0);
 	CHECK_INT(totals_same(&t, s, now, "e closed after the roll-up"), 4);
+	CHECK_INT(t.loads, 1);		/* summed once, at the first query */
 	/* hours deleted: the documented drop, loaded again */
 	CHECK(usage_hours_before(s, BASE + 2 * 3600 * S, &n) == 0 && n > 0);
 	CHECK(usage_rollup(s, BASE + 5 * 3600 * S, BASE + 2 * 3600 * S,
 	    &rows) == 0);
-	acct_totals_rolled_up(&t, rows, n > 0);
+	acct_totals_rolled_up(&t, n > 0);
 	CHECK(!t.loaded);
 	CHECK_INT(totals_same(&t, s, now, "hours deleted"), 3);	/* tab's went */
+	CHECK_INT(t.loads, 2);
 	/* a restart: loaded once from the ledger */
 	acct_totals_free(&t);
 	CHECK_INT(totals_same(&t, s, now + 3600 * S, "restarted"), 3);
@@ -913,31 +916,45 @@ TEST(totals_follow_the_ledger)
 	uclean(c, s);
 }
 
+/*
+ * Tenants whose every interval has no length (one mid-hour, one on an hour
+ * boundary, one stored backwards by an older sync) keep their zero rows
+ * through a roll-up without the totals being summed again; a rolled-back
+ * batch drops them, and they are summed once more.
+ */
 TEST(totals_rollback_and_zero_keys)
 {
 	struct acct_totals t = { 0 };
 	struct cache *c;
 	struct usage_store *s;
-	uint64_t rows = 0, now = BASE + 10 * 3600 * S;
+	const uint64_t H = USAGE_HOUR_US, H0 = (BASE / H + 1) * H;
+	uint64_t rows = 0, now = BASE + 10 * H;
 
 	REQUIRE(ustore(&c, &s) == 0);
 	CHECK(open_iv(s, "z", "tz", "", 1.0, 1, BASE + 100 * S) == 0);
 	CHECK(close_iv(&t, s, "z", BASE + 100 * S, BASE + 100 * S) == 0);
-	CHECK_INT(totals_same(&t, s, now, "zero-length interval"), 1);
-	/* rolled up: a zero hour keeps the key; a zero total loads again */
-	CHECK(usage_rollup(s, BASE + 3600 * S, 0, &rows) == 0);
-	CHECK_INT(rows, 1);
-	acct_totals_rolled_up(&t, rows, false);
-	CHECK(!t.loaded);
-	CHECK_INT(totals_same(&t, s, now, "zero key rolled up"), 1);
+	CHECK(open_iv(s, "w", "tw", "", 1.0, 1, H0) == 0);
+	CHECK(close_iv(&t, s, "w", H0, H0) == 0);
+	CHECK(add_backwards(c, s, "v", "1g.10gb", 1.0 / 7, BASE + 200 * S,
+	    BASE + 150 * S) == 0);
+	CHECK_INT(totals_same(&t, s, now, "zero-length intervals"), 3);
+	CHECK_INT(t.loads, 1);
+	/* rolled up: a zero hour keeps each key, the totals are kept */
+	CHECK(usage_rollup(s, BASE + 2 * H, 0, &rows) == 0);
+	CHECK_INT(rows, 3);
+	acct_totals_rolled_up(&t, false);
+	CHECK(t.loaded);
+	CHECK_INT(totals_same(&t, s, now, "zero keys rolled up"), 3);
+	CHECK_INT(t.loads, 1);		/* not summed again */
 	/* a rolled-back batch: the totals are dropped and loaded again */
 	CHECK(cache_begin(c) == 0);
 	CHECK(open_iv(s, "y", "ty", "", 1.0, 1, BASE) == 0);
 	CHECK(close_iv(&t, s, "y", BASE, BASE + 50 * S) == 0);
-	CHECK_INT(totals_same(&t, s, now, "in the batch"), 2);
+	CHECK_INT(totals_same(&t, s, now, "in the batch"), 4);
 	cache_rollback(c);
 	acct_totals_drop(&t);
-	CHECK_INT(totals_same(&t, s, now, "rolled back"), 1);
+	CHECK_INT(totals_same(&t, s, now, "rolled back"), 3);
+	CHECK_INT(t.loads, 2);
 	acct_totals_free(&t);
 	uclean(c, s);
 }
