@@ -9,6 +9,7 @@
 #include <event2/event.h>
 
 #include "cache/usage.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/resolved.h"
 #include "common/util.h"
@@ -309,6 +310,9 @@ acct_observe(struct acct *a, struct ledger_claim *c, bool live)
 	if (c->allocated && (r = acct_prev_end(a, c, &o.prev_end_us)) < 0)
 		return r;
 	ledger_decide(&o, &d);
+	if ((d.act == LEDGER_CLOSE || d.act == LEDGER_REOPEN) &&
+	    FAULT("acct.close") < 0)
+		d.close_us = o.open_start_us - 1;	/* tests: a refused end */
 	if ((d.act == LEDGER_CLOSE || d.act == LEDGER_REOPEN) &&
 	    (r = acct_close(a, c->uid, o.open_start_us, d.close_us,
 	    (int)d.close_how, d.close_how == LEDGER_OBSERVED ? d.close_us :
