@@ -1,10 +1,11 @@
-/* kpgpud-sync's usage accounting: see acct.h. */
+/*
+ * kpgpud-sync's usage accounting: the claims and Pods that feed the ledger
+ * (see acct.h).
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -14,6 +15,7 @@
 #include "common/resolved.h"
 #include "common/util.h"
 #include "kpgpud-sync/acct.h"
+#include "kpgpud-sync/acct_impl.h"
 #include "kpgpud-sync/acct_pending.h"
 #include "kpgpud-sync/acct_result.h"
 #include "kpgpud-sync/acct_totals.h"
@@ -21,30 +23,6 @@
 #include "kpgpud-sync/syncd.h"
 
 #define ACCT_RELIST_MS	500
-#define ACCT_PENDING_METRIC	"kpgpud_tenant_claims_pending_quota"
-#define ACCT_LOST_METRIC	"kpgpud_sync_usage_lost_intervals_total"
-
-struct acct {
-	struct syncd		*sd;
-	struct usage_store	*st;
-	struct event		*tick;
-	struct event		*relist;
-	struct reflector	*claims_rf;
-	uint64_t		 prev_alive;	/* heartbeat before this start */
-	uint64_t		 started_us;	/* this start */
-	bool			 live;		/* a full claims list is in */
-	bool			 missed;	/* a claim's namespace unknown */
-	int64_t			 retention_ms;
-	int64_t			 hours_ms;	/* rolled-up hours kept */
-	uint64_t		 last_rollup_ms;
-	struct acct_pending	 pending;
-	struct acct_results	 results;	/* last reconcile results */
-	char			*tally;		/* closed-interval tally file */
-	uint64_t		 tally_written;
-	struct acct_totals	 totals;	/* tenant counters, closed */
-};
-
-static void	 acct_tally_write(struct acct *a, uint64_t closed);
 
 /* One collection the ledger watches: every object of PATH (FIELDS, when
  * not NULL, a field selector), cached as KIND under KEY. */
@@ -105,7 +83,7 @@ acct_which(struct reflector *rf)
 }
 
 /* A write failed: the batch is lost and every collection relisted. */
-static int
+int
 acct_failed(struct acct *a, const char *what, int r)
 {
 	log_err("usage ledger write failed what=%s error=%s", what,
@@ -129,7 +107,7 @@ acct_skipped(const char *what, const char *uid, uint64_t start, uint64_t v)
 }
 
 /* The tenant instance of an isolated namespace ("" if none); -ENOENT. */
-static int
+int
 acct_instance(struct acct *a, const char *ns, char *out, size_t len)
 {
 	struct cache_ns *row = NULL;
@@ -754,124 +732,6 @@ acct_prune(struct acct *a, struct reflector *rf, const struct strset *seen)
 	return 0;
 }
 
-/*
- * Roll old intervals up into hours: the tenant counters keep their sums
- * (the same seconds, now as hours) unless hours are deleted, which they
- * then drop (the documented fall of the counters), loaded again.
- */
-static void
-acct_rollup(struct acct *a, uint64_t *ret_rows, int *ret)
-{
-	uint64_t hours_us = a->hours_ms > 0 ? ledger_now_us() -
-	    (uint64_t)a->hours_ms * 1000u : 0, deleted = 0;
-
-	if (hours_us > 0 && usage_hours_before(a->st, hours_us, &deleted) < 0)
-		deleted = 1;
-	*ret = usage_rollup(a->st, ledger_now_us() -
-	    (uint64_t)a->retention_ms * 1000u, hours_us, ret_rows);
-	if (*ret == 0)
-		acct_totals_rolled_up(&a->totals, deleted > 0);
-}
-
-/* The heartbeat: the last moment sync is known alive; retention. */
-static void
-acct_tick_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct acct *a = arg;
-	uint64_t ms = monotonic_ms(), rows = 0;
-	int r;
-
-	(void)fd;
-	(void)what;
-	if (!a->sd->in_batch && usage_closed_get(a->st, &rows) == 0)
-		acct_tally_write(a, rows);	/* committed closes only */
-	rows = 0;
-	if ((r = syncd_begin(a->sd)) < 0 ||
-	    (r = usage_alive_set(a->st, ledger_now_us())) < 0) {
-		(void)acct_failed(a, "heartbeat", r);
-		return;
-	}
-	if (a->retention_ms > 0 && ms - a->last_rollup_ms >=
-	    ACCT_ROLLUP_EVERY_MS) {
-		a->last_rollup_ms = ms;
-		acct_rollup(a, &rows, &r);
-		if (r < 0)
-			(void)acct_failed(a, "rollup", r);
-		else if (rows > 0)
-			log_info("usage intervals rolled up per hour rows=%llu",
-			    (unsigned long long)rows);
-	}
-}
-
-/* Read the tally beside the cache: intervals ever closed (0 when none). */
-static uint64_t
-acct_tally_read(const char *path)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	unsigned long long n = 0;
-
-	if (read_file_capped(path, 256, &buf, &len) < 0)
-		return 0;
-	if (sscanf(buf, "kpgpud-usage-tally 1 closed %llu", &n) != 1)
-		n = 0;
-	free(buf);
-	return (uint64_t)n;
-}
-
-/* Write the tally atomically (a temporary file renamed over it). */
-static void
-acct_tally_write(struct acct *a, uint64_t closed)
-{
-	char tmp[4096];
-	FILE *f;
-
-	if (a->tally == NULL || closed == a->tally_written ||
-	    snprintf(tmp, sizeof(tmp), "%s.tmp", a->tally) >= (int)sizeof(tmp))
-		return;
-	if ((f = fopen(tmp, "we")) == NULL)
-		return;
-	fprintf(f, "kpgpud-usage-tally 1 closed %llu\n",
-	    (unsigned long long)closed);
-	if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-		fclose(f);
-		return;
-	}
-	fclose(f);
-	if (rename(tmp, a->tally) == 0)
-		a->tally_written = closed;
-}
-
-/*
- * A cache that knows fewer closed intervals than the tally beside it was
- * rebuilt or replaced: the difference is lost. Recorded in the ledger (and
- * so in kpgpuctl usage and the metrics), then the count is carried over so
- * it is reported once.
- */
-static int
-acct_check_lost(struct acct *a)
-{
-	uint64_t tally = acct_tally_read(a->tally), have = 0;
-	char note[160];
-	int r;
-
-	if ((r = usage_closed_get(a->st, &have)) < 0)
-		return r;
-	a->tally_written = tally;
-	if (tally <= have)
-		return 0;
-	snprintf(note, sizeof(note), "cache rebuilt: %llu closed intervals "
-	    "known before were not in it", (unsigned long long)(tally - have));
-	log_err("usage ledger lost closed intervals count=%llu tally=%llu "
-	    "cache=%llu", (unsigned long long)(tally - have),
-	    (unsigned long long)tally, (unsigned long long)have);
-	if ((r = syncd_begin(a->sd)) < 0 ||
-	    (r = usage_lost_add(a->st, ledger_now_us(), tally - have, note)) < 0 ||
-	    (r = usage_closed_set(a->st, tally)) < 0)
-		return r;
-	return 0;
-}
-
 /* Set up accounting. */
 int
 acct_new(struct syncd *sd, int64_t retention_ms, int64_t hours_ms,
@@ -967,105 +827,4 @@ const struct acct_results *
 acct_results(struct acct *a)
 {
 	return &a->results;
-}
-
-/* A Prometheus label value, escaped. */
-static void
-acct_label(struct buf *b, const char *name, const char *v, bool last)
-{
-	buf_printf(b, "%s=\"", name);
-	for (; *v; v++) {
-		if (*v == '\\' || *v == '"')
-			buf_printf(b, "\\%c", *v);
-		else if (*v == '\n')
-			buf_puts(b, "\\n");
-		else
-			buf_putc(b, *v);
-	}
-	buf_puts(b, last ? "\"" : "\",");
-}
-
-struct acct_render {
-	struct buf	*b;
-	const char	*name;
-	int		 what;	/* 0 device s, 1 gpu s, 2 held, 3 pending */
-	struct acct	*a;
-};
-
-/* One sample of a tenant metric. */
-static int
-acct_sample(const struct usage_sum *u, void *arg)
-{
-	struct acct_render *m = arg;
-
-	buf_printf(m->b, "%s{", m->name);
-	acct_label(m->b, "namespace", u->ns, false);
-	acct_label(m->b, "instance", u->instance, false);
-	acct_label(m->b, "device_class", u->device_class, false);
-	acct_label(m->b, "profile", u->profile, true);
-	if (m->what == 0)
-		buf_printf(m->b, "} %.6f\n", (double)u->device_us / 1e6);
-	else if (m->what == 1)
-		buf_printf(m->b, "} %.6f\n", u->gpu_us / 1e6);
-	else
-		buf_printf(m->b, "} %llu\n", (unsigned long long)u->open);
-	return 0;
-}
-
-/* Pending-on-quota per isolated namespace. */
-static int
-acct_pending_ns(const struct cache_ns *ns, void *arg)
-{
-	struct acct_render *m = arg;
-	char instance[RESOLVED_NAME_MAX + 64] = "";
-
-	if (!ns->isolated)
-		return 0;
-	(void)acct_instance(m->a, ns->name, instance, sizeof(instance));
-	buf_puts(m->b, ACCT_PENDING_METRIC "{");
-	acct_label(m->b, "namespace", ns->name, false);
-	acct_label(m->b, "instance", instance, true);
-	buf_printf(m->b, "} %zu\n", acct_pending_count(&m->a->pending,
-	    ns->name));
-	return 0;
-}
-
-/* Append the tenant metrics. */
-int
-acct_metrics(struct acct *a, struct buf *out)
-{
-	static const struct {
-		const char *name, *type, *help;
-	} fam[] = {
-		{ "kpgpud_tenant_device_seconds_total", "counter",
-		  "Seconds devices were allocated to a tenant's claims." },
-		{ "kpgpud_tenant_gpu_equivalent_seconds_total", "counter",
-		  "Device-seconds weighted by each device's share of a GPU's "
-		  "compute (a MIG slice: its compute slices / 7)." },
-		{ "kpgpud_tenant_devices_allocated", "gauge",
-		  "Devices allocated to a tenant's claims now." },
-	};
-	struct acct_render m = { .b = out, .a = a };
-	uint64_t now = ledger_now_us(), lost = 0, ev = 0;
-	int r = 0, i;
-
-	for (i = 0; i < 3 && r == 0; i++) {
-		buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", fam[i].name,
-		    fam[i].help, fam[i].name, fam[i].type);
-		m.name = fam[i].name;
-		m.what = i;
-		r = i < 2 ? acct_totals_query(&a->totals, a->st, now,
-		    acct_sample, &m) : usage_held(a->st, acct_sample, &m);
-	}
-	buf_puts(out, "# HELP " ACCT_PENDING_METRIC " Pods Pending without "
-	    "their generated claim while the tenant's quota is used up.\n"
-	    "# TYPE " ACCT_PENDING_METRIC " gauge\n");
-	if (r == 0)
-		r = cache_ns_foreach(a->sd->cache, 0, acct_pending_ns, &m);
-	if (r == 0)
-		r = usage_lost_total(a->st, &lost, &ev);
-	buf_printf(out, "# HELP " ACCT_LOST_METRIC " Closed usage intervals "
-	    "a rebuilt or replaced cache lost.\n# TYPE " ACCT_LOST_METRIC
-	    " counter\n" ACCT_LOST_METRIC " %llu\n", (unsigned long long)lost);
-	return r;
 }

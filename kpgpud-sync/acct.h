@@ -3,7 +3,9 @@
  * (through the same reflectors as every other collection) feeding the
  * usage ledger in the cache (cache/usage.h), its heartbeat, retention, the
  * tenant metrics and the answers to USAGE queries. The interval logic is
- * ledger.c (pure).
+ * ledger.c (pure); acct.c feeds the ledger, acct_tick.c keeps the
+ * heartbeat, retention and the tally of closed intervals, acct_metrics.c
+ * renders the metrics, acct_ipc.c answers USAGE.
  */
 #ifndef KPGPUD_SYNC_ACCT_H
 #define KPGPUD_SYNC_ACCT_H
