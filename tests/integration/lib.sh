@@ -25,8 +25,26 @@ t_cleanup() {
 	[ -f "$T/sim/pid" ] && kill "$(cat "$T/sim/pid")" 2>/dev/null
 	if [ -n "${KEEP_TMP:-}" ]; then echo "kept $T"; else rm -rf "$T"; fi
 }
+# t_stored_check: the simulator, if still up, found no stored object that
+# a reader (its controllers share them) changed in place.
+t_stored_check() {
+	[ -f "$T/sim/pid" ] && kill -0 "$(cat "$T/sim/pid")" 2>/dev/null ||
+	    return 0
+	_n=$(curl -s --max-time 60 --cacert "$T/sim/ca.crt" -H \
+	    "Authorization: Bearer $(awk '$1 == "admin" {print $2}' \
+	    "$T/sim/tokens")" "$(cat "$T/sim/url")/sim/stored-check" |
+	    python3 -c 'import json, sys
+o = json.load(sys.stdin)
+print(o["changed_count"] if o.get("verify") else "off")' 2>/dev/null)
+	case $_n in
+	0) ok "simulator: no stored object changed in place" ;;
+	off|"") ;;
+	*) fail "simulator: $_n stored objects changed in place" ;;
+	esac
+}
 t_finish() {
 	rc=$?
+	t_stored_check
 	t_cleanup
 	[ $rc -ne 0 ] && [ $_t_fail -eq 0 ] && _t_fail=1
 	echo "$_t_pass passed, $_t_fail failed, $_t_skip skipped"
@@ -82,7 +100,8 @@ check() {
 # sim_start [ARGS...]: start a private API simulator in $T/sim; sets
 # KUBECONFIG and SIM_URL.
 sim_start() {
-	"$KPGPUD_SRCDIR/tests/kube-sim/run" "$T/sim" "$@" >"$T/sim.out" 2>&1 || {
+	"$KPGPUD_SRCDIR/tests/kube-sim/run" "$T/sim" --set verify-stored=on \
+	    "$@" >"$T/sim.out" 2>&1 || {
 		cat "$T/sim.out"; return 1; }
 	KUBECONFIG=$T/sim/kubeconfig
 	SIM_URL=$(cat "$T/sim/url")

@@ -360,14 +360,14 @@ class Scheduler:
     def pass_once(self):
         """One reconciliation pass over every Pod and claim."""
         api = self.api
-        pods, _ = api.list("pods")
-        claims, _ = api.list("resourceclaims." + RS)
+        pods, _ = api.list("pods", copy=False)
+        claims, _ = api.list("resourceclaims." + RS, copy=False)
         live = {p["metadata"]["uid"] for p in pods}
         by_name = {(c["metadata"]["namespace"], c["metadata"]["name"]): c
                    for c in claims}
-        slices, _ = api.list("resourceslices." + RS)
+        slices, _ = api.list("resourceslices." + RS, copy=False)
         classes = {c["metadata"]["name"]: c
-                   for c in api.list("deviceclasses." + RS)[0]}
+                   for c in api.list("deviceclasses." + RS, copy=False)[0]}
         inv = Inventory(slices)
         in_use = devices_in_use(claims)
         for uid in list(self.reported):
@@ -454,6 +454,7 @@ class Scheduler:
         before the allocation, then allocation and reservedFor in one
         status update. Returns the claim, or None when it failed."""
         key = "resourceclaims." + RS
+        claim = controllers.private(claim)
         cmd = claim["metadata"]
         try:
             if alloc is not None:
@@ -483,6 +484,7 @@ class Scheduler:
 
     def _bind(self, pod, node, load):
         """Bind: spec.nodeName, PodScheduled=True, a Scheduled event."""
+        pod = controllers.private(pod)
         md = pod["metadata"]
         pod["spec"]["nodeName"] = node
         try:
@@ -514,6 +516,7 @@ class Scheduler:
 
     def _pod_condition(self, pod, status, reason, message):
         """Write the PodScheduled condition."""
+        pod = controllers.private(pod)
         st = pod.setdefault("status", {})
         conds = [c for c in st.get("conditions") or []
                  if c.get("type") != "PodScheduled"]

@@ -48,9 +48,11 @@ class WatchEvent:
 class Watch:
     """An internal watch over one resource or all of them."""
 
-    def __init__(self, watcher, namespace):
+    def __init__(self, watcher, namespace, copy=True, api=None):
         self.watcher = watcher
         self.namespace = namespace
+        self.copy = copy
+        self.api = api
 
     def next(self, timeout=1.0):
         """The next WatchEvent, or None on timeout or after close()."""
@@ -63,6 +65,11 @@ class Watch:
             md = ev.entry.obj["metadata"]
             if self.namespace and md.get("namespace") != self.namespace:
                 continue
+            if not self.copy:
+                return WatchEvent(ev.type, ev.entry.res, ev.entry.obj,
+                                  ev.old or None, ev.rv)
+            if self.api is not None:
+                self.api.copied += 2 if ev.old else 1
             old = json.loads(json.dumps(ev.old)) if ev.old else None
             return WatchEvent(ev.type, ev.entry.res, ev.entry.copy(), old,
                               ev.rv)
@@ -80,6 +87,7 @@ class Api:
         self.res = resources
         self.hooks = registry
         self.writes = 0  # write attempts, refused ones too
+        self.copied = 0  # objects deep-copied for internal readers
 
     # --- reads -------------------------------------------------------------
 
@@ -119,11 +127,16 @@ class Api:
         e = self.store.get(res, namespace or "", name)
         if e is None:
             raise err_not_found(res, name)
+        self.copied += 1
         return e.copy()
 
     def list(self, key, namespace=None, label_selector=None,
-             field_selector=None):
-        """(items, resourceVersion) of the matching objects."""
+             field_selector=None, copy=True):
+        """(items, resourceVersion) of the matching objects.
+
+        COPY False returns the stored objects themselves, shared with the
+        store and every other reader, as an informer's cache hands them
+        out: the caller must never change them (copy what it writes)."""
         res = self._res(key)
         lsel = selector.parse_labels(label_selector)
         fsel = selector.parse_fields(field_selector, res.fields)
@@ -131,16 +144,25 @@ class Api:
         def match(o):
             return (selector.match_labels(lsel, o["metadata"].get("labels"))
                     and selector.match_fields(fsel, o))
-        entries, _, _, rv = self.store.scan(res, namespace, None, match, 0)
+        entries, _, _, rv = self.store.scan(
+            res, namespace, None,
+            None if lsel is None and fsel is None else match, 0)
+        if not copy:
+            return [e.obj for e in entries], rv
+        self.copied += len(entries)
         return [e.copy() for e in entries], rv
 
-    def watch(self, key=None, namespace=None, resource_version=None):
-        """A Watch of events after resource_version (None: from now)."""
+    def watch(self, key=None, namespace=None, resource_version=None,
+              copy=True):
+        """A Watch of events after resource_version (None: from now);
+        COPY False delivers the stored objects themselves (read-only, as
+        list(copy=False))."""
         keys = None if key is None else {self._res(key).key}
         since = None if resource_version is None else int(resource_version)
         if since is None:
             since = self.store.rv
-        return Watch(self.store.add_watcher(keys, since), namespace)
+        return Watch(self.store.add_watcher(keys, since), namespace, copy,
+                     self)
 
     # --- internal writes ---------------------------------------------------
 

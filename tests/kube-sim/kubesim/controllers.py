@@ -8,10 +8,12 @@ every RESYNC seconds, so a dropped watch only delays it). That periodic
 pass is skipped when nothing was written or even tried since the last
 pass began, as it would see the same state: an idle simulator with
 100,000 objects then serves lists without full passes competing for the
-GIL.
+GIL. Controllers read the stored objects shared, never copied (as from an
+informer's cache), and copy only what they change and write (private()).
 """
 
 import datetime
+import json
 import os
 import threading
 import time
@@ -76,6 +78,35 @@ LOG = [lambda msg: None]
 BAD_OBJECT = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
 
+# Per controller thread (/sim/stats "controllers"): passes, full passes,
+# keys handled by keyed passes, events read, objects synced (quota), the
+# resourceVersion of the newest event read (seen_rv) and of the newest one
+# a finished pass followed (handled_rv), whether a timed pass is pending.
+_STATS = {}
+_STATS_LOCK = threading.Lock()
+
+
+def count(field, n=1, value=None):
+    """Add N to FIELD of the calling controller thread's counters (set it
+    to VALUE instead when given)."""
+    name = threading.current_thread().name
+    with _STATS_LOCK:
+        st = _STATS.setdefault(name, {})
+        st[field] = st.get(field, 0) + n if value is None else value
+
+
+def stats_snapshot():
+    """A copy of every controller's counters."""
+    with _STATS_LOCK:
+        return {k: dict(v) for k, v in _STATS.items()}
+
+
+def private(obj):
+    """A private deep copy of OBJ, read from a shared (stored) object that
+    must not change: what a controller edits before it writes."""
+    return json.loads(json.dumps(obj))
+
+
 def each(items, fn):
     """Call fn(item) for every item; a malformed object is skipped so it
     cannot stall the controller for every other object."""
@@ -106,20 +137,30 @@ def write_status(api, key, obj, user):
         return None
 
 
-def event_loop(api, stop, keys, fn, due=None, resync=None):
+def event_loop(api, stop, keys, fn, due=None, resync=None,
+               debounce=DEBOUNCE, min_gap=MIN_GAP, key_of=None):
     """Call fn() at start, after relevant changes and every RESYNC s.
 
     KEYS is a tuple of resource keys, None (any change) or a predicate
-    taking a WatchEvent.
+    taking a WatchEvent; the event's objects are the stored ones, shared
+    (read them, never change them). After a relevant event the loop keeps
+    draining events that follow within DEBOUNCE seconds (0: only those
+    already queued) before the pass; passes start MIN_GAP s apart at least.
+    KEY_OF, if given, maps a relevant event to the keys it concerns (a
+    keyed work queue): fn(keys) then gets the set of keys queued since its
+    last call, or None for a full pass (at start, after the watch was
+    re-opened or a pass failed, and the periodic one).
     DUE, if given, returns the seconds until fn must run again (or None),
     for retry backoff. Errors from fn are retried on the next turn; the
     loop ends when STOP is set.
     """
     w = None
-    last = 0.0
-    dirty = True
+    last = last_full = 0.0
+    dirty = full = True
+    queued = set()
     mark = None
     wake = None
+    seen = 0
     resync = resync or RESYNC
     if keys is None:
         relevant = lambda ev: True  # noqa: E731
@@ -132,27 +173,43 @@ def event_loop(api, stop, keys, fn, due=None, resync=None):
             if w is not None:
                 w.close()
             try:
-                w = api.watch(None)
+                w = api.watch(None, copy=False)
             except ApiError:
                 w = None
-            dirty = True
+            dirty = full = True
         t = time.monotonic()
-        if t - last < MIN_GAP:
-            stop.wait(MIN_GAP - (t - last))
+        if t - last < min_gap:
+            stop.wait(min_gap - (t - last))
             t = time.monotonic()
-        if t - last >= resync and not dirty and api.change_mark() == mark:
-            last = t  # nothing written or tried since: same state, same pass
-        if dirty or t - last >= resync or (wake is not None and t >= wake):
-            dirty = False
+        if t - last_full >= resync:
+            if not full and api.change_mark() == mark:
+                last_full = t  # nothing written or tried: same state
+            else:
+                dirty = full = True
+        if dirty or (wake is not None and t >= wake):
+            full = full or key_of is None  # an unkeyed pass sees it all
+            arg = None if full else queued
+            if full:
+                last_full = t
+                mark = api.change_mark()
+            count("passes")
+            if full:
+                count("full_passes")
+            else:
+                count("keys", len(arg))
+            dirty = full = False
+            queued = set()
             last = t
-            mark = api.change_mark()
+            upto = seen
             try:
-                fn()
+                fn() if key_of is None else fn(arg)
+                count("handled_rv", value=upto)
             except ApiError:
-                dirty = True
+                dirty = full = True
                 stop.wait(0.05)
             d = due() if due else None
             wake = time.monotonic() + d if d is not None else None
+            count("wake", value=wake is not None)
         wait = 0.25
         if wake is not None:
             wait = max(0.0, min(wait, wake - time.monotonic()))
@@ -163,9 +220,19 @@ def event_loop(api, stop, keys, fn, due=None, resync=None):
         n = 0
         while ev is not None and n < MAX_DRAIN and not stop.is_set():
             n += 1
-            if not dirty and relevant(ev):
+            seen = ev.resource_version
+            if key_of is not None:
+                if relevant(ev):
+                    queued.update(key_of(ev))
+                    dirty = True
+            elif not dirty and relevant(ev):
                 dirty = True
-            ev = w.next(DEBOUNCE if dirty else 0.0)
+            ev = w.next(debounce if dirty else 0.0)
+        if n:
+            count("events", n)
+            count("seen_rv", value=seen)
+            if not dirty:  # every event read so far needs no pass
+                count("handled_rv", value=seen)
     if w is not None:
         w.close()
 
@@ -243,7 +310,7 @@ class ClaimController:
     def pass_once(self):
         """Handle every Pod that still lacks a generated claim, then every
         claim (reservations, deallocation, finalizer, unused claims)."""
-        pods, _ = self.api.list("pods")
+        pods, _ = self.api.list("pods", copy=False)
         t = time.monotonic()
         alive = {p["metadata"].get("uid") for p in pods}
         each([p for p in pods if not p["metadata"].get("deletionTimestamp")
@@ -252,7 +319,7 @@ class ClaimController:
              self.sync_pod)
         by_name = {(p["metadata"].get("namespace"), p["metadata"].get("name")):
                    p for p in pods}
-        claims, _ = self.api.list("resourceclaims." + RS)
+        claims, _ = self.api.list("resourceclaims." + RS, copy=False)
 
         def sync(c):
             try:
@@ -291,6 +358,10 @@ class ClaimController:
                 break
         if not new:
             return
+        pod = private(pod)
+        st = pod.get("status") or {}
+        have = {s.get("name"): s for s in st.get("resourceClaimStatuses")
+                or []}
         st["resourceClaimStatuses"] = list(have.values()) + new
         pod["status"] = st
         if write_status(self.api, "pods", pod, CLAIM_USER) is None:
@@ -302,7 +373,8 @@ class ClaimController:
         """The existing generated claim for PC, or a newly created one."""
         md = pod["metadata"]
         ns = md["namespace"]
-        claims, _ = self.api.list("resourceclaims." + RS, namespace=ns)
+        claims, _ = self.api.list("resourceclaims." + RS, namespace=ns,
+                                  copy=False)
         for c in claims:
             cm = c["metadata"]
             owned = any(r.get("uid") == md["uid"] and r.get("controller")
@@ -371,6 +443,8 @@ class ClaimController:
         fin = CLAIM_FINALIZER in (md.get("finalizers") or [])
         key = "resourceclaims." + RS
         if len(valid) < len(res):
+            claim = private(claim)
+            st = claim.get("status") or {}
             if valid:
                 st["reservedFor"] = valid
             else:
@@ -384,6 +458,8 @@ class ClaimController:
             if fin and not (claim.get("status") or {}).get("allocation"):
                 self._unfinalize(claim)
         elif fin and md.get("deletionTimestamp") and not valid:
+            claim = private(claim)
+            st = claim.get("status") or {}
             if st.get("allocation"):
                 st.pop("allocation", None)
                 claim["status"] = st
@@ -409,7 +485,8 @@ class ClaimController:
                             preconditions={"uid": md["uid"]})
 
     def _unfinalize(self, claim):
-        """Remove the delete-protection finalizer from CLAIM."""
+        """Remove the delete-protection finalizer from CLAIM (a private
+        copy)."""
         md = claim["metadata"]
         md["finalizers"] = [f for f in md.get("finalizers") or []
                             if f != CLAIM_FINALIZER]
@@ -470,7 +547,7 @@ class NamespaceController:
 
     def pass_once(self):
         """Work on every namespace that is being deleted."""
-        nss, _ = self.api.list("namespaces")
+        nss, _ = self.api.list("namespaces", copy=False)
         term = set()
         for ns in nss:
             if ns["metadata"].get("deletionTimestamp") and \
@@ -488,7 +565,8 @@ class NamespaceController:
             if not res.namespaced:
                 continue
             try:
-                items, _ = self.api.list(res.key, namespace=name)
+                items, _ = self.api.list(res.key, namespace=name,
+                                         copy=False)
             except ApiError:
                 continue
             for obj in items:
@@ -598,7 +676,7 @@ class GarbageCollector:
         by_uid, deps = {}, {}
         for res in self.api.resources():
             try:
-                items, _ = self.api.list(res.key)
+                items, _ = self.api.list(res.key, copy=False)
             except ApiError:
                 continue
             for o in items:
@@ -665,6 +743,7 @@ class GarbageCollector:
 
     def _release(self, res, owner, fin):
         """Remove finalizer FIN from a deleting owner."""
+        owner = private(owner)
         md = owner["metadata"]
         md["finalizers"] = [f for f in md.get("finalizers") or []
                             if f != fin]
@@ -749,7 +828,11 @@ def run_gc(api, stop):
 
 
 def register(reg):
-    """Plug the controllers into the simulator."""
+    """Plug the controllers into the simulator (--set controller-resync=
+    DURATION: the periodic pass's interval, default 30s)."""
+    global RESYNC
+    from .quota import option_duration
+    RESYNC = option_duration(reg, "controller-resync", RESYNC) or RESYNC
     LOG[0] = reg.log
     reg.add_controller("resourceclaim-controller", run_claims)
     reg.add_controller("namespace-controller", run_namespaces)

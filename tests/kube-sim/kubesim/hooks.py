@@ -67,8 +67,11 @@ Writes run the full pipeline above (admission hooks included) as ``user``
   api.resource_for_kind(api_version, kind) -> ResourceInfo
   api.resources() -> [ResourceInfo]              (built-ins + served CRDs)
   api.get(key, namespace, name) -> dict          (raises ApiError 404)
-  api.list(key, namespace=None, label_selector=None, field_selector=None)
+  api.list(key, namespace=None, label_selector=None, field_selector=None,
+           copy=True)
         -> (items, resource_version)             (items carry kind/apiVersion)
+        copy=False: the stored objects themselves, shared with every reader
+        (an informer's cache): never change them, copy what you write
   api.create(key, namespace, obj, user=..., dry_run=False) -> dict
   api.update(key, namespace, obj, subresource="", user=...) -> dict
         (resourceVersion in obj, if set, is a precondition -> 409 Conflict;
@@ -79,7 +82,8 @@ Writes run the full pipeline above (admission hooks included) as ``user``
         (patch_type "merge" | "json" | "strategic"; patch is a dict/list)
   api.delete(key, namespace, name, propagation="Background",
              preconditions=None, user=...) -> dict   (the last state)
-  api.watch(key=None, namespace=None, resource_version=None) -> Watch
+  api.watch(key=None, namespace=None, resource_version=None, copy=True)
+        -> Watch (copy=False: events carry the shared stored objects)
         key None = events of every resource.  Watch.next(timeout) returns a
         WatchEvent (type "ADDED"|"MODIFIED"|"DELETED", resource ResourceInfo,
         object dict, old_object dict|None, resource_version int) or None on

@@ -122,8 +122,8 @@ class Kubelet:
     def pass_once(self):
         """Sync every bound Pod that has not ended."""
         with self.lock:
-            pods, _ = self.api.list("pods")
-            slices, _ = self.api.list("resourceslices." + RS)
+            pods, _ = self.api.list("pods", copy=False)
+            slices, _ = self.api.list("resourceslices." + RS, copy=False)
             nodes = allocator.Inventory(slices).nodes()
             types = {}
             for s in slices:
@@ -173,9 +173,10 @@ class Kubelet:
         err = self._prepare(pod, types)
         t = time.time()
         if err is None:
-            return self._start(pod, node, nodes, t)
+            return self._start(controllers.private(pod), node, nodes, t)
         if err == "":
             return  # a claim is not reserved yet: the next change retries
+        pod = controllers.private(pod)
         self._acknowledge(pod, node, nodes, t)
         last = self.warned.get(uid)
         if last is None or time.monotonic() - last >= PREPARE_RETRY:
@@ -333,6 +334,7 @@ class Kubelet:
         if d > time.monotonic():
             return
         del self.due[uid]
+        pod = controllers.private(pod)
         cs = pod["status"].get("containerStatuses") or []
         if any("waiting" in (s.get("state") or {}) for s in cs):
             return self._restart(pod, time.time())

@@ -272,6 +272,7 @@ def main(argv=None):
         if k.startswith("user.") and k[5:] in ROLES and v:
             sim.users[k[5:]] = v
     sim.dir = d
+    sim.store.verify = options.get("verify-stored") == "on"
     load_plugins(sim, a.plugins, options, d)
     seed(sim)
     if a.faults:

@@ -21,7 +21,8 @@ import re
 import time
 
 from . import quantity as qty
-from .controllers import QUOTA_USER, each, event_loop, write_status
+from .controllers import (BACKOFF_BASE, BACKOFF_MAX, QUOTA_USER, each,
+                          count, event_loop, private, write_status)
 from .hooks import ApiError, err_forbidden
 
 RS = "resource.k8s.io"
@@ -36,8 +37,8 @@ ALL_MODE_COUNT = 32
 # once, from its informer's event (pkg/controller/resourcequota/
 # resource_quota_controller.go: addQuota -> missingUsageQueue, no delay),
 # and writes status.hard with one UpdateStatus (syncResourceQuota): tens of
-# milliseconds. Here the pass also waits for the event loop's debounce
-# (controllers.DEBOUNCE, 20 ms) on top.
+# milliseconds. Here too an event is taken at once (no debounce) and queues
+# its namespace; the write follows DELAY later.
 # Tests that need the fail-open window widen it (e.g. 2s, 3s).
 DEFAULT_SYNC_DELAY = 0.01
 POD_RESOURCES = ("cpu", "memory", "requests.cpu", "requests.memory",
@@ -238,13 +239,20 @@ class QuotaController:
         self.api = api
         self.delay = delay
         self.namespaces = set()
-        self.since = {}
+        self.since = {}     # uid -> (monotonic time first seen due, ns)
+        self.failures = {}  # uid -> refused status writes in a row
 
     def relevant(self, ev):
         """Quota objects and anything in a namespace that has a quota."""
         if ev.resource.key == "resourcequotas":
             return True
         return ev.object["metadata"].get("namespace") in self.namespaces
+
+    @staticmethod
+    def key_of(ev):
+        """The work-queue key of a relevant event: its namespace (every
+        quota there is synced)."""
+        return (ev.object["metadata"].get("namespace") or "",)
 
     def _count(self, name, ns):
         """count/<resource>[.<group>] usage, or None if unknown."""
@@ -254,12 +262,12 @@ class QuotaController:
             return None
         if not res.namespaced:
             return None
-        items, _ = self.api.list(res.key, namespace=ns)
+        items, _ = self.api.list(res.key, namespace=ns, copy=False)
         return len(items)
 
     def usage(self, ns, hard):
         """{name: str} used amounts for every resource name in HARD."""
-        claims, _ = self.api.list(CLAIMS, namespace=ns)
+        claims, _ = self.api.list(CLAIMS, namespace=ns, copy=False)
         cu = _claims_usage(claims)
         pods = None
         used = {}
@@ -271,8 +279,8 @@ class QuotaController:
                 used[name] = str(n or 0)
             elif name == "pods" or name in POD_RESOURCES:
                 if pods is None:
-                    pods = [p for p in self.api.list("pods",
-                                                     namespace=ns)[0]
+                    pods = [p for p in self.api.list(
+                                "pods", namespace=ns, copy=False)[0]
                             if (p.get("status") or {}).get("phase") not in
                             ("Succeeded", "Failed")]
                 used[name] = str(_pod_usage(pods, name))
@@ -280,16 +288,32 @@ class QuotaController:
                 used[name] = "0"
         return used
 
-    def pass_once(self):
-        """Update status of every quota whose status is due."""
-        quotas, _ = self.api.list("resourcequotas")
-        self.namespaces = {q["metadata"]["namespace"] for q in quotas}
-        live = set()
-        for q in quotas:
-            live.add(q["metadata"].get("uid"))
-        for uid in list(self.since):
-            if uid not in live:
-                del self.since[uid]
+    def pass_once(self, namespaces=None):
+        """Sync the quotas of NAMESPACES (the keys queued by events) and
+        those whose status write is due; every quota when None."""
+        if namespaces is None:
+            quotas, _ = self.api.list("resourcequotas", copy=False)
+            self.namespaces = {q["metadata"]["namespace"] for q in quotas}
+            live = {q["metadata"].get("uid") for q in quotas}
+            for uid in list(self.since):
+                if uid not in live:
+                    self._forget(uid)
+        else:
+            quotas = []
+            t = time.monotonic()
+            due = {n for f, n in self.since.values() if f + self.delay <= t}
+            for ns in (set(namespaces) | due) - {""}:
+                got, _ = self.api.list("resourcequotas", namespace=ns,
+                                       copy=False)
+                if got:
+                    self.namespaces.add(ns)
+                else:
+                    self.namespaces.discard(ns)
+                live = {q["metadata"].get("uid") for q in got}
+                for uid, (_, n) in list(self.since.items()):
+                    if n == ns and uid not in live:
+                        self._forget(uid)
+                quotas += got
         each([q for q in quotas if not q["metadata"].get(
             "deletionTimestamp")], self.sync)
 
@@ -297,8 +321,8 @@ class QuotaController:
         """Seconds until the earliest pending status write, or None."""
         if not self.since:
             return None
-        return max(0.0, min(self.since.values()) + self.delay -
-                   time.monotonic())
+        return max(0.0, min(t for t, _ in self.since.values()) +
+                   self.delay - time.monotonic())
 
     def sync(self, q):
         """Write the status of one quota once it has differed for DELAY.
@@ -307,19 +331,33 @@ class QuotaController:
         by admission meanwhile makes it conflict and the next pass
         recomputes (the usage is listed after the quota was read)."""
         md = q["metadata"]
+        count("synced")
         hard = dict((q.get("spec") or {}).get("hard") or {})
         status = {"hard": hard, "used": self.usage(md["namespace"], hard)}
+        uid = md["uid"]
         if (q.get("status") or {}) == status:
-            self.since.pop(md["uid"], None)
+            self._forget(uid)
             return
         t = time.monotonic()
-        first = self.since.setdefault(md["uid"], t)
+        first, ns = self.since.setdefault(uid, (t, md["namespace"]))
         if t - first < self.delay:
             return
+        q = private(q)
         q["status"] = status
         if write_status(self.api, "resourcequotas", q, QUOTA_USER) is None:
+            # Retried after the work queue's per-item backoff (5 ms,
+            # doubling), as upstream requeues a failed sync rate-limited.
+            n = self.failures.get(uid, 0)
+            self.failures[uid] = n + 1
+            self.since[uid] = (t - self.delay + min(
+                BACKOFF_BASE * 2 ** min(n, 40), BACKOFF_MAX), ns)
             return
-        self.since.pop(md["uid"], None)
+        self._forget(uid)
+
+    def _forget(self, uid):
+        """Drop the pending write and failure count of quota UID."""
+        self.since.pop(uid, None)
+        self.failures.pop(uid, None)
 
 
 def parse_duration(text):
@@ -352,7 +390,11 @@ def register(reg):
 
     def run(api, stop):
         ctl = QuotaController(api, delay)
-        event_loop(api, stop, ctl.relevant, ctl.pass_once, due=ctl.next_due)
+        # Upstream queues a quota straight from the informer's event
+        # (no debounce); the keyed queue keeps each pass to the
+        # namespaces that changed.
+        event_loop(api, stop, ctl.relevant, ctl.pass_once, due=ctl.next_due,
+                   debounce=0.0, min_gap=0.0, key_of=ctl.key_of)
     # The apiserver runs ResourceQuota as the last admission plug-in.
     reg.add_validating("ResourceQuota", admit_claim, order=1000)
     reg.add_controller("resourcequota-controller", run)

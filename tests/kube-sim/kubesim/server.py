@@ -2,6 +2,7 @@
 watches, tables, fault injection and request statistics."""
 
 import base64
+import gc
 import http.server
 import json
 import socket
@@ -126,6 +127,9 @@ class Stats:
                 "protocols": self.protocols,
                 "role_protocols": self.role_protocols}))
         out["watches_open"] = len(sim.store.http_watchers())
+        out["objects_copied"] = sim.api.copied
+        from . import controllers
+        out["controllers"] = controllers.stats_snapshot()
         out["resource_version"] = sim.store.rv
         h2stats = getattr(sim, "h2stats", None)
         if h2stats is not None:
@@ -498,6 +502,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                              path), {})
         if path == "/sim/stats" and self.command == "GET":
             return self.send_obj(200, sim.stats.snapshot(sim))
+        if path == "/sim/stored-check" and self.command == "GET":
+            n, bad = sim.store.changed_objects()
+            return self.send_obj(200, {"verify": sim.store.verify,
+                                       "checked": n, "changed": bad[:20],
+                                       "changed_count": len(bad)})
         if path == "/sim/stats/reset" and self.command == "POST":
             self._read_body()       # any body is ignored, but read
             sim.stats.reset()
@@ -541,6 +550,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             except ApiError as e:
                 if len(errors) < 20:
                     errors.append(e.message)
+        # The stored objects are long-lived and hold no cycles: moved out
+        # of the collector's generations, a full collection no longer
+        # walks them all with the GIL held (they are still freed by
+        # reference counting when replaced or deleted).
+        gc.freeze()
         self.send_obj(200, {"created": made, "errors": errors})
 
     # --- resource verbs ----------------------------------------------------

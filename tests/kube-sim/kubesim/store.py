@@ -150,6 +150,10 @@ class Store:
         self.history_start = 1
         self.watchers = set()
         self.rv_cond = threading.Condition(self.lock)
+        # --set verify-stored=on: every revision's JSON is rendered when
+        # it is stored, so changed_objects() can tell whether a reader
+        # changed a stored object in place (readers share them).
+        self.verify = False
 
     def _table(self, res):
         """The key->Entry dict of a resource and its sorted key list."""
@@ -180,6 +184,8 @@ class Store:
         key = obj_key(res, md.get("namespace", ""), md["name"])
         t, keys = self._table(res)
         entry = Entry(res, obj, int(md["resourceVersion"]))
+        if self.verify:
+            entry.full()
         if etype == "DELETED":
             t.pop(key, None)
             i = bisect.bisect_left(keys, key)
@@ -209,6 +215,27 @@ class Store:
                 self.commit("DELETED", res, obj, e.obj)
             self.objects.pop(res.key, None)
             self.sorted.pop(res.key, None)
+
+    def changed_objects(self):
+        """(revisions checked, keys of those whose object no longer
+        matches the JSON rendered when it was stored), over the stored
+        objects and the event history; only with verify on."""
+        with self.lock:
+            seen = {}
+            for t in self.objects.values():
+                for e in t.values():
+                    seen[id(e)] = e
+            for ev in self.history:
+                if isinstance(ev, Event):
+                    seen[id(ev.entry)] = ev.entry
+            bad = []
+            for e in seen.values():
+                if e._full is not None and dumps(e.obj) != e._full:
+                    md = e.obj.get("metadata") or {}
+                    bad.append("%s %s@%d" % (e.res.key, obj_key(
+                        e.res, md.get("namespace", ""), md.get("name", "")),
+                        e.rv))
+            return len(seen), sorted(bad)
 
     def count(self, res):
         """Number of stored objects of a resource."""

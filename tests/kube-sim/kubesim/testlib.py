@@ -3,6 +3,7 @@ test file, ok/fail/skip counting and the closing "N passed, N failed,
 N skipped" line."""
 
 import atexit
+import http.client
 import os
 import shutil
 import signal
@@ -66,8 +67,8 @@ class T:
         """Start a simulator in DIR/name; returns (dir, admin Client)."""
         d = os.path.join(self.dir, name)
         r = subprocess.run([os.path.join(HERE, "run"), d, "--plugins",
-                            "none"] + list(args), capture_output=True,
-                           text=True)
+                            "none", "--set", "verify-stored=on"] +
+                           list(args), capture_output=True, text=True)
         if r.returncode != 0:
             print("FAIL starting simulator: " + r.stderr)
             self.failed += 1
@@ -77,6 +78,8 @@ class T:
 
     def finish(self):
         """Stop the simulators, remove the temp dir, print the totals."""
+        for d in self.sims:
+            self._stored_check(d)
         for d in self.sims:
             try:
                 with open(os.path.join(d, "pid")) as f:
@@ -97,6 +100,19 @@ class T:
               % (self.passed, self.failed, self.skipped))
         sys.stdout.flush()
         os._exit(1 if self.failed else 0)
+
+
+    def _stored_check(self, d):
+        """The simulator in D, if it answers, found no stored object that
+        a reader (its controllers share them) changed in place."""
+        try:
+            st, out = Client(d).req("GET", "/sim/stored-check")
+        except (OSError, ValueError, http.client.HTTPException):
+            return
+        if st == 200 and isinstance(out, dict) and out.get("verify"):
+            self.check("simulator %s: no stored object changed in place"
+                       % os.path.basename(d), out.get("changed_count") == 0,
+                       out)
 
 
 def wait_for(limit, fn):
