@@ -6,16 +6,22 @@
  * only while a reply waits for the socket. One timer per connection: the
  * first request's deadline, then after each reply the time the next
  * request has to arrive whole (--idle-timeout), and a short linger after
- * a refusal so the peer reads it before the close.
+ * a refusal so the peer reads it before the close. Every input buffer a
+ * connection holds is counted against --max-buffered (bufcap.h): a read
+ * that would need more is refused with 503 and the buffer released.
  */
 #include "kpgpud-admit/server_int.h"
 
 #include <openssl/err.h>
 
-#define CONN_READ	16384	/* room offered to each SSL_read */
+#define CONN_READ	16384	/* room offered to each SSL_read; twice it
+				   is SERVER_REQUEST_BUFFER's room */
 #define CONN_KEEP	65536	/* larger buffers are not kept as spares */
 #define CONN_LINGER_MS	1000	/* a refused peer's last bytes, at most */
 #define CONN_LINGER_MAX	(1 << 20)
+
+_Static_assert(SERVER_REQUEST_BUFFER(0) == 2 * CONN_READ,
+    "a request's buffer has room for two reads beyond its caps");
 
 enum { CP_MORE, CP_WAIT, CP_CLOSE };
 
@@ -135,6 +141,17 @@ buf_take(struct spares *sp, char **p, size_t *cap)
 	*cap = sp->cap[sp->n];
 }
 
+/*
+ * Give the connection's input buffer back (to the spares or freed) and
+ * its bytes back to --max-buffered.
+ */
+static void
+conn_in_release(struct conn *c)
+{
+	bufcap_give(&c->w->srv->bufcap, c->in_cap);
+	buf_release(&c->w->spare_in, &c->in, &c->in_cap);
+}
+
 /* Free a worker's spare buffers (it is finishing). */
 void
 conn_free_spares(struct worker *w)
@@ -166,7 +183,7 @@ conn_free(struct conn *c)
 		addr_release(s, c->addr);
 	metric_set(s->cfg.open, NULL, NULL,
 	    (double)(atomic_fetch_sub(&s->nconns, 1) - 1));
-	buf_release(&w->spare_in, &c->in, &c->in_cap);
+	conn_in_release(c);
 	buf_release(&w->spare_out, &c->out, &c->out_cap);
 	if (c->sending) {
 		w->sending--;
@@ -392,6 +409,8 @@ reason_of(int status)
 		return "Request Header Fields Too Large";
 	case 501:
 		return "Not Implemented";
+	case 503:
+		return "Service Unavailable";
 	case 505:
 		return "HTTP Version Not Supported";
 	default:
@@ -399,20 +418,25 @@ reason_of(int status)
 	}
 }
 
-/* Refuse the request being read and close after the reply. */
+/*
+ * Refuse the request being read and close after the reply; its bytes are
+ * not needed any more, so the input buffer goes at once.
+ */
 static void
 conn_refuse(struct conn *c, int status, const char *msg)
 {
 	char body[128];
 	int n = snprintf(body, sizeof(body), "%s\n", msg);
 
-	request_account(c->w, status == 413 ? "too_large" : "bad_request",
-	    monotonic_usec());
+	request_account(c->w, status == 413 ? "too_large" : status == 503 ?
+	    "over_buffer_cap" : "bad_request", monotonic_usec());
 	c->h.method = HTTPHEAD_OTHER;	/* a body even for a HEAD */
 	c->closing = true;
 	c->drain = true;
+	conn_in_release(c);
+	c->in_len = c->used = c->scan = 0;
 	conn_reply(c, status, reason_of(status), "text/plain; charset=utf-8",
-	    NULL, body, (size_t)n);
+	    status == 503 ? "Retry-After: 1\r\n" : NULL, body, (size_t)n);
 }
 
 /* The request's bytes are done with: what follows is the next request. */
@@ -423,10 +447,70 @@ conn_request_over(struct conn *c)
 	if (c->in_len > 0)
 		memmove(c->in, c->in + c->used, c->in_len);
 	else
-		buf_release(&c->w->spare_in, &c->in, &c->in_cap);
+		conn_in_release(c);
 	c->used = 0;
 	c->scan = 0;
 	c->have_head = false;
+}
+
+/*
+ * Grow the input buffer to cap bytes within --max-buffered: 0, -EBUSY
+ * when the total leaves no room (nothing changed), or -ENOMEM.
+ */
+static int
+conn_in_grow(struct conn *c, size_t cap)
+{
+	struct bufcap *b = &c->w->srv->bufcap;
+	char *p;
+
+	if (bufcap_take(b, c->in_cap, cap) < 0)
+		return -EBUSY;
+	if ((p = realloc(c->in, cap)) == NULL) {
+		bufcap_give(b, cap - c->in_cap);
+		return -ENOMEM;
+	}
+	c->in = p;
+	c->in_cap = cap;
+	return 0;
+}
+
+/*
+ * The request being read would take the bytes buffered across all
+ * connections past --max-buffered: refuse it (503, counted) so its
+ * buffer goes, and log that once a minute.
+ */
+static void
+conn_refuse_busy(struct conn *c)
+{
+	struct server *s = c->w->srv;
+
+	if (rate_due(&c->w->bufcap_logged_ms))
+		log_warn("request refused: %zu bytes buffered across "
+		    "connections, --max-buffered=%zu reached (counted in "
+		    "kpgpud_admit_requests_total{result=\"over_buffer_cap\"})",
+		    bufcap_used(&s->bufcap), s->cfg.max_buffered);
+	conn_refuse(c, 503, "too many request bytes buffered; retry");
+}
+
+/*
+ * A body of announced length gets its whole room at once (no doubling
+ * past it), or a 503 before the peer sends it (Expect: 100-continue) or
+ * while it does. False: refused or failed.
+ */
+static bool
+conn_body_room(struct conn *c, size_t end)
+{
+	size_t body = (size_t)c->h.content_length;
+	int r;
+
+	if (c->h.chunked || c->h.content_length <= 0 ||
+	    c->in_cap >= end + body + CONN_READ / 4)
+		return true;
+	if ((r = conn_in_grow(c, end + body + CONN_READ)) == -EBUSY)
+		conn_refuse_busy(c);
+	else if (r < 0)
+		c->dead = true;
+	return r == 0;
 }
 
 /* The head is in: parse it and check what it announces. False: refused. */
@@ -452,6 +536,8 @@ conn_head(struct conn *c, size_t end)
 		conn_refuse(c, 413, "body too large");
 		return false;
 	}
+	if (!conn_body_room(c, end))
+		return false;
 	/* The peer waits for this before it sends a body. */
 	if (c->h.expect_continue && c->in_len == end && (c->h.chunked ||
 	    c->h.content_length > 0) && conn_out_room(c, 25) == 0) {
@@ -538,30 +624,35 @@ conn_process(struct conn *c)
 	return CP_WAIT;
 }
 
-/* Make room for one more SSL_read; false when the cap leaves none. */
-static bool
+/*
+ * Make room for one more SSL_read, within --max-buffered: 0, -EBUSY when
+ * the total leaves none (refuse the request), -ENOSPC when the request's
+ * own cap leaves none or -ENOMEM (close).
+ */
+static int
 conn_in_room(struct conn *c)
 {
 	struct server *s = c->w->srv;
-	size_t limit = s->cfg.max_headers + s->cfg.max_body + 2 * CONN_READ;
+	struct spares *sp = &c->w->spare_in;
+	size_t limit = SERVER_REQUEST_BUFFER(s->cfg.max_headers +
+	    s->cfg.max_body);
 	size_t cap;
-	char *p;
 
-	buf_take(&c->w->spare_in, &c->in, &c->in_cap);
-	cap = c->in_cap ? c->in_cap : CONN_READ;
+	if (c->in == NULL && sp->n > 0) {
+		if (bufcap_take(&s->bufcap, 0, sp->cap[sp->n - 1]) < 0)
+			return -EBUSY;
+		buf_take(sp, &c->in, &c->in_cap);
+	}
 	if (c->in_cap - c->in_len >= CONN_READ / 4)
-		return true;
+		return 0;
+	cap = c->in_cap ? c->in_cap : CONN_READ;
 	while (cap < c->in_len + CONN_READ && cap < limit)
 		cap *= 2;
 	if (cap > limit)
 		cap = limit;
 	if (cap <= c->in_cap)
-		return c->in_len < c->in_cap;
-	if ((p = realloc(c->in, cap)) == NULL)
-		return false;
-	c->in = p;
-	c->in_cap = cap;
-	return true;
+		return c->in_len < c->in_cap ? 0 : -ENOSPC;
+	return conn_in_grow(c, cap);
 }
 
 /*
@@ -587,13 +678,18 @@ conn_ssl_wait(struct conn *c, int n)
 	}
 }
 
-/* One SSL_read into in[]: 1 read something, 0 wait for the socket, -1 gone. */
+/*
+ * One SSL_read into in[]: 1 read something, 0 wait for the socket, -1
+ * gone, -EBUSY no room under --max-buffered.
+ */
 static int
 conn_read(struct conn *c)
 {
-	int n;
+	int n = conn_in_room(c);
 
-	if (!conn_in_room(c))
+	if (n == -EBUSY)
+		return n;
+	if (n < 0)
 		return -1;
 	n = SSL_read(c->ssl, c->in + c->in_len, (int)(c->in_cap - c->in_len));
 	if (n > 0) {
@@ -644,7 +740,11 @@ conn_pump(struct conn *c)
 		}
 		if (got && !SSL_has_pending(c->ssl))
 			return;
-		if ((r = conn_read(c)) < 0) {
+		if ((r = conn_read(c)) == -EBUSY) {
+			conn_refuse_busy(c);
+			continue;
+		}
+		if (r < 0) {
 			conn_free(c);
 			return;
 		}

@@ -14,9 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <event2/buffer.h>
 #include <event2/event.h>
-#include <event2/http.h>
 #include <event2/thread.h>
 
 #include "common/config.h"
@@ -28,6 +26,7 @@
 #include "common/metrics_http.h"
 #include "common/sdnotify.h"
 #include "common/util.h"
+#include "kpgpud-admit/bufcap.h"
 #include "kpgpud-admit/nscache.h"
 #include "kpgpud-admit/server.h"
 #include "kpgpud-admit/syncconn.h"
@@ -46,6 +45,7 @@ struct admit_conf {
 	int64_t	 lookup_timeout_ms;
 	int64_t	 max_body;
 	int64_t	 max_headers;
+	int64_t	 max_buffered;
 	int64_t	 max_connections;
 	int64_t	 max_conns_per_addr;
 	int64_t	 first_request_ms;
@@ -92,6 +92,11 @@ static const struct config_opt admit_opts[] = {
 	CONFIG_INT(C, max_headers, "max-headers", 0, "65536", 1024, 1 << 20,
 	    "Serving", "Largest request head in bytes (larger: 431).",
 	    CONFIG_NORELOAD),
+	CONFIG_INT(C, max_buffered, "max-buffered", 0, "0", 0, INT64_C(1) << 40,
+	    "Serving", "Request bytes held across all connections at most "
+	    "(a request that needs more: 503, its connection closed); 0: "
+	    "--threads x (--max-headers + --max-body), at least what one "
+	    "largest request needs.", CONFIG_NORELOAD),
 	CONFIG_INT(C, max_connections, "max-connections", 0, "4096", 1,
 	    1000000, "Serving", "Open connections at most; more are closed "
 	    "at once (the apiserver keeps a small pool).", CONFIG_NORELOAD),
@@ -206,10 +211,34 @@ static const struct admit_metric {
 	    M(srv.lookups) },
 	{ METRIC_GAUGE, "kpgpud_admit_open_connections",
 	    "Connections open now.", NULL, 0, M(srv.open) },
+	{ METRIC_GAUGE, "kpgpud_admit_buffered_bytes",
+	    "Request bytes held in connections' buffers now (under "
+	    "--max-buffered).", NULL, 0, M(srv.buffered) },
 	{ METRIC_COUNTER, "kpgpud_admit_tls_reloads_total",
 	    "Certificate reloads by result.", "result", 4, M(m_reloads) },
 };
 #undef M
+
+/*
+ * --max-buffered as it applies: 0 sizes it to the workers and the
+ * per-request caps; below what one largest request needs is an error.
+ */
+static size_t
+max_buffered(const struct admit_conf *c, int nthreads)
+{
+	size_t one = (size_t)(c->max_headers + c->max_body);
+	size_t need = bufcap_min(SERVER_REQUEST_BUFFER(one));
+	size_t v = (size_t)c->max_buffered;
+
+	if (v == 0)
+		return (size_t)nthreads * one > need ? (size_t)nthreads * one :
+		    need;
+	if (v < need)
+		fatal("--max-buffered %zu is less than one largest request "
+		    "needs: %zu (--max-headers + --max-body, with room to read, "
+		    "of which a body may use three quarters)", v, need);
+	return v;
+}
 
 /* Check the TLS files and reload them when they changed. */
 static void
@@ -254,6 +283,17 @@ reload_hook(void *arg)
 		    (unsigned)a->conf.lookup_timeout_ms);
 	check_tls(a);
 	return 0;
+}
+
+/* GET /metrics on --metrics-listen: the gauges read now, the registry. */
+static int
+admit_render(void *arg, struct buf *out)
+{
+	struct admit *a = arg;
+
+	if (a->server != NULL)
+		server_update_gauges(a->server);
+	return metrics_render(a->srv.registry, out);
 }
 
 /* Watchdog gate: every worker loop must still be turning. */
@@ -376,9 +416,9 @@ say_listening(struct admit *a, int nthreads)
 
 	daemon_sockname(a->srv.listen_fd, host, port);
 	log_notice("listening address=%s port=%s threads=%d sync=%s "
-	    "miss_policy=%s mtls=%s", host, port, nthreads,
+	    "miss_policy=%s mtls=%s max_buffered=%zu", host, port, nthreads,
 	    log_q(a->sockpath), miss_policies[a->conf.miss_policy],
-	    a->conf.client_ca ? "on" : "off");
+	    a->conf.client_ca ? "on" : "off", a->srv.max_buffered);
 }
 
 /* Create everything that serves: TLS, map, sync link, workers. */
@@ -419,6 +459,7 @@ setup(void *arg, struct daemon_run *run)
 	srv->nthreads = nthreads;
 	srv->max_body = (size_t)a->conf.max_body;
 	srv->max_headers = (size_t)a->conf.max_headers;
+	srv->max_buffered = max_buffered(&a->conf, nthreads);
 	srv->idle_timeout_s = (unsigned)((a->conf.idle_timeout_ms + 999) /
 	    1000);
 	srv->lookup_timeout_ms = (unsigned)a->conf.lookup_timeout_ms;
@@ -468,7 +509,7 @@ main(int argc, char **argv)
 		.opts = admit_opts, .nopts = nitems(admit_opts),
 		.conf = &a.conf, .conf_size = sizeof(a.conf),
 		.common = &a.conf.d, .threads = evthread_use_pthreads,
-		.setup = setup, .teardown = teardown,
+		.setup = setup, .teardown = teardown, .render = admit_render,
 		.hooks = { .reload = reload_hook, .alive = alive_hook,
 		    .arg = &a },
 	};

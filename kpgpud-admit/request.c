@@ -204,6 +204,7 @@ handle_metrics(struct conn *c)
 {
 	struct buf b = BUF_INIT(0);
 
+	server_update_gauges(c->w->srv);
 	if (metrics_render(c->w->srv->cfg.registry, &b) < 0)
 		reply_text(c, 500, "Internal Server Error", NULL, "metrics");
 	else

@@ -95,6 +95,14 @@ server_set_policy(struct server *s, bool miss_deny, unsigned lookup_timeout_ms)
 	atomic_store(&s->lookup_timeout_ms, lookup_timeout_ms);
 }
 
+/* Set the gauges read from counters (before rendering /metrics). */
+void
+server_update_gauges(struct server *s)
+{
+	metric_set(s->cfg.buffered, NULL, NULL,
+	    (double)bufcap_used(&s->bufcap));
+}
+
 /* Whether every worker's loop turned recently. */
 bool
 server_alive(struct server *s)
@@ -246,6 +254,9 @@ server_new(const struct server_config *cfg, struct server **ret)
 		goto fail;
 	if (s->cfg.max_connections == 0)
 		s->cfg.max_connections = UINT_MAX;
+	if (s->cfg.max_buffered == 0)
+		s->cfg.max_buffered = SIZE_MAX;
+	bufcap_init(&s->bufcap, s->cfg.max_buffered);
 	server_set_policy(s, cfg->miss_deny, cfg->lookup_timeout_ms);
 	if ((s->w = calloc((size_t)cfg->nthreads, sizeof(*s->w))) == NULL)
 		goto fail;

@@ -19,6 +19,12 @@ struct nscache;
 struct syncconn;
 struct tls;
 
+/*
+ * The largest input buffer a request may need: its head and body caps and
+ * room for the reads that bring them (what --max-buffered must hold).
+ */
+#define SERVER_REQUEST_BUFFER(headers_and_body)	((headers_and_body) + 32768)
+
 struct server_config {
 	int			 listen_fd;	/* bound and listening */
 	int			 nthreads;	/* >= 1 */
@@ -26,6 +32,8 @@ struct server_config {
 	size_t			 max_patch;	/* JSON patch text; 0: no cap
 						   but PATCH_OPS_MAX */
 	size_t			 max_headers;
+	size_t			 max_buffered;	/* input bytes held across
+						   connections; 0: no cap */
 	unsigned		 idle_timeout_s;
 	unsigned		 lookup_timeout_ms;	/* read-through bound;
 							   server_set_policy */
@@ -54,6 +62,7 @@ struct server_config {
 	struct metric		*refused_addr;	/* over max_conns_per_addr */
 	struct metric		*deadline_closed;	/* first_request_ms */
 	struct metric		*lookups;	/* {result} */
+	struct metric		*buffered;	/* gauge: input bytes held */
 };
 
 struct server;
@@ -75,6 +84,8 @@ void	 server_stop(struct server *s, unsigned grace_ms);
  */
 void	 server_set_policy(struct server *s, bool miss_deny,
 	    unsigned lookup_timeout_ms);
+/* Set the gauges read from counters (before rendering /metrics). */
+void	 server_update_gauges(struct server *s);
 /* Whether every worker's loop turned within the last few seconds. */
 bool	 server_alive(struct server *s);
 /* Free everything (after server_stop; NULL ok). */

@@ -4,7 +4,8 @@
  *   server.c   the worker pool: threads, listeners, heartbeat, start and
  *              stop;
  *   conn.c     connections: accept and their caps, TLS, HTTP/1.1 framing
- *              (httphead.h), keep-alive, timeouts, the replies' bytes;
+ *              (httphead.h), keep-alive, timeouts, the replies' bytes,
+ *              the input buffers under --max-buffered (bufcap.h);
  *   request.c  request handling on a worker: routing, /mutate (parse,
  *              decide from the namespace map, answer), /metrics, replies;
  *   lookup.c   the lookup path: a request whose namespace is not in the
@@ -42,6 +43,7 @@
 #include "common/metrics.h"
 #include "common/tokenbucket.h"
 #include "common/util.h"
+#include "kpgpud-admit/bufcap.h"
 #include "kpgpud-admit/httphead.h"
 #include "kpgpud-admit/jscan.h"
 #include "kpgpud-admit/nscache.h"
@@ -92,6 +94,7 @@ struct worker {
 	uint64_t		 addr_logged_ms;	/* worker thread only */
 	uint64_t		 deadline_logged_ms;	/* worker thread only */
 	uint64_t		 accept_logged_ms;	/* worker thread only */
+	uint64_t		 bufcap_logged_ms;	/* worker thread only */
 	atomic_bool		 done;
 };
 
@@ -180,6 +183,7 @@ struct server {
 	struct worker		*w;
 	struct lookup		*lookups;	/* main thread only */
 	atomic_uint		 nconns;	/* open connections */
+	struct bufcap		 bufcap;	/* input bytes, all workers */
 	/* reloadable (SIGHUP): the main thread writes, workers read */
 	atomic_bool		 miss_deny;
 	atomic_uint		 lookup_timeout_ms;

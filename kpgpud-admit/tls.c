@@ -77,9 +77,9 @@ build_ctx(struct tls *t, SSL_CTX **ret, char *err, size_t errlen)
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION |
 	    SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION);
 	/*
-	 * The server pulls a reply's evbuffer chains into one before it is
-	 * written (one TLS record per reply): a write OpenSSL asks to retry
-	 * may then resume from a moved buffer.
+	 * A write OpenSSL asks to retry resumes from the connection's reply
+	 * buffer (conn.c), which is not promised to stay where it was; an
+	 * idle connection holds no TLS buffers.
 	 */
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS |
 	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
