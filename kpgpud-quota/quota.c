@@ -57,6 +57,11 @@ struct qwork {
 	char			*params;	/* non-GPU classes, for the
 						   policies' ConfigMap */
 	struct qpol		*pol;		/* the admission policies' pass */
+	/* the Namespace row was read with every patch of ours streamed */
+	bool			 ns_current;
+	/* changes of this tenant that came while it was in process */
+	int			 ndefer;
+	struct ipc_change	 defer[QUOTAD_DEFER_MAX];
 };
 
 enum {
@@ -114,6 +119,41 @@ quotad_enqueue(struct quotad *q, const char *key)
 	quotad_kick(q);
 }
 
+/* Whether w is the reconcile of tenant namespace ns. */
+static bool
+work_is_ns(const struct qwork *w, const char *ns)
+{
+	size_t n = strlen(QUOTAD_NS_PREFIX);
+
+	return w != NULL && strncmp(w->key, QUOTAD_NS_PREFIX, n) == 0 &&
+	    strcmp(w->key + n, ns) == 0;
+}
+
+/*
+ * A change of an object in tenant namespace ns: queue the tenant, unless
+ * it is our own last write coming back (own.c). While the tenant is in
+ * process its writes' answers may still be on the way, so its changes are
+ * looked at when it is done.
+ */
+void
+quotad_change_ns(struct quotad *q, const struct ipc_change *ch,
+    const char *ns)
+{
+	struct qwork *w = q->cur;
+
+	if (work_is_ns(w, ns)) {
+		if (w->ndefer < QUOTAD_DEFER_MAX) {
+			w->defer[w->ndefer] = *ch;
+			w->defer[w->ndefer++].resolved = NULL;
+			return;
+		}
+	} else if (quotad_own_echo(q, quotad_cache(q), ch)) {
+		metric_inc(q->m.own, NULL, NULL);
+		return;
+	}
+	quotad_enqueue_ns(q, ns);
+}
+
 /* Queue a tenant namespace. */
 void
 quotad_enqueue_ns(struct quotad *q, const char *ns)
@@ -152,6 +192,28 @@ work_free(struct qwork *w)
 	free(w);
 }
 
+/*
+ * The changes of the tenant that came while it was in process: our own
+ * writes coming back wake nothing, anything else queues it again (as a
+ * key added while in process is).
+ */
+static void
+work_deferred(struct qwork *w, uint64_t now)
+{
+	struct quotad *q = w->q;
+	bool wake = false;
+
+	for (int i = 0; i < w->ndefer; i++) {
+		if (quotad_own_echo(q, quotad_cache(q), &w->defer[i]))
+			metric_inc(q->m.own, NULL, NULL);
+		else
+			wake = true;
+	}
+	w->ndefer = 0;
+	if (wake)
+		(void)wq_add(q->wq, w->key, now);
+}
+
 /* End a key: count it, forget or back off, and take the next one. */
 static void
 work_finish(struct qwork *w, int r)
@@ -159,6 +221,7 @@ work_finish(struct qwork *w, int r)
 	struct quotad *q = w->q;
 	uint64_t now = monotonic_ms(), delay = 0;
 
+	work_deferred(w, now);
 	if (r == 0 && w->requeue) {
 		metric_inc(q->m.reconciles, w->result ? w->result : "ok",
 		    NULL);
@@ -207,6 +270,7 @@ work_wrote(const struct kube_response *resp, void *arg)
 			metric_inc(w->q->m.invalid, NULL, NULL);
 	} else if (resp->status >= 200 && resp->status < 300) {
 		log_info("%s %s key=%s", a->verb, a->what, log_q(w->key));
+		quotad_own_wrote(w->q, a->method, resp->json);
 		if (a->impostor_kind != NULL)
 			metric_inc(w->q->m.impostors, a->impostor_kind, NULL);
 	} else if ((resp->status == 409 || resp->status == 403) &&
@@ -480,9 +544,11 @@ work_verify_cb(const struct kube_response *resp, void *arg)
 			    a->what, resp->status, log_q(resp->message));
 			work_finish(w, -EIO);
 			return;
-		} else
+		} else {
 			log_notice("replaced %s key=%s", a->what,
 			    log_q(w->key));
+			quotad_own_wrote(w->q, "POST", resp->json);
+		}
 		work_next(w);
 		return;
 	case VS_NONE:	/* from verify_report without an event */
@@ -627,7 +693,7 @@ work_quotas(const struct kube_response *resp, void *arg)
 	if (w->acts.wait || w->obs.more_owned)
 		w->requeue = true;
 	/* the cache's row decides unless our own patch may be ahead of it */
-	if (!writes_namespace(w) || ns_row_current(w->q, w->obs.ns)) {
+	if (!writes_namespace(w) || w->ns_current) {
 		work_next(w);
 		return;
 	}
@@ -788,6 +854,8 @@ work_observe(struct qwork *w, struct cache *c, const char *ns)
 		    CACHE_KIND_CLAIMTEMPLATE : CACHE_KIND_CLAIM;
 	}
 	snprintf(obs->ns, sizeof(obs->ns), "%s", ns);
+	/* as of this read: a patch streamed back later is not in the row */
+	w->ns_current = ns_row_current(w->q, ns);
 	r = cache_ns_get(c, ns, &row);
 	if (r < 0 && r != -ENOENT)
 		return r;
@@ -1395,6 +1463,9 @@ quotad_metrics(struct quotad *q, struct metrics *reg)
 		{ false, "kpgpud_quota_admission_policies_in_place",
 		  "Admission policies and bindings as the file says after the "
 		  "last pass.", NULL, &q->m.pol_in_place },
+		{ true, "kpgpud_quota_own_changes_total",
+		  "Changes streamed by sync that were this replica's own last "
+		  "write of the object (no reconcile).", NULL, &q->m.own },
 	};
 	int r;
 
@@ -1424,7 +1495,8 @@ quotad_start(struct quotad *q, struct event_base *base,
 	if ((r = quotad_metrics(q, reg)) < 0 ||
 	    (r = quotad_topology_start(q, reg)) < 0 ||
 	    (r = wq_new(&cfg->wq, monotonic_ms(), &q->wq)) < 0 ||
-	    (r = strmap_new(0, QUOTAD_NS_SENT_MAX, &q->ns_sent)) < 0)
+	    (r = strmap_new(0, QUOTAD_NS_SENT_MAX, &q->ns_sent)) < 0 ||
+	    (r = strmap_new(0, QUOTAD_OWN_MAX, &q->own)) < 0)
 		return r;
 	q->kick_ev = event_new(base, -1, 0, kick_cb, q);
 	q->resync_ev = event_new(base, -1, EV_PERSIST, resync_cb, q);
@@ -1462,6 +1534,8 @@ quotad_stop(struct quotad *q)
 	q->wq = NULL;
 	strmap_free(q->ns_sent, free);
 	q->ns_sent = NULL;
+	strmap_free(q->own, free);
+	q->own = NULL;
 	cache_free(q->cache);
 	q->cache = NULL;
 	quotad_topology_stop(q);

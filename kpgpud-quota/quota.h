@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+
 #include "ipc/ipc.h"
 #include "kpgpud-quota/lease.h"
 #include "kpgpud-quota/plan.h"
@@ -27,6 +29,10 @@
 #define QUOTAD_EVENTS_SEEN	1024	/* reported events remembered */
 /* Namespaces patched whose change sync has not streamed back yet. */
 #define QUOTAD_NS_SENT_MAX	65536
+/* Objects written whose change sync has not streamed back yet (own.c). */
+#define QUOTAD_OWN_MAX		262144
+/* Changes of the tenant in process, looked at when it is done. */
+#define QUOTAD_DEFER_MAX	8
 /* Non-GPU DeviceClasses named in the parameter ConfigMap; past it the
    rest stay unlisted, so their claims are denied (fail closed). */
 #define QUOTAD_MAX_NON_GPU	1024
@@ -77,6 +83,7 @@ struct quotad_metrics {
 	struct metric	*classes;	/* gauge: GPU classes closed */
 	struct metric	*pol_repairs;	/* counter by kind */
 	struct metric	*pol_in_place;	/* gauge: policies as the file says */
+	struct metric	*own;		/* counter: own writes streamed back */
 };
 
 struct quotad {
@@ -105,6 +112,9 @@ struct quotad {
 	 */
 	struct strmap		*ns_sent;
 	bool			 ns_sent_lost;	/* a patch not remembered */
+	/* own.c: objects we wrote, by "Kind/ns/name", until streamed back */
+	struct strmap		*own;
+	bool			 own_full;	/* a write not remembered */
 };
 
 /*
@@ -136,6 +146,13 @@ void	 quotad_classes_free(char **names, int n);
 void	 quotad_enqueue(struct quotad *q, const char *key);
 void	 quotad_enqueue_ns(struct quotad *q, const char *ns);
 void	 quotad_kick(struct quotad *q);
+/*
+ * sync streamed a change of an object in tenant namespace ns (not a
+ * delete): queue the tenant unless the change is our own last write
+ * (own.c); a change of the tenant in process is looked at when it is done.
+ */
+void	 quotad_change_ns(struct quotad *q, const struct ipc_change *ch,
+	    const char *ns);
 /* Whether this replica may write now. */
 bool	 quotad_may_write(const struct quotad *q);
 /* sync streamed a change of Namespace ns: its cache row is current. */
@@ -152,6 +169,16 @@ typedef void (*qpol_done_cb)(int r, bool requeue, void *arg);
 int	 qpol_start(struct quotad *q, qpol_done_cb done, void *arg,
 	    struct qpol **ret);
 void	 qpol_free(struct qpol *s);
+
+/*
+ * own.c: remember what a 2xx write of ours (method, the answer's object)
+ * left; whether a streamed change is exactly that write, nothing after it.
+ */
+void	 quotad_own_wrote(struct quotad *q, const char *method, json_t *obj);
+bool	 quotad_own_echo(struct quotad *q, struct cache *c,
+	    const struct ipc_change *ch);
+/* Forget every write (a snapshot from sync begins). */
+void	 quotad_own_reset(struct quotad *q);
 
 /* quota_src.c: the cache, opened read-only on first use; NULL if absent. */
 struct cache *quotad_cache(struct quotad *q);

@@ -200,7 +200,7 @@ on_change(struct quotad *q, const struct ipc_change *ch)
 	switch (ch->topic) {
 	case IPC_TOPIC_NAMESPACES:
 		quotad_ns_seen(q, ch->name);
-		quotad_enqueue_ns(q, ch->name);
+		quotad_change_ns(q, ch, ch->name);
 		break;
 	case IPC_TOPIC_INSTANCES:
 		quotad_enqueue_ns(q, quotad_tenant_ns(q, ch->ns, ch->name));
@@ -216,7 +216,7 @@ on_change(struct quotad *q, const struct ipc_change *ch)
 		/* allocations count when domains are handed out (resync) */
 		if (strcmp(ch->kind, CACHE_KIND_ALLOC) == 0)
 			break;
-		quotad_enqueue_ns(q, ch->ns);
+		quotad_change_ns(q, ch, ch->ns);
 		/* a claim or template gone may have held the last use */
 		if (ch->deleted && strcmp(ch->kind, CACHE_KIND_QUOTA) != 0)
 			quotad_enqueue(q, QUOTAD_GC_KEY);
@@ -234,6 +234,8 @@ on_begin(struct ipc_sub *s, bool full, uint64_t generation, void *arg)
 
 	(void)s;
 	(void)generation;
+	/* a snapshot gives rows, not every change: none is taken as ours */
+	quotad_own_reset(q);
 	if (full) {
 		/*
 		 * A full snapshot may come from a cache sync rebuilt (a removed
