@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "cache/cache.h"
 #include "common/util.h"
 #include "tests/unit/test.h"
 
@@ -53,6 +56,44 @@ test_srcpath(const char *rel)
 
 	snprintf(buf, sizeof(buf), "%s/%s", top ? top : ".", rel);
 	return buf;
+}
+
+static char cache_dir[64], cache_path[128];
+
+/* A new cache, written and read-only, in a fresh temporary directory. */
+struct cache *
+test_cache_new(struct cache **rd)
+{
+	struct cache *c;
+
+	snprintf(cache_dir, sizeof(cache_dir), "/tmp/kpgpud-unit.XXXXXX");
+	if (mkdtemp(cache_dir) == NULL)
+		return NULL;
+	snprintf(cache_path, sizeof(cache_path), "%s/cache.db", cache_dir);
+	if (cache_open(cache_path, 0, &c) < 0)
+		return NULL;
+	if (cache_open(cache_path, CACHE_OPEN_RDONLY, rd) < 0) {
+		cache_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* Close both handles and remove the cache's files and directory. */
+void
+test_cache_remove(struct cache *c, struct cache *rd)
+{
+	static const char *const suffix[] = { "", "-wal", "-shm" };
+	char p[160];
+
+	cache_free(rd);
+	cache_free(c);
+	for (size_t i = 0; i < nitems(suffix); i++) {
+		snprintf(p, sizeof(p), "%s%s", cache_path, suffix[i]);
+		(void)unlink(p);
+	}
+	if (rmdir(cache_dir) < 0)
+		test_fail(__FILE__, __LINE__, "cannot remove %s", cache_dir);
 }
 
 /* scandir filter: every name but the hidden ones (and . and ..). */

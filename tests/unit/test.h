@@ -28,6 +28,16 @@ int test_each_file(const char *rel, size_t cap,
     void (*fn)(const char *name, const char *body, size_t len, void *arg),
     void *arg);
 
+struct cache;
+/*
+ * A new cache file in a fresh temporary directory: its writer, and in *rd
+ * a read-only handle on it (kpgpud-quota's view); NULL on failure. One at
+ * a time: test_cache_remove closes both and removes the files and the
+ * directory.
+ */
+struct cache *test_cache_new(struct cache **rd);
+void test_cache_remove(struct cache *c, struct cache *rd);
+
 #define TEST(name)							\
 	static void test_##name(void);					\
 	__attribute__((constructor)) static void test_reg_##name(void)	\

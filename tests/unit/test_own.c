@@ -12,49 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cache/cache_write.h"
 #include "common/strmap.h"
 #include "common/util.h"
 #include "kpgpud-quota/quota.h"
 #include "tests/unit/test.h"
-
-static char tdir[64], tpath[128];
-
-/* A fresh writable cache and a read-only handle on it. */
-static struct cache *
-setup(struct cache **rd)
-{
-	struct cache *c;
-
-	snprintf(tdir, sizeof(tdir), "/tmp/kpgpud-own.XXXXXX");
-	if (mkdtemp(tdir) == NULL)
-		return NULL;
-	snprintf(tpath, sizeof(tpath), "%s/cache.db", tdir);
-	if (cache_open(tpath, 0, &c) < 0)
-		return NULL;
-	if (cache_open(tpath, CACHE_OPEN_RDONLY, rd) < 0) {
-		cache_free(c);
-		return NULL;
-	}
-	return c;
-}
-
-static void
-teardown(struct cache *c, struct cache *rd)
-{
-	static const char *const suffix[] = { "", "-wal", "-shm" };
-	char p[160];
-
-	cache_free(rd);
-	cache_free(c);
-	for (size_t i = 0; i < nitems(suffix); i++) {
-		snprintf(p, sizeof(p), "%s%s", tpath, suffix[i]);
-		(void)unlink(p);
-	}
-	(void)rmdir(tdir);
-}
 
 /* The quota row of t at rv with spec.hard x=n; its generation. */
 static uint64_t
@@ -124,7 +87,7 @@ TEST(own_echo_only_our_own_version_at_the_rows_generation)
 	uint64_t g1, g2, g3;
 
 	memset(&q, 0, sizeof(q));
-	REQUIRE((c = setup(&rd)) != NULL);
+	REQUIRE((c = test_cache_new(&rd)) != NULL);
 	REQUIRE(strmap_new(0, 4, &q.own) == 0);
 
 	/* our create comes back: ours, once */
@@ -196,5 +159,5 @@ TEST(own_echo_only_our_own_version_at_the_rows_generation)
 
 	quotad_own_reset(&q);
 	strmap_free(q.own, free);
-	teardown(c, rd);
+	test_cache_remove(c, rd);
 }

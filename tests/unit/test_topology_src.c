@@ -55,7 +55,6 @@ struct model {
 	int		 claim[NCLAIMS];	/* -1 none, else GPU index */
 };
 
-static char tdir[64], tpath[128];
 /* parts seen with domains, with events, and tenants' checks made */
 static int ndomains, nevents, nchecks;
 static unsigned seed = 1;
@@ -444,11 +443,7 @@ setup(struct model *m, struct cache **rd)
 {
 	struct cache *c;
 
-	snprintf(tdir, sizeof(tdir), "/tmp/kpgpud-topo.XXXXXX");
-	if (mkdtemp(tdir) == NULL)
-		return NULL;
-	snprintf(tpath, sizeof(tpath), "%s/cache.db", tdir);
-	if (cache_open(tpath, 0, &c) < 0)
+	if ((c = test_cache_new(rd)) == NULL)
 		return NULL;
 	for (int i = 0; i < NNODES; i++) {
 		m->node[i] = true;
@@ -457,28 +452,11 @@ setup(struct model *m, struct cache **rd)
 	for (int i = 0; i < NCLAIMS; i++)
 		m->claim[i] = -1;
 	if (cache_watch_set(c, CACHE_WATCH_SLICES, "1") < 0 ||
-	    cache_watch_set(c, CACHE_WATCH_ALLOCS, "1") < 0 ||
-	    cache_open(tpath, CACHE_OPEN_RDONLY, rd) < 0) {
-		cache_free(c);
+	    cache_watch_set(c, CACHE_WATCH_ALLOCS, "1") < 0) {
+		test_cache_remove(c, *rd);
 		return NULL;
 	}
 	return c;
-}
-
-/* Close both handles and remove the cache's files and directory. */
-static void
-teardown(struct cache *c, struct cache *rd)
-{
-	static const char *const suffix[] = { "", "-wal", "-shm" };
-	char p[160];
-
-	cache_free(rd);
-	cache_free(c);
-	for (size_t i = 0; i < nitems(suffix); i++) {
-		snprintf(p, sizeof(p), "%s%s", tpath, suffix[i]);
-		(void)unlink(p);
-	}
-	CHECK(rmdir(tdir) == 0);
 }
 
 /* Random changes in both tenant modes; prunes force full reads. */
@@ -517,7 +495,7 @@ random_run(bool ns_from_namespace, unsigned s0)
 	    (unsigned long long)st.full, (unsigned long long)st.assigned,
 	    (unsigned long long)st.parsed);
 	quotad_topo_free(idx);
-	teardown(c, rd);
+	test_cache_remove(c, rd);
 }
 
 TEST(same_as_full_read_and_old_scan_by_name)
@@ -579,7 +557,7 @@ TEST(parse_once_per_change)
 	CHECK(st2.rows - st.rows < 10);
 	CHECK_INT(st2.assigned, 1);
 	quotad_topo_free(idx);
-	teardown(c, rd);
+	test_cache_remove(c, rd);
 }
 
 /*
@@ -620,5 +598,5 @@ TEST(instances_only_when_complete)
 	CHECK_INT(quotad_topo_instances(idx, rd, "t0", inst_note, got),
 	    -ENOENT);
 	quotad_topo_free(idx);
-	teardown(c, rd);
+	test_cache_remove(c, rd);
 }
