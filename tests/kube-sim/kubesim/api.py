@@ -2,6 +2,7 @@
 and internal callers, and the internal API documented in hooks.py."""
 
 import copy
+import functools
 import json
 import random
 import time
@@ -79,6 +80,20 @@ class Watch:
         self.watcher.close()
 
 
+def _counted(write):
+    """A write of the pipeline: counted in Api.writes, and in Api.refused
+    when it raises."""
+    @functools.wraps(write)
+    def counted(self, *args, **kwargs):
+        self.writes += 1
+        try:
+            return write(self, *args, **kwargs)
+        except Exception:
+            self.refused += 1
+            raise
+    return counted
+
+
 class Api:
     """Object operations over the store, with admission and validation."""
 
@@ -87,6 +102,7 @@ class Api:
         self.res = resources
         self.hooks = registry
         self.writes = 0  # write attempts, refused ones too
+        self.refused = 0  # write attempts refused
         self.copied = 0  # objects deep-copied for internal readers
 
     # --- reads -------------------------------------------------------------
@@ -315,9 +331,9 @@ class Api:
                 return name
         return name
 
+    @_counted
     def do_create(self, res, ns, body, who):
         """Create; returns the stored Entry."""
-        self.writes += 1
         body = self._decode(res, body, who)
         md = body["metadata"]
         name = md.get("name") or ""
@@ -527,9 +543,9 @@ class Api:
                 return entry
         raise err_conflict(res, name)
 
+    @_counted
     def do_update(self, res, ns, name, body, who, sub=""):
         """PUT; returns the stored Entry."""
-        self.writes += 1
         def make(cur):
             b = copy.deepcopy(body)
             if not isinstance(b, dict):
@@ -553,9 +569,9 @@ class Api:
                 return entry
         return self._update_loop(res, ns, name, who, sub, make)
 
+    @_counted
     def do_patch(self, res, ns, name, body, ptype, who, sub=""):
         """PATCH; returns the stored Entry."""
-        self.writes += 1
         if ptype == "strategic" and not res.builtin:
             raise ApiError(415, "UnsupportedMediaType", "the body of the "
                            "request was in an unknown format - accepted "
@@ -615,9 +631,9 @@ class Api:
             new.setdefault("status", {})["phase"] = "Terminating"
         return new
 
+    @_counted
     def do_delete(self, res, ns, name, who, preconditions=None):
         """DELETE; returns (entry, gone) where gone says it was removed."""
-        self.writes += 1
         for _ in range(20):
             cur = self.store.get(res, ns, name)
             if cur is None:

@@ -158,6 +158,8 @@ def event_loop(api, stop, keys, fn, due=None, resync=None,
     last = last_full = 0.0
     dirty = full = True
     queued = set()
+    touched = False  # a relevant event read since the last full pass
+    refused = None
     mark = None
     wake = None
     seen = 0
@@ -182,16 +184,21 @@ def event_loop(api, stop, keys, fn, due=None, resync=None,
             stop.wait(min_gap - (t - last))
             t = time.monotonic()
         if t - last_full >= resync:
-            if not full and api.change_mark() == mark:
-                last_full = t  # nothing written or tried: same state
-            else:
+            if full or (touched or api.refused != refused) and \
+                    api.change_mark() != mark:
                 dirty = full = True
+            else:
+                # Nothing written or tried, or only writes this
+                # controller's watch saw and found irrelevant: same pass.
+                last_full = t
         if dirty or (wake is not None and t >= wake):
             full = full or key_of is None  # an unkeyed pass sees it all
             arg = None if full else queued
             if full:
                 last_full = t
                 mark = api.change_mark()
+                refused = api.refused
+                touched = False
             count("passes")
             if full:
                 count("full_passes")
@@ -224,9 +231,9 @@ def event_loop(api, stop, keys, fn, due=None, resync=None,
             if key_of is not None:
                 if relevant(ev):
                     queued.update(key_of(ev))
-                    dirty = True
+                    dirty = touched = True
             elif not dirty and relevant(ev):
-                dirty = True
+                dirty = touched = True
             ev = w.next(debounce if dirty else 0.0)
         if n:
             count("events", n)
@@ -661,7 +668,11 @@ class GarbageCollector:
         self.referenced = set()
 
     def relevant(self, ev):
-        """Objects with owners, deleted owners and policy finalizers."""
+        """Objects with owners, deleted owners, policy finalizers and
+        CRDs (new kinds an owner reference may name: upstream's collector
+        re-syncs its monitors when discovery changes)."""
+        if ev.resource.key == "customresourcedefinitions.apiextensions.k8s.io":
+            return True
         md = ev.object["metadata"]
         if md.get("ownerReferences"):
             return True
