@@ -5,11 +5,14 @@ helpers (event loop, Events, timestamps) the other part-2 modules share.
 Every controller is level-triggered: a pass looks at the whole current
 state and converges it, and runs again after any relevant change (and
 every RESYNC seconds, so a dropped watch only delays it). That periodic
-pass is skipped when nothing was written or even tried since the last
-pass began, as it would see the same state: an idle simulator with
-100,000 objects then serves lists without full passes competing for the
-GIL. Controllers read the stored objects shared, never copied (as from an
-informer's cache), and copy only what they change and write (private()).
+pass is skipped unless something was written since the last full pass
+and either a write was refused (one the controller may have tried) or
+its watch brought a relevant event: writes it saw and found irrelevant
+would show it the same state to act on. An idle simulator with 100,000
+objects, or one that just stored 100,000 namespaces, then makes no full
+pass competing for the GIL. Controllers read the stored objects shared,
+never copied (as from an informer's cache), and copy only what they
+change and write (private()).
 """
 
 import datetime
