@@ -1,10 +1,22 @@
 /*
- * The string-keyed hash map: see strmap.h. A slot holds the key's full
- * hash (compared before the key, so a probe rarely touches key memory), the
- * key pointer and the value. Removal leaves a tombstone, so no
- * entry ever moves outside a put; tombstones count towards the load and
- * are swept by the next rehash (which doubles only when live entries need
- * it, else rebuilds at the same size).
+ * The string-keyed hash map: see strmap.h. Two parts, so that a big map
+ * costs little more than its entries:
+ *
+ *   - the entries ({hash, key, value}, 24 bytes) in the order they were
+ *     added, in blocks that double in size (16, 32, 64, ... entries): the
+ *     map grows by adding a block, never by copying the entries, and a
+ *     block's pages are touched only as it fills;
+ *   - the index: a power-of-two table of 4-byte entry positions (0: empty),
+ *     probed linearly from the key's hash; a probe compares the entry's full
+ *     hash before its key, so it rarely touches key memory.
+ *
+ * 100,000 keys take 2.4 MB of entries and a 1 MB index, and growing to
+ * them never held more than that plus the old index (0.5 MB). Removal
+ * leaves a hole in the entries (key NULL) that its index slot still points
+ * at: a tombstone, reused by the next put that probes past it; no other
+ * entry moves outside a put. Holes and tombstones count towards the load
+ * and are swept by the next rebuild (which doubles the index only when the
+ * live entries need it, else rebuilds it at the same size).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,32 +26,28 @@
 #include "common/util.h"
 
 #define STRMAP_MIN_SLOTS	16
+/* Entries in the first block (a power of two); block k holds this << k. */
+#define ENT_FIRST_SHIFT		4
+#define ENT_FIRST		((size_t)1 << ENT_FIRST_SHIFT)
+/* Blocks enough for the most entries a map at STRMAP_MAX can have. */
+#define ENT_BLOCKS		24
 
-struct slot {
+struct ent {
 	uint64_t	 hash;
-	const char	*key;	/* NULL: empty; tomb: removed */
+	const char	*key;	/* NULL: removed (a hole) */
 	void		*val;
 };
 
 struct strmap {
-	struct slot	*slot;
-	size_t		 cap;		/* slots, a power of two */
+	uint32_t	*idx;		/* cap slots: entry position + 1, 0 */
+	size_t		 cap;		/* index slots, a power of two */
 	size_t		 min_cap;	/* from the hint: never rebuilt smaller */
+	struct ent	*blk[ENT_BLOCKS];
+	size_t		 nent;		/* entries and holes (slots in use) */
 	size_t		 n;		/* live entries */
-	size_t		 used;		/* live entries and tombstones */
 	size_t		 max;
 	uint64_t	 seed;
 };
-
-/* The key pointer of a removed slot: not NULL, never a real key. */
-static char tomb[1];
-
-/* Whether a slot holds an entry. */
-static bool
-live(const struct slot *s)
-{
-	return s->key != NULL && s->key != tomb;
-}
 
 /*
  * The keyed hash of a key. FNV-1a (common/util.c) started from the map's
@@ -63,6 +71,28 @@ hash_key(uint64_t seed, const char *key)
 	return h;
 }
 
+/* The block holding entry position pos, and pos's offset in it. */
+static unsigned
+ent_block(size_t pos, size_t *ret_off)
+{
+	size_t p = pos + ENT_FIRST;
+	unsigned k = (unsigned)(63 - __builtin_clzll((unsigned long long)p)) -
+	    ENT_FIRST_SHIFT;
+
+	*ret_off = p - (ENT_FIRST << k);
+	return k;
+}
+
+/* The entry at position pos (its block exists). */
+static struct ent *
+ent_at(const struct strmap *m, size_t pos)
+{
+	size_t off;
+	unsigned k = ent_block(pos, &off);
+
+	return &m->blk[k][off];
+}
+
 /* The smallest table that holds n entries at most half full. */
 static size_t
 slots_for(size_t n, size_t min)
@@ -78,56 +108,71 @@ slots_for(size_t n, size_t min)
 static bool
 too_full(const struct strmap *m)
 {
-	return (m->used + 1) * 4 > m->cap * 3;
+	return (m->nent + 1) * 4 > m->cap * 3;
 }
 
 /*
- * Probe for key: the index of its slot, or SIZE_MAX when absent, with the
- * slot where it would go (the first tombstone or the empty slot that ends
- * the run) in *ret_free when that is not NULL.
+ * Probe for key: the position of its entry, or SIZE_MAX when absent, with
+ * the index slot where it would go (the first tombstone or the empty slot
+ * that ends the run) in *ret_free when that is not NULL.
  */
 static size_t
 probe(const struct strmap *m, const char *key, uint64_t h, size_t *ret_free)
 {
 	size_t mask = m->cap - 1, i = (size_t)h & mask, freeat = SIZE_MAX;
-	const struct slot *s;
+	const struct ent *e;
 
 	for (;; i = (i + 1) & mask) {
-		s = &m->slot[i];
-		if (s->key == NULL)
+		if (m->idx[i] == 0)
 			break;
-		if (s->key == tomb) {
+		e = ent_at(m, m->idx[i] - 1);
+		if (e->key == NULL) {
 			if (freeat == SIZE_MAX)
 				freeat = i;
-		} else if (s->hash == h && strcmp(s->key, key) == 0)
-			return i;
+		} else if (e->hash == h && strcmp(e->key, key) == 0)
+			return m->idx[i] - 1;
 	}
 	if (ret_free != NULL)
 		*ret_free = freeat != SIZE_MAX ? freeat : i;
 	return SIZE_MAX;
 }
 
-/* Move every entry into a fresh table of cap slots, dropping tombstones. */
+/*
+ * A fresh index of cap slots over the entries, the holes squeezed out
+ * (the live entries keep their order); blocks left wholly past the last
+ * entry are freed. Only the new index is allocated: on -ENOMEM nothing
+ * changed.
+ */
 static int
 rehash(struct strmap *m, size_t cap)
 {
-	struct slot *ns, *old = m->slot;
-	size_t mask = cap - 1, i, j;
+	uint32_t *ni;
+	size_t mask = cap - 1, i, j, w = 0, off;
+	struct ent *e;
+	unsigned k;
 
-	if ((ns = calloc(cap, sizeof(*ns))) == NULL)
+	if ((ni = calloc(cap, sizeof(*ni))) == NULL)
 		return -ENOMEM;
-	for (i = 0; i < m->cap; i++) {
-		if (!live(&old[i]))
+	for (i = 0; i < m->nent; i++) {
+		e = ent_at(m, i);
+		if (e->key == NULL)
 			continue;
-		for (j = (size_t)old[i].hash & mask; ns[j].key != NULL;
-		    j = (j + 1) & mask)
+		if (w != i)
+			*ent_at(m, w) = *e;
+		for (j = (size_t)e->hash & mask; ni[j] != 0; j = (j + 1) & mask)
 			;
-		ns[j] = old[i];
+		ni[j] = (uint32_t)(w + 1);
+		w++;
 	}
-	free(old);
-	m->slot = ns;
+	free(m->idx);
+	m->idx = ni;
 	m->cap = cap;
-	m->used = m->n;
+	m->nent = w;
+	/* the block holding position w (the next put) stays */
+	for (k = ent_block(w, &off) + 1; k < ENT_BLOCKS; k++) {
+		free(m->blk[k]);
+		m->blk[k] = NULL;
+	}
 	return 0;
 }
 
@@ -148,7 +193,7 @@ strmap_new(size_t hint, size_t max, struct strmap **ret)
 		cap *= 2;
 	if ((m = calloc(1, sizeof(*m))) == NULL)
 		return -ENOMEM;
-	if ((m->slot = calloc(cap, sizeof(*m->slot))) == NULL) {
+	if ((m->idx = calloc(cap, sizeof(*m->idx))) == NULL) {
 		free(m);
 		return -ENOMEM;
 	}
@@ -163,13 +208,31 @@ strmap_new(size_t hint, size_t max, struct strmap **ret)
 void
 strmap_free(struct strmap *m, void (*free_val)(void *))
 {
+	const struct ent *e;
+
 	if (m == NULL)
 		return;
-	for (size_t i = 0; free_val != NULL && i < m->cap; i++)
-		if (live(&m->slot[i]))
-			free_val(m->slot[i].val);
-	free(m->slot);
+	for (size_t i = 0; free_val != NULL && i < m->nent; i++)
+		if ((e = ent_at(m, i))->key != NULL)
+			free_val(e->val);
+	for (size_t k = 0; k < ENT_BLOCKS; k++)
+		free(m->blk[k]);
+	free(m->idx);
 	free(m);
+}
+
+/* Make sure the block for the next appended entry exists. */
+static int
+ent_reserve(struct strmap *m)
+{
+	size_t off;
+	unsigned k = ent_block(m->nent, &off);
+
+	if (m->blk[k] == NULL &&
+	    (m->blk[k] = malloc((ENT_FIRST << k) * sizeof(struct ent))) ==
+	    NULL)
+		return -ENOMEM;
+	return 0;
 }
 
 /* Insert or replace; see strmap.h. */
@@ -177,42 +240,52 @@ int
 strmap_put(struct strmap *m, const char *key, void *val, void **ret_old)
 {
 	uint64_t h = hash_key(m->seed, key);
-	size_t i, at;
+	struct ent *e;
+	size_t pos, at;
 	int r;
 
-	if ((i = probe(m, key, h, &at)) != SIZE_MAX) {
+	if ((pos = probe(m, key, h, &at)) != SIZE_MAX) {
+		e = ent_at(m, pos);
 		if (ret_old != NULL)
-			*ret_old = m->slot[i].val;
-		m->slot[i].key = key;
-		m->slot[i].val = val;
+			*ret_old = e->val;
+		e->key = key;
+		e->val = val;
 		return 0;
 	}
 	if (m->n >= m->max)
 		return -E2BIG;
-	if (m->slot[at].key == NULL && too_full(m)) {
+	if (m->idx[at] == 0 && too_full(m)) {
 		if ((r = rehash(m, slots_for(m->n + 1, m->min_cap))) < 0)
 			return r;
 		(void)probe(m, key, h, &at);
 	}
-	if (m->slot[at].key == NULL)
-		m->used++;
-	m->slot[at] = (struct slot){ h, key, val };
+	if (m->idx[at] != 0)	/* a tombstone: its hole takes the entry */
+		pos = m->idx[at] - 1;
+	else {
+		if ((r = ent_reserve(m)) < 0)
+			return r;
+		pos = m->nent++;
+		m->idx[at] = (uint32_t)(pos + 1);
+	}
+	*ent_at(m, pos) = (struct ent){ h, key, val };
 	m->n++;
 	return 1;
 }
 
-/* Remove key, leaving a tombstone; see strmap.h. */
+/* Remove key, leaving a hole; see strmap.h. */
 int
 strmap_remove(struct strmap *m, const char *key, void **ret_val)
 {
-	size_t i = probe(m, key, hash_key(m->seed, key), NULL);
+	size_t pos = probe(m, key, hash_key(m->seed, key), NULL);
+	struct ent *e;
 
-	if (i == SIZE_MAX)
+	if (pos == SIZE_MAX)
 		return -ENOENT;
+	e = ent_at(m, pos);
 	if (ret_val != NULL)
-		*ret_val = m->slot[i].val;
-	m->slot[i].key = tomb;
-	m->slot[i].val = NULL;
+		*ret_val = e->val;
+	e->key = NULL;
+	e->val = NULL;
 	m->n--;
 	return 0;
 }
@@ -221,9 +294,9 @@ strmap_remove(struct strmap *m, const char *key, void **ret_val)
 void *
 strmap_get(const struct strmap *m, const char *key)
 {
-	size_t i = probe(m, key, hash_key(m->seed, key), NULL);
+	size_t pos = probe(m, key, hash_key(m->seed, key), NULL);
 
-	return i != SIZE_MAX ? m->slot[i].val : NULL;
+	return pos != SIZE_MAX ? ent_at(m, pos)->val : NULL;
 }
 
 /* Whether key is present. */
@@ -240,22 +313,24 @@ strmap_count(const struct strmap *m)
 	return m->n;
 }
 
-/* The next entry at or after *pos; see strmap.h. */
+/* The next entry at or after *pos (an entry position); see strmap.h. */
 bool
 strmap_next(const struct strmap *m, size_t *pos, const char **ret_key,
     void **ret_val)
 {
-	for (size_t i = *pos; i < m->cap; i++) {
-		if (!live(&m->slot[i]))
+	const struct ent *e;
+
+	for (size_t i = *pos; i < m->nent; i++) {
+		if ((e = ent_at(m, i))->key == NULL)
 			continue;
 		if (ret_key != NULL)
-			*ret_key = m->slot[i].key;
+			*ret_key = e->key;
 		if (ret_val != NULL)
-			*ret_val = m->slot[i].val;
+			*ret_val = e->val;
 		*pos = i + 1;
 		return true;
 	}
-	*pos = m->cap;
+	*pos = m->nent;
 	return false;
 }
 
@@ -271,4 +346,16 @@ size_t
 strmap_slots(const struct strmap *m)
 {
 	return m->cap;
+}
+
+/* Bytes of the index and of the entry blocks allocated. */
+size_t
+strmap_bytes(const struct strmap *m)
+{
+	size_t b = m->cap * sizeof(*m->idx);
+
+	for (size_t k = 0; k < ENT_BLOCKS; k++)
+		if (m->blk[k] != NULL)
+			b += (ENT_FIRST << k) * sizeof(struct ent);
+	return b;
 }

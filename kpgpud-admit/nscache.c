@@ -10,11 +10,11 @@
 #include "kpgpud-admit/nscache.h"
 
 /*
- * Slots for this many namespaces from the start (about 200 KB); the map
- * grows past it by doubling, each time rebuilding the table under the write
- * lock while reviews wait (once per doubling; the last on the way to
- * 100,000 namespaces, at 98,304, took about 20 ms on a busy 2-CPU machine)
- * rather than sizing every daemon's table for the cap.
+ * Index slots for this many namespaces from the start (32 KB); the map
+ * grows past it by doubling its index, each time rebuilding the index under
+ * the write lock while reviews wait (once per doubling; the entries are
+ * never copied, see common/strmap.c) rather than sizing every daemon's
+ * index for the cap.
  */
 #define NSCACHE_HINT	4096
 
