@@ -184,10 +184,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.server.sim.log(fmt % args)
 
     def log_request(self, code="-", size="-"):
-        """Only errors are logged (the bench makes 100k requests)."""
+        """Called as the status line is sent (HTTP/1.1 and h2): the request
+        is counted now, before any byte of its answer can reach the
+        client, so a client that has its answer finds it in /sim/stats.
+        Only errors are logged (the bench makes 100k requests)."""
+        self._count(code if isinstance(code, int) else 0)
         if isinstance(code, int) and code >= 400 or self.server.sim.verbose:
             self.server.sim.log('%s %s %s %s' % (
                 getattr(self, "role", "-"), self.command, self.path, code))
+
+    def _count(self, code):
+        """Count the request being answered in /sim/stats, once."""
+        st, self._stat = getattr(self, "_stat", None), None
+        if st is not None:
+            self.server.sim.stats.add(
+                self.role, st[0], st[1], code,
+                "HTTP/2" if self.request_version == "HTTP/2.0"
+                else "HTTP/1.1")
 
     # --- responses ---------------------------------------------------------
 
@@ -343,6 +356,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             url.query, keep_blank_values=True).items()}
         path = url.path.rstrip("/") or "/"
         verb, rkey = "nonresource", None
+        # [verb, resource] of what /sim/stats counts (not /sim/ calls)
+        self._stat = None if path.startswith("/sim/") else [verb, rkey]
         try:
             self._authenticate()
             if path.startswith("/sim/"):
@@ -351,6 +366,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if route is not None:
                 verb = self._verb(route)
                 rkey = route.res.key + ("/" + route.sub if route.sub else "")
+                self._stat = [verb, rkey]
             sim.faults.before(self.role, verb, rkey)
             if route is not None:
                 self.garbage = sim.faults.garbage(self.role, verb, rkey)
@@ -375,10 +391,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.send_error_obj(err_internal(str(e)))
             self.close_connection = True
         finally:
-            if not path.startswith("/sim/"):
-                sim.stats.add(self.role, verb, rkey, self.code,
-                              "HTTP/2" if self.request_version == "HTTP/2.0"
-                              else "HTTP/1.1")
+            self._count(self.code)  # no answer was started (client gone)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _dispatch
 
