@@ -397,34 +397,63 @@ lease_state(const struct lease *l)
 	return &l->e;
 }
 
+/* PUT the release of the Lease written as base (ours, or as just read). */
+static int
+lease_put_release(struct kube_config *cfg, const struct kube_client_opts *o,
+    const char *path, const json_t *base, long *status)
+{
+	char err[256], *text;
+	json_t *body, *resp = NULL;
+	int r;
+
+	if ((body = lease_release_body(base, realtime_ms())) == NULL)
+		return -ENOMEM;
+	text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (text == NULL)
+		return -ENOMEM;
+	r = kube_request_sync(cfg, o, "PUT", path, "application/json", text,
+	    strlen(text), status, &resp, err, sizeof(err));
+	free(text);
+	json_decref(resp);
+	return r;
+}
+
 /* Give the Lease up on a graceful stop so another replica need not wait. */
 int
 lease_release(struct lease *l, struct kube_config *cfg, unsigned timeout_ms)
 {
 	struct kube_client_opts o = { .timeout_ms = (int)timeout_ms,
 	    .max_retries = -1 };
-	char path[512], err[256], *text;
-	json_t *body, *resp = NULL;
+	char path[512], err[256];
+	json_t *cur = NULL;
+	const char *holder;
 	long status = 0;
 	int r;
 
 	if (l == NULL || l->ours == NULL || !lease_leader(l))
 		return 0;
 	o.http_version = kube_client_http_version(l->client);
-	if ((body = lease_release_body(l->ours, realtime_ms())) == NULL)
-		return -ENOMEM;
-	text = json_dumps(body, JSON_COMPACT);
-	json_decref(body);
-	if (text == NULL)
-		return -ENOMEM;
 	snprintf(path, sizeof(path), LEASE_API "%s/leases/%s", l->e.ns,
 	    l->e.name);
 	kube_request_cancel(l->req);
 	l->req = NULL;
-	r = kube_request_sync(cfg, &o, "PUT", path, "application/json", text,
-	    strlen(text), &status, &resp, err, sizeof(err));
-	free(text);
-	json_decref(resp);
+	r = lease_put_release(cfg, &o, path, l->ours, &status);
+	/*
+	 * 409: the Lease changed since our last write we saw answered (the
+	 * renew just cancelled may have landed all the same): read it and,
+	 * when it is still ours, release what was read.
+	 */
+	if (r >= 0 && status == 409) {
+		r = kube_request_sync(cfg, &o, "GET", path, NULL, NULL, 0,
+		    &status, &cur, err, sizeof(err));
+		holder = json_string_value(json_object_get(json_object_get(cur,
+		    "spec"), "holderIdentity"));
+		if (r >= 0 && status == 200 && holder != NULL &&
+		    strcmp(holder, l->e.identity) == 0)
+			r = lease_put_release(cfg, &o, path, cur, &status);
+		json_decref(cur);
+	}
 	l->e.leader = false;
 	if (r < 0)
 		return r;
