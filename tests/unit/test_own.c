@@ -158,6 +158,7 @@ TEST(own_echo_only_our_own_version_at_the_rows_generation)
 	CHECK(q.own_full);
 
 	quotad_own_reset(&q);
+	CHECK(strmap_count(q.own) == 0);
 	strmap_free(q.own, free);
 	test_cache_remove(c, rd);
 }
