@@ -18,7 +18,7 @@
 
 #include "common/resolved.h"
 #include "common/util.h"
-#include "kpgpud-admit/region.h"
+#include "common/region.h"
 
 #define PATCH_MAX_WARNINGS	8
 #define PATCH_WARNING_MAX	128

@@ -10,7 +10,7 @@
 
 #include "kpgpud-admit/jscan.h"
 #include "kpgpud-admit/patch.h"
-#include "kpgpud-admit/region.h"
+#include "common/region.h"
 
 /*
  * The members of a container list entry the scan records, in this order

@@ -22,7 +22,7 @@
 #include "kpgpud-admit/jscan.h"
 #include "kpgpud-admit/patch.h"
 #include "kpgpud-admit/podscan.h"
-#include "kpgpud-admit/region.h"
+#include "common/region.h"
 #include "kpgpud-admit/reqhead.h"
 #include "kpgpud-admit/review.h"
 

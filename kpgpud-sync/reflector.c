@@ -6,14 +6,27 @@
 
 #include <event2/event.h>
 
+#include "common/region.h"
 #include "common/strmap.h"
 #include "common/util.h"
 #include "kpgpud-sync/reflector.h"
 
 /* ---- strset: a set of copied keys in a common/strmap ---- */
 
+/*
+ * The keys are packed in a region (17 bytes for a namespace's key, not a
+ * malloc chunk's 32: a list of 100,000 namespaces keeps 1.5 MB less). A
+ * removed key's bytes stay there until removed ones outweigh the live ones
+ * (and STRSET_DEAD_MIN), when the set is copied afresh: a long-lived set
+ * with churn holds at most about twice its keys.
+ */
+#define STRSET_DEAD_MIN	4096
+
 struct strset {
-	struct strmap	*map;	/* each key is its own value, freed with it */
+	struct strmap	*map;	/* each key is its own value, in keys */
+	struct region	 keys;
+	size_t		 live;	/* bytes of the keys in the set */
+	size_t		 dead;	/* bytes of removed keys still in the region */
 };
 
 /* An empty set. */
@@ -37,7 +50,8 @@ strset_free(struct strset *s)
 {
 	if (s == NULL)
 		return;
-	strmap_free(s->map, free);
+	strmap_free(s->map, NULL);
+	region_drop(&s->keys);
 	free(s);
 }
 
@@ -50,11 +64,34 @@ strset_add(struct strset *s, const char *key)
 
 	if (strmap_has(s->map, key))
 		return 0;
-	if ((copy = strdup(key)) == NULL)
+	if ((copy = region_strdup(&s->keys, key)) == NULL)
 		return -ENOMEM;
 	if ((r = strmap_put(s->map, copy, copy, NULL)) < 0)
-		free(copy);
+		s->dead += strlen(copy) + 1;
+	else
+		s->live += strlen(copy) + 1;
 	return r;
+}
+
+/* Copy the live keys into a fresh region and map (no memory: as it was). */
+static void
+strset_repack(struct strset *s)
+{
+	struct strset *t = strset_new();
+	const char *k;
+	size_t pos = 0;
+
+	while (t != NULL && strmap_next(s->map, &pos, &k, NULL))
+		if (strset_add(t, k) < 0) {
+			strset_free(t);
+			t = NULL;
+		}
+	if (t == NULL)
+		return;
+	strmap_free(s->map, NULL);
+	region_drop(&s->keys);
+	*s = *t;
+	free(t);
 }
 
 /* Remove key (absent: nothing). */
@@ -63,8 +100,19 @@ strset_del(struct strset *s, const char *key)
 {
 	void *copy = NULL;
 
-	if (strmap_remove(s->map, key, &copy) == 0)
-		free(copy);
+	if (strmap_remove(s->map, key, &copy) != 0)
+		return;
+	s->live -= strlen(copy) + 1;
+	s->dead += strlen(copy) + 1;
+	if (s->dead > STRSET_DEAD_MIN && s->dead > s->live)
+		strset_repack(s);
+}
+
+/* Bytes the region holds for removed keys (for tests). */
+size_t
+strset_dead_bytes(const struct strset *s)
+{
+	return s->dead;
 }
 
 /* Whether key is in the set. */

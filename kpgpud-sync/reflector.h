@@ -34,8 +34,10 @@ struct strset	*strset_new(void);
 void		 strset_free(struct strset *s);
 /* Add a key (copied): 1 if new, 0 if present, -ENOMEM, -E2BIG (cap). */
 int		 strset_add(struct strset *s, const char *key);
-/* Remove key if present. */
+/* Remove key if present (its bytes are reused once removed ones pile up). */
 void		 strset_del(struct strset *s, const char *key);
+/* Bytes of removed keys the set still holds (for tests). */
+size_t		 strset_dead_bytes(const struct strset *s);
 bool		 strset_has(const struct strset *s, const char *key);
 size_t		 strset_count(const struct strset *s);
 /* "ns/name" into buf; -ENAMETOOLONG if it does not fit. */
