@@ -226,14 +226,25 @@ usage_row_add(struct usage_store *s, const struct usage_row *r)
 	    r->start_how, r->lo_us));
 }
 
-/* Close an open interval; never with an end before its start. */
+/* Why a close would be refused: start <= end <= hi is the rule. */
+const char *
+usage_close_refused(uint64_t start_us, uint64_t end_us, uint64_t hi_us)
+{
+	if (end_us < start_us)
+		return "end before start";
+	if (hi_us < end_us)
+		return "latest end before end";
+	return NULL;
+}
+
+/* Close an open interval; never with an end before its start or bound. */
 int
 usage_close(struct usage_store *s, const char *claim_uid, uint64_t start_us,
     uint64_t end_us, int how, uint64_t hi_us)
 {
 	int r;
 
-	if (end_us < start_us)
+	if (usage_close_refused(start_us, end_us, hi_us) != NULL)
 		return -EINVAL;
 	if ((r = run(bind_args(s->st[U_CLOSE], "tuuiu", claim_uid, start_us,
 	    end_us, how, hi_us))) < 0 || sqlite3_changes(s->db) == 0)

@@ -79,11 +79,15 @@ int	 usage_open_foreach(struct usage_store *s, usage_open_cb cb,
 int	 usage_row_add(struct usage_store *s, const struct usage_row *r);
 /*
  * Close an open interval; hi_us is the latest the end can be. An end
- * before the start is refused with -EINVAL, nothing written (an end equal
- * to the start is an interval of no length).
+ * before the start, or a latest end before the end (and so before the
+ * start), is refused with -EINVAL, nothing written (an end equal to the
+ * start is an interval of no length; hi_us equal to the end is an end
+ * known exactly). usage_close_refused says why, NULL when it would not.
  */
 int	 usage_close(struct usage_store *s, const char *claim_uid,
 	    uint64_t start_us, uint64_t end_us, int how, uint64_t hi_us);
+const char *usage_close_refused(uint64_t start_us, uint64_t end_us,
+	    uint64_t hi_us);
 /* The latest end of a closed interval on a device (0: none). */
 int	 usage_prev_end(struct usage_store *s, const char *driver,
 	    const char *pool, const char *device, uint64_t *ret);

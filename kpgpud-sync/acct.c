@@ -94,16 +94,17 @@ acct_failed(struct acct *a, const char *what, int r)
 
 /*
  * The ledger refused a write of one interval (-EINVAL: its end would lie
- * before its start). Logged and skipped: the interval stays as stored and
- * the batch, with every other interval in it, goes on.
+ * before its start or its latest end before its end; why says which).
+ * Logged and skipped: the interval stays as stored and the batch, with
+ * every other interval in it, goes on.
  */
 static void
-acct_skipped(const char *what, const char *uid, uint64_t start, uint64_t v)
+acct_skipped(const char *what, const char *why, const char *uid,
+    uint64_t start, uint64_t v)
 {
 	log_warn("usage interval write skipped what=%s claim_uid=%s "
 	    "start_us=%llu value_us=%llu reason=%s", what, log_q(uid),
-	    (unsigned long long)start, (unsigned long long)v,
-	    log_q("end before start"));
+	    (unsigned long long)start, (unsigned long long)v, log_q(why));
 }
 
 /* The tenant instance of an isolated namespace ("" if none); -ENOENT. */
@@ -251,6 +252,7 @@ acct_observe(struct acct *a, struct ledger_claim *c, bool live)
 	char instance[RESOLVED_NAME_MAX + 64] = "";
 	struct ledger_obs o;
 	struct ledger_decision d;
+	const char *why;
 	size_t i;
 	int r;
 
@@ -293,15 +295,17 @@ acct_observe(struct acct *a, struct ledger_claim *c, bool live)
 		d.close_us = o.open_start_us - 1;	/* tests: a refused end */
 	if ((d.act == LEDGER_CLOSE || d.act == LEDGER_REOPEN) &&
 	    (r = acct_close(a, c->uid, o.open_start_us, d.close_us,
-	    (int)d.close_how, d.close_how == LEDGER_OBSERVED ? d.close_us :
-	    o.now_us)) == 0)
+	    (int)d.close_how, d.close_hi_us)) == 0)
 		log_info("usage interval closed namespace=%s claim=%s how=%s "
 		    "seconds=%.3f", log_q(c->ns), log_q(c->name),
 		    ledger_how_name(d.close_how),
 		    (double)(d.close_us - o.open_start_us) / 1e6);
 	if (r == -EINVAL) {
 		/* still open: the claim's next observation decides again */
-		acct_skipped("close", c->uid, o.open_start_us, d.close_us);
+		why = usage_close_refused(o.open_start_us, d.close_us,
+		    d.close_hi_us);
+		acct_skipped("close", why != NULL ? why : "refused", c->uid,
+		    o.open_start_us, d.close_us);
 		return 0;
 	}
 	if (r < 0)
@@ -349,7 +353,8 @@ acct_refine(const struct usage_span *sp, void *arg)
 	if (sp->end_us != 0 && ledger_refine_end(sp->start_us, sp->end_us,
 	    (enum ledger_how)sp->end_how, sp->hi_us, cf, &v)) {
 		if ((r = acct_move(a, sp, true, v)) == -EINVAL)
-			acct_skipped("end", sp->claim_uid, sp->start_us, v);
+			acct_skipped("end", "end before start",
+			    sp->claim_uid, sp->start_us, v);
 		else if (r < 0)
 			return r;
 		else
@@ -360,7 +365,8 @@ acct_refine(const struct usage_span *sp, void *arg)
 	if (ledger_refine_start(sp->start_us, (enum ledger_how)sp->start_how,
 	    sp->lo_us, cs, &v) && (sp->end_us == 0 || v <= sp->end_us)) {
 		if ((r = acct_move(a, sp, false, v)) == -EINVAL)
-			acct_skipped("start", sp->claim_uid, sp->start_us, v);
+			acct_skipped("start", "start after end",
+			    sp->claim_uid, sp->start_us, v);
 		else if (r < 0)
 			return r;
 		else

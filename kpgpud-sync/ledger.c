@@ -440,6 +440,9 @@ decide_end(const struct ledger_obs *o, struct ledger_decision *d)
 	/* a clock step back never makes a negative interval */
 	if (d->close_us < o->open_start_us)
 		d->close_us = o->open_start_us;
+	/* nor a bound before the end it bounds */
+	d->close_hi_us = d->close_how == LEDGER_OBSERVED ||
+	    o->now_us < d->close_us ? d->close_us : o->now_us;
 }
 
 /* What an observation of a claim does to its interval. */

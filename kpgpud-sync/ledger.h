@@ -164,11 +164,17 @@ struct ledger_decision {
 	enum ledger_act	 act;
 	uint64_t	 close_us;
 	enum ledger_how	 close_how;
+	uint64_t	 close_hi_us;	/* the latest the end can be: close_us
+					   when observed, else the time of the
+					   observation, never before close_us */
 	uint64_t	 open_us;
 	enum ledger_how	 open_how;
 };
 
-/* What an observation does; pure, total, never an end before its start. */
+/*
+ * What an observation does; pure, total, never an end before its start
+ * nor a latest end before the end.
+ */
 void	 ledger_decide(const struct ledger_obs *o,
 	    struct ledger_decision *ret);
 

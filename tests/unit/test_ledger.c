@@ -324,6 +324,7 @@ TEST(ledger_decide_overlap_and_clock)
 	ledger_decide(&o, &d);
 	CHECK_INT(d.act, LEDGER_CLOSE);
 	CHECK_INT(d.close_us, 100 * S);
+	CHECK_INT(d.close_hi_us, 100 * S);
 	/* and a bounded one with a heartbeat before the start */
 	obs(&o);
 	o.live = false;
@@ -331,6 +332,30 @@ TEST(ledger_decide_overlap_and_clock)
 	o.alive_us = 50 * S;
 	ledger_decide(&o, &d);
 	CHECK_INT(d.close_us, 100 * S);
+	CHECK_INT(d.close_hi_us, 200 * S);	/* the latest it can be: now */
+	/*
+	 * a bounded close behind a clock step back (now before the start):
+	 * its latest end is the end, never before it (the ledger refuses a
+	 * latest end before the end)
+	 */
+	o.now_us = 90 * S;
+	ledger_decide(&o, &d);
+	CHECK_INT(d.act, LEDGER_CLOSE);
+	CHECK_INT(d.close_us, 100 * S);
+	CHECK_INT(d.close_hi_us, 100 * S);
+	CHECK(usage_close_refused(o.open_start_us, d.close_us,
+	    d.close_hi_us) == NULL);
+	/* ...and a heartbeat after now */
+	o.alive_us = 120 * S;
+	o.now_us = 110 * S;
+	ledger_decide(&o, &d);
+	CHECK_INT(d.close_us, 120 * S);
+	CHECK_INT(d.close_hi_us, 120 * S);
+	/* an observed close is known exactly */
+	obs(&o);
+	o.allocated = false;
+	ledger_decide(&o, &d);
+	CHECK_INT(d.close_hi_us, d.close_us);
 }
 
 TEST(ledger_refine)
@@ -430,7 +455,7 @@ add_closed(struct usage_store *s, const char *uid, const char *claim,
 
 	if ((r = add(s, uid, claim, claim, profile, share, start)) < 0)
 		return r;
-	return usage_close(s, uid, start, end, 0, 0);
+	return usage_close(s, uid, start, end, 0, end);
 }
 
 /*
@@ -556,7 +581,8 @@ claim_pod_us(struct usage_store *s, uint64_t now, uint64_t *ret_claim,
 
 /*
  * The store holds its own invariant: a close or a moved end before the
- * start, or a start moved past the end, is refused with -EINVAL and
+ * start, a close whose latest end (hi_us) lies before its end, or a
+ * start moved past the end, is refused with -EINVAL and
  * writes nothing (the interval stays open, not counted as closed; the end,
  * start and consumers' key stay); an end equal to the start is allowed
  * (no length), and so are moves that keep the order.
@@ -576,6 +602,19 @@ TEST(usage_store_refuses_backwards)
 	    99 * S), -EINVAL);
 	CHECK_INT(usage_close(s, "u1", 100 * S, 0, LEDGER_BOUNDED, 0),
 	    -EINVAL);
+	/* a latest end before the end, or before the start, likewise */
+	CHECK_INT(usage_close(s, "u1", 100 * S, 120 * S, LEDGER_BOUNDED,
+	    119 * S), -EINVAL);
+	CHECK_INT(usage_close(s, "u1", 100 * S, 100 * S, LEDGER_BOUNDED,
+	    99 * S), -EINVAL);
+	CHECK_INT(usage_close(s, "u1", 100 * S, 100 * S, LEDGER_BOUNDED, 0),
+	    -EINVAL);
+	CHECK_STR(usage_close_refused(100 * S, 99 * S, 99 * S),
+	    "end before start");
+	CHECK_STR(usage_close_refused(100 * S, 120 * S, 119 * S),
+	    "latest end before end");
+	CHECK(usage_close_refused(100 * S, 100 * S, 100 * S) == NULL);
+	CHECK(usage_close_refused(100 * S, 120 * S, 130 * S) == NULL);
 	CHECK_INT(usage_open_get(s, "u1", &st, sig, sizeof(sig)), 0);
 	CHECK_INT(st, 100 * S);
 	CHECK_INT(usage_closed_get(s, &n), 0);
