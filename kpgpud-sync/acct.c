@@ -244,9 +244,51 @@ acct_close(struct acct *a, const char *uid, uint64_t start, uint64_t end,
 	return r;
 }
 
-/* Apply one observation of a claim (c->allocated false: gone). */
+/* Forget a refused close of a claim observed again (it decides anew). */
+static void
+acct_retry_drop(struct acct *a, const char *uid)
+{
+	size_t i;
+
+	for (i = 0; i < a->nretry; i++)
+		if (strcmp(a->retry[i].uid, uid) == 0) {
+			a->retry[i] = a->retry[--a->nretry];
+			return;
+		}
+}
+
+/* Keep a refused close of a claim no longer allocated for the heartbeat. */
+static void
+acct_retry_add(struct acct *a, const struct ledger_claim *c, uint64_t start,
+    uint64_t seen, bool live)
+{
+	struct acct_retry *e;
+
+	if (a->nretry == ACCT_RETRY_MAX) {
+		log_warn("usage interval close not retried namespace=%s "
+		    "claim=%s reason=%s", log_q(c->ns), log_q(c->name),
+		    log_q("too many refused closes: left to the claim's next "
+		    "observation or the next list"));
+		return;
+	}
+	e = &a->retry[a->nretry++];
+	snprintf(e->uid, sizeof(e->uid), "%s", c->uid);
+	snprintf(e->ns, sizeof(e->ns), "%s", c->ns);
+	snprintf(e->name, sizeof(e->name), "%s", c->name);
+	e->start_us = start;
+	e->seen_us = seen;
+	e->live = live;
+}
+
+/*
+ * Apply one observation of a claim (c->allocated false: gone) made at
+ * now_us. A refused close of a claim no longer allocated is retried at the
+ * next heartbeat (a deleted claim has no next observation); a refused
+ * reopen waits for the claim's next one (it is still allocated).
+ */
 static int
-acct_observe(struct acct *a, struct ledger_claim *c, bool live)
+acct_observe(struct acct *a, struct ledger_claim *c, bool live,
+    uint64_t now_us)
 {
 	char sig[LEDGER_SIG_MAX], osig[LEDGER_SIG_MAX];
 	char instance[RESOLVED_NAME_MAX + 64] = "";
@@ -257,6 +299,8 @@ acct_observe(struct acct *a, struct ledger_claim *c, bool live)
 	int r;
 
 	memset(&o, 0, sizeof(o));
+	if (a->nretry > 0)
+		acct_retry_drop(a, c->uid);
 	r = usage_open_get(a->st, c->uid, &o.open_start_us, osig,
 	    sizeof(osig));
 	if (r < 0 && r != -ENOENT)
@@ -279,7 +323,7 @@ acct_observe(struct acct *a, struct ledger_claim *c, bool live)
 	o.allocated = c->allocated;
 	o.sig = sig;
 	o.live = live;
-	o.now_us = ledger_now_us();
+	o.now_us = now_us;
 	o.alive_us = a->prev_alive;
 	if (o.have_open && (r = usage_consumer_times(a->st, c->uid,
 	    o.open_start_us, &o.pods_start_us, &o.pods_finish_us)) < 0)
@@ -301,11 +345,13 @@ acct_observe(struct acct *a, struct ledger_claim *c, bool live)
 		    ledger_how_name(d.close_how),
 		    (double)(d.close_us - o.open_start_us) / 1e6);
 	if (r == -EINVAL) {
-		/* still open: the claim's next observation decides again */
+		/* still open: decided again at the retry or the next look */
 		why = usage_close_refused(o.open_start_us, d.close_us,
 		    d.close_hi_us);
 		acct_skipped("close", why != NULL ? why : "refused", c->uid,
 		    o.open_start_us, d.close_us);
+		if (d.act == LEDGER_CLOSE)
+			acct_retry_add(a, c, o.open_start_us, now_us, live);
 		return 0;
 	}
 	if (r < 0)
@@ -542,7 +588,7 @@ acct_put(struct acct *a, struct reflector *rf, json_t *obj)
 		free(c);
 		return 0;
 	}
-	r = acct_observe(a, c, a->live);
+	r = acct_observe(a, c, a->live, ledger_now_us());
 	free(c);
 	return r < 0 ? acct_failed(a, "claim", r) : 0;
 }
@@ -578,7 +624,7 @@ acct_del(struct acct *a, struct reflector *rf, json_t *obj)
 		return 0;
 	}
 	c->allocated = false;
-	r = acct_observe(a, c, true);
+	r = acct_observe(a, c, true, ledger_now_us());
 	free(c);
 	return r < 0 ? acct_failed(a, "claim", r) : 0;
 }
@@ -719,7 +765,7 @@ acct_prune(struct acct *a, struct reflector *rf, const struct strset *seen)
 		c->ns = g.ns[i];
 		c->name = g.name[i];
 		c->uid = g.uid[i];
-		r = acct_observe(a, c, a->live);
+		r = acct_observe(a, c, a->live, ledger_now_us());
 	}
 	free(c);
 	acct_gone_free(&g);
@@ -736,6 +782,52 @@ acct_prune(struct acct *a, struct reflector *rf, const struct strset *seen)
 		    ledger_now_us() - a->prev_alive) / 1e6 : 0.0);
 	}
 	return 0;
+}
+
+/*
+ * The heartbeat: the closes refused since the last one, observed again as
+ * they were seen (the claim not allocated, at that time), each once: one
+ * refused again waits for the next heartbeat. An interval no longer open
+ * from the same start was decided since and is left alone.
+ */
+int
+acct_retry_closes(struct acct *a)
+{
+	struct acct_retry *todo;
+	struct ledger_claim *c;
+	uint64_t start;
+	size_t i, n = a->nretry;
+	char sig[2];
+	int r = 0;
+
+	if (n == 0)
+		return 0;
+	todo = malloc(n * sizeof(*todo));
+	if (todo == NULL || (c = malloc(sizeof(*c))) == NULL) {
+		free(todo);
+		return -ENOMEM;
+	}
+	memcpy(todo, a->retry, n * sizeof(*todo));
+	a->nretry = 0;
+	for (i = 0; i < n && r == 0; i++) {
+		r = usage_open_get(a->st, todo[i].uid, &start, sig, sizeof(sig));
+		if (r == -ENOENT || (r == 0 && start != todo[i].start_us)) {
+			r = 0;
+			continue;
+		}
+		if (r < 0)
+			break;
+		log_info("usage interval close retried namespace=%s claim=%s",
+		    log_q(todo[i].ns), log_q(todo[i].name));
+		memset(c, 0, sizeof(*c));
+		c->uid = todo[i].uid;
+		c->ns = todo[i].ns;
+		c->name = todo[i].name;
+		r = acct_observe(a, c, todo[i].live, todo[i].seen_us);
+	}
+	free(c);
+	free(todo);
+	return r;
 }
 
 /* Set up accounting. */
@@ -804,11 +896,15 @@ acct_store(struct acct *a)
 	return a->st;
 }
 
-/* A batch was rolled back: the counters load again from the cache. */
+/*
+ * A batch was rolled back: the counters load again from the cache; the
+ * relist that follows observes every claim again, refused closes too.
+ */
 void
 acct_rolled_back(struct acct *a)
 {
 	acct_totals_drop(&a->totals);
+	a->nretry = 0;
 }
 
 /* Closed intervals reported lost. */

@@ -16,6 +16,23 @@
 #include "kpgpud-sync/acct_pending.h"
 #include "kpgpud-sync/acct_result.h"
 #include "kpgpud-sync/acct_totals.h"
+#include "kpgpud-sync/ledger.h"
+
+#define ACCT_RETRY_MAX	64	/* refused closes waiting for a heartbeat */
+
+/*
+ * A close the ledger refused, of a claim no longer allocated (released,
+ * deleted, gone from a list or no longer isolated): the next heartbeat
+ * observes it again as it was seen, unless the claim is observed before.
+ */
+struct acct_retry {
+	char		 uid[LEDGER_FIELD_MAX + 1];
+	char		 ns[LEDGER_FIELD_MAX + 1];
+	char		 name[LEDGER_FIELD_MAX + 1];
+	uint64_t	 start_us;	/* the open interval's start */
+	uint64_t	 seen_us;	/* when the claim was observed */
+	bool		 live;		/* observed live */
+};
 
 struct acct {
 	struct syncd		*sd;
@@ -35,6 +52,8 @@ struct acct {
 	char			*tally;		/* closed-interval tally file */
 	uint64_t		 tally_written;
 	struct acct_totals	 totals;	/* tenant counters, closed */
+	struct acct_retry	 retry[ACCT_RETRY_MAX];
+	size_t			 nretry;
 };
 
 /* A write failed: log it, fail the batch (relisted); returns r. */
@@ -42,6 +61,9 @@ int	 acct_failed(struct acct *a, const char *what, int r);
 /* The tenant instance of an isolated namespace; -ENOENT, -EPERM. */
 int	 acct_instance(struct acct *a, const char *ns, char *out,
 	    size_t len);
+
+/* Observe the refused closes again (the heartbeat); 0 or a write error. */
+int	 acct_retry_closes(struct acct *a);
 
 /* acct_tick.c: the heartbeat timer's callback (arg: the acct). */
 void	 acct_tick_cb(evutil_socket_t fd, short what, void *arg);

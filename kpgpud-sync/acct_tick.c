@@ -38,7 +38,10 @@ acct_rollup(struct acct *a, uint64_t *ret_rows, int *ret)
 		acct_totals_rolled_up(&a->totals, deleted > 0);
 }
 
-/* The heartbeat: the last moment sync is known alive; retention. */
+/*
+ * The heartbeat: the last moment sync is known alive; the refused closes
+ * again; retention.
+ */
 void
 acct_tick_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -54,6 +57,10 @@ acct_tick_cb(evutil_socket_t fd, short what, void *arg)
 	if ((r = syncd_begin(a->sd)) < 0 ||
 	    (r = usage_alive_set(a->st, ledger_now_us())) < 0) {
 		(void)acct_failed(a, "heartbeat", r);
+		return;
+	}
+	if ((r = acct_retry_closes(a)) < 0) {
+		(void)acct_failed(a, "retry", r);
 		return;
 	}
 	if (a->retention_ms > 0 && ms - a->last_rollup_ms >=
