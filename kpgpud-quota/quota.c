@@ -5,6 +5,7 @@
  * backs off) or as soon as this replica is no longer the leader.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +31,6 @@ struct qwork {
 	char			 key[WQ_KEY_MAX + 1];
 	struct plan		*plan;		/* NULL: clean up */
 	struct rc_observed	 obs;
-	struct rc_actions	 ev;		/* events, first */
-	struct rc_actions	 acts;		/* the diff */
 	uint32_t		 ev_key[RC_MAX_ACTIONS];	/* of each event */
 	int			 next;		/* index over ev then acts */
 	struct kube_req		*req;
@@ -43,8 +42,6 @@ struct qwork {
 	struct plan_instance	 inst;		/* the plan's instance */
 	char			 inst_rv[64];
 	bool			 has_inst;
-	char			**classes;	/* GPU classes of the plan */
-	int			 nclasses;
 	struct plan_topology	*topo;		/* the tenant's, or NULL */
 	/* a create answered 409: read, verify, maybe replace */
 	int			 vstep;
@@ -62,6 +59,9 @@ struct qwork {
 	/* changes of this tenant that came while it was in process */
 	int			 ndefer;
 	struct ipc_change	 defer[QUOTAD_DEFER_MAX];
+	/* last: work_new leaves their entries (180 KB) as they are */
+	struct rc_actions	 ev;		/* events, first */
+	struct rc_actions	 acts;		/* the diff */
 };
 
 enum {
@@ -166,6 +166,30 @@ quotad_enqueue_ns(struct quotad *q, const char *ns)
 	quotad_enqueue(q, key);
 }
 
+/* Empty an action list, leaving its entries: each is filled as it counts. */
+static void
+actions_init(struct rc_actions *a)
+{
+	a->n = 0;
+	a->nimpostors = 0;
+	a->wait = false;
+	a->quota_pending = false;
+}
+
+/* A new work item, zeroed but for the entries of its two action lists. */
+static struct qwork *
+work_new(void)
+{
+	struct qwork *w = malloc(sizeof(*w));
+
+	if (w == NULL)
+		return NULL;
+	memset(w, 0, offsetof(struct qwork, ev));
+	actions_init(&w->ev);
+	actions_init(&w->acts);
+	return w;
+}
+
 /* Free a work item and what it holds. */
 static void
 work_free(struct qwork *w)
@@ -176,7 +200,6 @@ work_free(struct qwork *w)
 	kube_list_cancel(w->list);
 	qpol_free(w->pol);
 	plan_free(w->plan);
-	quotad_classes_free(w->classes, w->nclasses);
 	quotad_topology_free(w->topo);
 	free(w->vbody);
 	free(w->params);
@@ -732,8 +755,10 @@ work_plan(struct qwork *w, const struct quotad_cands *c, bool *ret_keep)
 	snprintf(w->inst_rv, sizeof(w->inst_rv), "%s", c->rv[win]);
 	w->has_inst = true;
 	pc = w->q->cfg.plan;
-	pc.classes = (const char *const *)w->classes;
-	pc.nclasses = w->nclasses;
+	if (pc.strict) {
+		pc.classes = (const char *const *)w->q->classes.gpu;
+		pc.nclasses = w->q->classes.ngpu;
+	}
 	pc.topology = w->topo;
 	r = plan_build(&c->in[win], &pc, &w->plan, err, sizeof(err));
 	if (r == -EINVAL || r == PLAN_EGATE || r == PLAN_ENEVER) {
@@ -893,77 +918,20 @@ work_observe(struct qwork *w, struct cache *c, const char *ns)
 	return r == -ENOENT ? 0 : r;
 }
 
-struct classes_ctx {
-	const char	*drivers;
-	char		**names;
-	int		 n, cap;
-	int		 err;
-};
-
-/* Keep a DeviceClass that counts as a GPU class. */
-static int
-class_cb(const struct cache_owned *o, void *arg)
-{
-	struct classes_ctx *x = arg;
-	json_t *data = json_loads(o->data ? o->data : "{}", 0, NULL);
-	bool gpu = data == NULL || plan_class_is_gpu(data, x->drivers);
-	char **nn;
-
-	json_decref(data);
-	if (!gpu)
-		return 0;
-	if (x->n == x->cap) {
-		/* counted past the plan's cap too: the plan fails closed */
-		if ((nn = realloc(x->names, (size_t)(x->cap ? x->cap * 2 : 16) *
-		    sizeof(*nn))) == NULL) {
-			x->err = -ENOMEM;
-			return -ENOMEM;
-		}
-		x->names = nn;
-		x->cap = x->cap ? x->cap * 2 : 16;
-	}
-	if ((x->names[x->n] = strdup(o->name)) == NULL) {
-		x->err = -ENOMEM;
-		return -ENOMEM;
-	}
-	x->n++;
-	return 0;
-}
-
-/* Free a class list. */
-void
-quotad_classes_free(char **names, int n)
-{
-	for (int i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-}
-
 /*
- * The GPU classes of the cache (its rows come sorted by name). -EAGAIN
- * while sync has not listed the DeviceClasses yet: strict then waits
- * rather than leave a class out.
+ * The GPU classes strict quota closes, from q's class index. -EAGAIN while
+ * sync has not listed the DeviceClasses yet: strict then waits rather
+ * than leave a class out.
  */
-int
-quotad_gpu_classes(struct quotad *q, struct cache *c, char ***ret_names,
-    int *ret_n)
+static int
+work_gpu_classes(struct qwork *w, struct cache *c)
 {
-	struct classes_ctx x = { q->cfg.gpu_drivers, NULL, 0, 0, 0 };
-	char rv[64];
+	struct quotad *q = w->q;
 	int r;
 
-	if ((r = cache_watch_get(c, CACHE_WATCH_DEVICECLASSES, rv,
-	    sizeof(rv))) < 0)
-		return r == -ENOENT ? -EAGAIN : r;
-	r = cache_owned_foreach(c, "", CACHE_KIND_DEVICECLASS, 0, class_cb,
-	    &x);
-	if (r < 0 || x.err < 0) {
-		quotad_classes_free(x.names, x.n);
-		return x.err < 0 ? x.err : r;
-	}
-	metric_set(q->m.classes, NULL, NULL, x.n);
-	*ret_names = x.names;
-	*ret_n = x.n;
+	if ((r = quotad_classes_get(&q->classes, c, q->cfg.gpu_drivers)) < 0)
+		return r;
+	metric_set(q->m.classes, NULL, NULL, q->classes.ngpu);
 	return 0;
 }
 
@@ -976,8 +944,7 @@ work_ns(struct qwork *w, struct cache *c, const char *ns)
 	bool keep;
 	int r;
 
-	if (w->q->cfg.plan.strict && (r = quotad_gpu_classes(w->q, c,
-	    &w->classes, &w->nclasses)) < 0) {
+	if (w->q->cfg.plan.strict && (r = work_gpu_classes(w, c)) < 0) {
 		if (r == -EAGAIN)
 			log_info("DeviceClasses not listed yet: waiting "
 			    "key=%s", log_q(w->key));
@@ -989,7 +956,8 @@ work_ns(struct qwork *w, struct cache *c, const char *ns)
 			    "key=%s", log_q(w->key));
 		return r;
 	}
-	if ((cands = calloc(1, sizeof(*cands))) == NULL)
+	/* not zeroed (79 KB): quotad_candidates fills the first n it sets */
+	if ((cands = malloc(sizeof(*cands))) == NULL)
 		return -ENOMEM;
 	r = quotad_candidates(w->q, ns, cands);
 	if (r == 0)
@@ -1014,32 +982,42 @@ work_ns(struct qwork *w, struct cache *c, const char *ns)
 }
 
 #define GC_MAX_CLASSES	256
+/* Every kpgpud class is known to be in use: nothing more to read. */
+#define GC_ALL_USED	(-ECANCELED)
 
 struct gc_ctx {
 	struct quotad		*q;
 	struct plan_instance	 in;
-	int			 nnames, nused;
-	char			*names[GC_MAX_CLASSES];
+	int			 nnames, nused, nseen;
+	const char *const	*names;		/* kpgpud's classes */
+	bool			 seen[GC_MAX_CLASSES];	/* names[i] used */
 	char			*used[GC_MAX_CLASSES];
 };
 
-/* Remember one kpgpud DeviceClass (the cache holds every class). */
-static int
-gc_class_cb(const struct cache_owned *o, void *arg)
+/* Remember one class as used. */
+static void
+gc_use(const char *cls, void *arg)
 {
 	struct gc_ctx *g = arg;
-	json_t *data = json_loads(o->data ? o->data : "{}", 0, NULL);
-	const char *mb = json_string_value(json_object_get(json_object_get(
-	    data, "labels"), PLAN_MANAGED_BY_KEY));
-	bool ours = mb != NULL && strcmp(mb, PLAN_MANAGED_BY) == 0;
 
-	json_decref(data);
-	if (!ours)
-		return 0;
-	if (g->nnames < GC_MAX_CLASSES &&
-	    (g->names[g->nnames] = strdup(o->name)) != NULL)
-		g->nnames++;
-	return 0;
+	for (int i = 0; i < g->nnames; i++)
+		if (!g->seen[i] && strcmp(g->names[i], cls) == 0) {
+			g->seen[i] = true;
+			g->nseen++;
+		}
+	if (g->nused < GC_MAX_CLASSES &&
+	    (g->used[g->nused] = strdup(cls)) != NULL)
+		g->nused++;
+}
+
+/*
+ * GC_ALL_USED once every kpgpud class is in use: the instances and owned
+ * objects left to read could only add uses, never a class to delete.
+ */
+static int
+gc_more(const struct gc_ctx *g)
+{
+	return g->nseen == g->nnames ? GC_ALL_USED : 0;
 }
 
 /* Remember the class a valid instance uses. */
@@ -1054,16 +1032,13 @@ gc_used_cb(const struct cache_instance *ci, void *arg)
 	    quotad_instance(ci, &g->in) < 0 ||
 	    plan_build(&g->in, &g->q->cfg.plan, &p, err, sizeof(err)) < 0)
 		return 0;
-	if (p->device_class != NULL && g->nused < GC_MAX_CLASSES &&
-	    (g->used[g->nused] = strdup(p->class_name)) != NULL)
-		g->nused++;
+	if (p->device_class != NULL)
+		gc_use(p->class_name, g);
 	/* its topology class, whether this plan (without topology) has it */
-	if (plan_topo_class(p->namespace, err, sizeof(err)) == 0 &&
-	    g->nused < GC_MAX_CLASSES &&
-	    (g->used[g->nused] = strdup(err)) != NULL)
-		g->nused++;
+	if (plan_topo_class(p->namespace, err, sizeof(err)) == 0)
+		gc_use(err, g);
 	plan_free(p);
-	return 0;
+	return gc_more(g);
 }
 
 /*
@@ -1094,17 +1069,6 @@ requested_classes(json_t *devices, void (*fn)(const char *, void *),
 	}
 }
 
-/* Remember one class as used. */
-static void
-gc_use(const char *cls, void *arg)
-{
-	struct gc_ctx *g = arg;
-
-	if (g->nused < GC_MAX_CLASSES &&
-	    (g->used[g->nused] = strdup(cls)) != NULL)
-		g->nused++;
-}
-
 /* Remember the classes an owned claim or template requests. */
 static int
 gc_ref_cb(const struct cache_owned *o, void *arg)
@@ -1123,7 +1087,7 @@ gc_ref_cb(const struct cache_owned *o, void *arg)
 		    "spec"), "spec"), "devices");
 	requested_classes(dev, gc_use, g);
 	json_decref(data);
-	return 0;
+	return gc_more(g);
 }
 
 struct gc_claim {
@@ -1201,64 +1165,25 @@ gc_claims_end(const struct kube_response *resp, const char *rv, void *arg)
 	work_next(w);
 }
 
-struct params_ctx {
-	const char	*drivers;
-	struct buf	 b;
-	int		 n;
-	int		 err;
-};
-
-/* Add a DeviceClass that is not a GPU class to the list. */
-static int
-params_cb(const struct cache_owned *o, void *arg)
-{
-	struct params_ctx *x = arg;
-	json_t *data = json_loads(o->data ? o->data : "{}", 0, NULL);
-	bool gpu = data == NULL || plan_class_is_gpu(data, x->drivers);
-
-	json_decref(data);
-	if (gpu)
-		return 0;
-	if (x->n >= QUOTAD_MAX_NON_GPU) {
-		x->err = -E2BIG;
-		return 0;
-	}
-	if (buf_printf(&x->b, "%s%s", x->n > 0 ? " " : "", o->name) < 0)
-		return x->err = -ENOMEM;
-	x->n++;
-	return 0;
-}
-
 /*
  * The non-GPU DeviceClasses for the policies' parameter ConfigMap, into
  * w->params; left NULL while sync has not listed the classes yet.
  */
 static int
-gc_params(struct qwork *w, struct cache *c)
+gc_params(struct qwork *w, const struct quotad_classes *cl, bool listed)
 {
-	struct params_ctx x = { w->q->cfg.gpu_drivers, BUF_INIT(0), 0, 0 };
-	char rv[64];
-	int r;
+	const struct quotad_config *c = &w->q->cfg;
 
-	if (w->q->cfg.params_name[0] == '\0')
+	if (c->params_name[0] == '\0' || !listed)
 		return 0;
-	if ((r = cache_watch_get(c, CACHE_WATCH_DEVICECLASSES, rv,
-	    sizeof(rv))) < 0)
-		return r == -ENOENT ? 0 : r;
-	r = cache_owned_foreach(c, "", CACHE_KIND_DEVICECLASS, 0, params_cb,
-	    &x);
-	if (r == 0 && x.err == -ENOMEM)
-		r = -ENOMEM;
-	if (r == 0 && x.err == -E2BIG)
+	if (cl->non_gpu_over)
 		log_warn("more than %d non-GPU DeviceClasses: the rest are not "
 		    "listed in ConfigMap %s/%s, and the admission policy denies "
 		    "tenants' claims of them", QUOTAD_MAX_NON_GPU,
-		    w->q->cfg.params_ns, w->q->cfg.params_name);
-	if (r == 0 && (w->params = strdup(x.b.len > 0 ? buf_str(&x.b) :
-	    "")) == NULL)
-		r = -ENOMEM;
-	buf_free(&x.b);
-	return r;
+		    c->params_ns, c->params_name);
+	if ((w->params = strdup(cl->non_gpu)) == NULL)
+		return -ENOMEM;
+	return 0;
 }
 
 /* Append the parameter ConfigMap's writes, if there are any to make. */
@@ -1282,29 +1207,35 @@ gc_push_params(struct qwork *w)
 static int
 work_gc(struct qwork *w, struct cache *c)
 {
+	struct quotad_classes *cl = &w->q->classes;
 	struct gc_ctx *g;
+	bool listed;
 	int r;
 
+	/* a class list still coming from sync: nothing deleted meanwhile */
+	r = quotad_classes_get(cl, c, w->q->cfg.gpu_drivers);
+	if (r < 0 && r != -EAGAIN)
+		return r;
+	listed = r == 0;
 	if ((g = calloc(1, sizeof(*g))) == NULL)
 		return -ENOMEM;
 	g->q = w->q;
-	r = cache_owned_foreach(c, "", CACHE_KIND_DEVICECLASS, 0, gc_class_cb,
-	    g);
+	g->names = (const char *const *)cl->ours;
+	g->nnames = !listed ? 0 : cl->nours < GC_MAX_CLASSES ? cl->nours :
+	    GC_MAX_CLASSES;
+	r = gc_more(g);
 	if (r == 0)
 		r = cache_instance_foreach(c, NULL, 0, gc_used_cb, g);
 	if (r == 0)
 		r = cache_owned_foreach(c, NULL, NULL, 0, gc_ref_cb, g);
-	if (r == 0)
-		r = reconcile_gc_classes((const char *const *)g->names,
-		    g->nnames, (const char *const *)g->used, g->nused,
-		    &w->acts);
-	for (int i = 0; i < g->nnames; i++)
-		free(g->names[i]);
+	if (r == 0 || r == GC_ALL_USED)
+		r = reconcile_gc_classes(g->names, g->nnames,
+		    (const char *const *)g->used, g->nused, &w->acts);
 	for (int i = 0; i < g->nused; i++)
 		free(g->used[i]);
 	free(g);
 	if (r == 0)
-		r = gc_params(w, c);
+		r = gc_params(w, cl, listed);
 	if (r < 0)
 		return r;
 	if (w->acts.n == 0) {
@@ -1334,9 +1265,10 @@ work_start(struct quotad *q, const char *key)
 {
 	struct qwork *w;
 	struct cache *c;
+	bool tx;
 	int r;
 
-	if ((w = calloc(1, sizeof(*w))) == NULL) {
+	if ((w = work_new()) == NULL) {
 		(void)wq_add_rate_limited(q->wq, key, monotonic_ms(), NULL);
 		wq_done(q->wq, key, monotonic_ms());
 		return;
@@ -1354,12 +1286,20 @@ work_start(struct quotad *q, const char *key)
 		work_finish(w, -ENOENT);
 		return;
 	}
+	/*
+	 * The key's reads from one snapshot: SQLite then keeps the pages
+	 * they share, instead of reading them again for every statement
+	 * after sync wrote (without it, each read is a snapshot of its own).
+	 */
+	tx = cache_begin(c) == 0;
 	if (strcmp(key, QUOTAD_GC_KEY) == 0)
 		r = work_gc(w, c);
 	else if (strncmp(key, QUOTAD_NS_PREFIX, strlen(QUOTAD_NS_PREFIX)) == 0)
 		r = work_ns(w, c, key + strlen(QUOTAD_NS_PREFIX));
 	else
 		r = 0, work_next(w);
+	if (tx && cache_commit(c) < 0)
+		cache_rollback(c);
 	if (r < 0)
 		work_finish(w, r);
 }
@@ -1536,6 +1476,7 @@ quotad_stop(struct quotad *q)
 	q->ns_sent = NULL;
 	strmap_free(q->own, free);
 	q->own = NULL;
+	quotad_classes_free(&q->classes);
 	cache_free(q->cache);
 	q->cache = NULL;
 	quotad_topology_stop(q);

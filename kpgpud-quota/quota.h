@@ -48,6 +48,24 @@ struct qwork;
 struct strmap;
 struct quotad_topo;
 
+/*
+ * classes.c: the cluster's DeviceClasses from the cache, kept between
+ * reconciles and read again when a class row changed (see classes.c).
+ */
+struct quotad_classes {
+	int		 ngpu;
+	char		**gpu;		/* GPU classes (plan_class_is_gpu),
+					   sorted by name */
+	int		 nnon_gpu;
+	char		*non_gpu;	/* the others, space-separated */
+	bool		 non_gpu_over;	/* more than QUOTAD_MAX_NON_GPU */
+	int		 nours;
+	char		**ours;		/* kpgpud's (its managed-by label) */
+	struct cache	*c;		/* the cache they were read from */
+	uint64_t	 gen;		/* its generation then; 0: none */
+	uint64_t	 reads;		/* reads of every class row */
+};
+
 struct quotad_config {
 	struct plan_config	 plan;
 	const char		*cache_path;
@@ -115,6 +133,7 @@ struct quotad {
 	/* own.c: objects we wrote, by "Kind/ns/name", until streamed back */
 	struct strmap		*own;
 	bool			 own_full;	/* a write not remembered */
+	struct quotad_classes	 classes;	/* classes.c */
 };
 
 /*
@@ -132,15 +151,14 @@ int	 quotad_release(struct quotad *q, struct kube_config *cfg);
 void	 quotad_update_gauges(struct quotad *q);
 
 /*
- * The cluster's GPU DeviceClasses from the cache (every class, classified
- * with plan_class_is_gpu), sorted by name; *ret_names is an array of
- * *ret_n strings for quotad_classes_free. -EAGAIN until sync has listed
- * the DeviceClasses; 0 or -errno.
+ * classes.c: the DeviceClasses of cache c into s, read again only when a
+ * class changed since the last call (drivers: the GPU drivers, NULL for
+ * the plan's default). -EAGAIN until sync has listed the DeviceClasses;
+ * 0 or -errno (s then holds none). quotad_classes_free empties s.
  */
-struct cache;
-int	 quotad_gpu_classes(struct quotad *q, struct cache *c,
-	    char ***ret_names, int *ret_n);
-void	 quotad_classes_free(char **names, int n);
+int	 quotad_classes_get(struct quotad_classes *s, struct cache *c,
+	    const char *drivers);
+void	 quotad_classes_free(struct quotad_classes *s);
 
 /* quota.c: queue a namespace (or the class collector) and run work. */
 void	 quotad_enqueue(struct quotad *q, const char *key);

@@ -241,6 +241,7 @@ on_begin(struct ipc_sub *s, bool full, uint64_t generation, void *arg)
 		 * A full snapshot may come from a cache sync rebuilt (a removed
 		 * or corrupt file replaced): reopen it, never read the old one.
 		 */
+		quotad_classes_free(&q->classes);
 		cache_free(q->cache);
 		q->cache = NULL;
 		quotad_enqueue_all(q);
