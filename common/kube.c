@@ -24,6 +24,23 @@
 
 #define KUBE_MAX_PATH	8192
 
+/*
+ * Each transfer's receive buffer over HTTP/2 (libcurl's default: 16 KiB).
+ * libcurl 7.88 (Debian 12) copies a stream's DATA into that stream's buffer
+ * when another transfer on the connection reads the socket (a quiet watch,
+ * say, while a list page arrives). When the buffer fills before its owner
+ * runs, the h2 session is paused, and after the owner has taken the paused
+ * bytes the rest of what was read stays unprocessed until some transfer
+ * reads again: the last bytes of a list page waited for the page's
+ * connect-timeout expiry (10 s), or forever with no timer, and watch events
+ * until the next byte on the connection. With 1 MiB, another transfer
+ * would have to take more than 1 MiB of one stream's data off the socket
+ * before that stream runs (a list page of 500 namespaces is ~150 KB).
+ * Memory is touched only as bytes are buffered. HTTP/1.1 has one
+ * connection per transfer and keeps the default. (t_kube_h2_pages)
+ */
+#define KUBE_H2_RECV_BUFFER	(1L << 20)
+
 const char *const kube_http_versions[] = { "auto", "1.1", "2", NULL };
 
 static void	 kx_attempt(struct kube_req *x);
@@ -412,6 +429,8 @@ easy_setup(struct kube_req *x)
 		r |= curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
 		    (long)CURL_HTTP_VERSION_2TLS);
 		r |= curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+		r |= curl_easy_setopt(e, CURLOPT_BUFFERSIZE,
+		    KUBE_H2_RECV_BUFFER);
 	}
 	r |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
 	r |= curl_easy_setopt(e, CURLOPT_USERAGENT, c->user_agent);

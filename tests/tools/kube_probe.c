@@ -7,7 +7,17 @@
  *   list PATH LIMIT              "LIST status=<c> pages=<p> items=<n> rv=<rv>"
  *   watch PATH_AND_QUERY MAX     "EVENT <TYPE> <name> <rv>" per event, then
  *                                "END <reason> status=<c> <message>"
- * The last line is always "METRICS requests=.. retries=.. throttled=..".
+ *   lists PATH LIMIT N ROUNDS [W WATCHPATH]
+ *                                N paged lists at once on one client, each
+ *                                started again ROUNDS times, beside W quiet
+ *                                watches of WATCHPATH: "LISTS done=<lists>
+ *                                pages=<p> items=<n> failed=<f>"
+ * -d MS blocks the loop for MS after each page, as a slow consumer would.
+ * -q N sets the rate limit to N requests a second (burst N).
+ * -T MS sets the connect and request timeouts (a transfer that waits for a
+ * timer to hand over data it has then hangs for that long).
+ * The last line is always "METRICS requests=.. retries=.. throttled=..
+ * s429=.. s5xx=.. h2=.." (h2: responses over HTTP/2).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -28,6 +38,13 @@ struct probe {
 	int			 items;
 	int			 max;
 	int			 events;
+	const char		*path;		/* lists */
+	unsigned		 limit;
+	int			 running;	/* lists going on */
+	int			 rounds;	/* lists still to start */
+	int			 lists;		/* lists finished */
+	int			 failed;
+	int			 page_delay_ms;	/* -d: busy with each page */
 };
 
 static const char *const reasons[] = {
@@ -62,6 +79,8 @@ page_cb(json_t *items, void *arg)
 
 	p->pages++;
 	p->items += (int)json_array_size(items);
+	if (p->page_delay_ms > 0)
+		usleep((useconds_t)p->page_delay_ms * 1000);
 }
 
 /* Print the outcome of a list. */
@@ -73,6 +92,42 @@ list_end_cb(const struct kube_response *r, const char *rv, void *arg)
 	printf("LIST status=%ld pages=%d items=%d rv=%s message=%s\n",
 	    r->status, p->pages, p->items, rv ? rv : "-", r->message);
 	p->rc = rv != NULL ? 0 : 1;
+	p->done = true;
+}
+
+static void	 lists_end_cb(const struct kube_response *, const char *,
+		    void *);
+
+/* Start one more list of the lists command; false when it cannot. */
+static bool
+lists_next(struct probe *p)
+{
+	if (kube_list_start(p->c, p->path, NULL, p->limit, NULL, page_cb,
+	    lists_end_cb, p, NULL) < 0)
+		return false;
+	p->rounds--;
+	p->running++;
+	return true;
+}
+
+/* One list of the lists command ended: start the next or finish. */
+static void
+lists_end_cb(const struct kube_response *r, const char *rv, void *arg)
+{
+	struct probe *p = arg;
+
+	(void)r;
+	p->running--;
+	p->lists++;
+	if (rv == NULL)
+		p->failed++;
+	if (p->rounds > 0 && lists_next(p))
+		return;
+	if (p->running > 0)
+		return;
+	printf("LISTS done=%d pages=%d items=%d failed=%d\n", p->lists,
+	    p->pages, p->items, p->failed);
+	p->rc = p->failed > 0 || p->rounds > 0 ? 1 : 0;
 	p->done = true;
 }
 
@@ -105,6 +160,22 @@ end_cb(const struct kube_watch_end *e, void *arg)
 	p->done = true;
 }
 
+/* A quiet watch of the lists command saw an event: ignore it. */
+static void
+quiet_ev_cb(const struct watch_event *ev, void *arg)
+{
+	(void)ev;
+	(void)arg;
+}
+
+/* A quiet watch of the lists command ended. */
+static void
+quiet_end_cb(const struct kube_watch_end *e, void *arg)
+{
+	(void)e;
+	(void)arg;
+}
+
 /* Start the command; 0 or -errno. */
 static int
 start(struct probe *p, int argc, char **argv)
@@ -120,6 +191,23 @@ start(struct probe *p, int argc, char **argv)
 		return kube_list_start(p->c, argv[1], NULL,
 		    (unsigned)atoi(argv[2]), NULL, page_cb, list_end_cb, p,
 		    NULL);
+	if (strcmp(cmd, "lists") == 0 && argc >= 5) {
+		int n = atoi(argv[3]);
+
+		p->path = argv[1];
+		p->limit = (unsigned)atoi(argv[2]);
+		p->rounds = n * atoi(argv[4]);
+		if (n < 1 || p->rounds < 1)
+			return -EINVAL;
+		for (int w = argc > 6 ? atoi(argv[5]) : 0; w > 0; w--)
+			if (kube_watch_start(p->c, argv[6], quiet_ev_cb,
+			    quiet_end_cb, p, NULL) < 0)
+				return -ENOMEM;
+		while (n-- > 0)
+			if (!lists_next(p))
+				return -ENOMEM;
+		return 0;
+	}
 	if (strcmp(cmd, "watch") == 0 && argc >= 3) {
 		p->max = atoi(argv[2]);
 		return kube_watch_start(p->c, argv[1], ev_cb, end_cb, p, &p->w);
@@ -138,13 +226,19 @@ main(int argc, char **argv)
 	char err[256];
 	int ch, r;
 
-	while ((ch = getopt(argc, argv, "k:x:s:")) != -1) {
+	while ((ch = getopt(argc, argv, "k:x:s:T:q:d:")) != -1) {
 		if (ch == 'k')
 			kc = optarg;
 		else if (ch == 'x')
 			ctx = optarg;
 		else if (ch == 's')
 			o.watch_stall_ms = atoi(optarg);
+		else if (ch == 'd')
+			p.page_delay_ms = atoi(optarg);
+		else if (ch == 'q')
+			o.qps = o.burst = atoi(optarg);
+		else if (ch == 'T')
+			o.connect_timeout_ms = o.timeout_ms = atoi(optarg);
 		else
 			return 2;
 	}
@@ -166,10 +260,11 @@ main(int argc, char **argv)
 		;
 	m = kube_client_metrics(p.c);
 	printf("METRICS requests=%llu retries=%llu throttled=%llu "
-	    "s429=%llu s5xx=%llu\n", (unsigned long long)m->requests,
+	    "s429=%llu s5xx=%llu h2=%llu\n", (unsigned long long)m->requests,
 	    (unsigned long long)m->retries, (unsigned long long)m->throttled,
 	    (unsigned long long)m->status[429],
-	    (unsigned long long)(m->status[500] + m->status[503]));
+	    (unsigned long long)(m->status[500] + m->status[503]),
+	    (unsigned long long)m->http2);
 	kube_client_free(p.c);
 	kube_config_free(cfg);
 	event_base_free(p.base);
