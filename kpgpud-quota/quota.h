@@ -134,6 +134,7 @@ struct quotad {
 	struct strmap		*own;
 	bool			 own_full;	/* a write not remembered */
 	struct quotad_classes	 classes;	/* classes.c */
+	struct qwork		*spare;		/* a work item's memory, kept */
 };
 
 /*

@@ -737,7 +737,8 @@ static int
 quota_diff(const struct plan *p, const struct rc_observed *obs, bool ours_only,
     bool *enforced, struct rc_actions *r)
 {
-	struct keylist *ours;
+	struct keylist ours;	/* keys_parse sets the first n it counts:
+				   no allocation per diff (83 KB) */
 	int extra[PLAN_MAX_KEYS];
 	bool found = false;
 	const char *name;
@@ -747,9 +748,6 @@ quota_diff(const struct plan *p, const struct rc_observed *obs, bool ours_only,
 
 	if (json_array_size(obs->quotas) > RC_MAX_QUOTAS)
 		return -E2BIG;
-	/* not zeroed (83 KB): keys_parse sets the first n it counts */
-	if ((ours = malloc(sizeof(*ours))) == NULL)
-		return -ENOMEM;
 	if (p != NULL)
 		quota_room(p, obs, extra);
 	if (enforced != NULL)
@@ -760,21 +758,20 @@ quota_diff(const struct plan *p, const struct rc_observed *obs, bool ours_only,
 		if (name == NULL)
 			continue;
 		keys_parse(meta_str(q, "annotations", PLAN_QUOTA_KEYS_ANNOT),
-		    ours);
+		    &ours);
 		if (p != NULL && strcmp(name, p->quota_name) == 0) {
 			found = true;
 			if (!ours_only)
 				continue;
-			ret = quota_update(p, extra, q, ours, r);
+			ret = quota_update(p, extra, q, &ours, r);
 			if (enforced != NULL)
 				*enforced = quota_enforced(p, extra, q);
 		} else if (!ours_only && meta_str(q, "annotations",
 		    PLAN_QUOTA_KEYS_ANNOT) != NULL)
-			ret = quota_release(obs->ns, q, ours, r);
+			ret = quota_release(obs->ns, q, &ours, r);
 		if (ret < 0)
 			break;
 	}
-	free(ours);
 	if (ret == 0 && p != NULL && ours_only && !found)
 		ret = quota_create(p, extra, r);
 	return ret;
