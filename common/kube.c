@@ -24,23 +24,6 @@
 
 #define KUBE_MAX_PATH	8192
 
-/*
- * Each transfer's receive buffer over HTTP/2 (libcurl's default: 16 KiB).
- * libcurl 7.88 (Debian 12) copies a stream's DATA into that stream's buffer
- * when another transfer on the connection reads the socket (a quiet watch,
- * say, while a list page arrives). When the buffer fills before its owner
- * runs, the h2 session is paused, and after the owner has taken the paused
- * bytes the rest of what was read stays unprocessed until some transfer
- * reads again: the last bytes of a list page waited for the page's
- * connect-timeout expiry (10 s), or forever with no timer, and watch events
- * until the next byte on the connection. With 1 MiB, another transfer
- * would have to take more than 1 MiB of one stream's data off the socket
- * before that stream runs (a list page of 500 namespaces is ~150 KB).
- * Memory is touched only as bytes are buffered. HTTP/1.1 has one
- * connection per transfer and keeps the default. (t_kube_h2_pages)
- */
-#define KUBE_H2_RECV_BUFFER	(1L << 20)
-
 const char *const kube_http_versions[] = { "auto", "1.1", "2", NULL };
 
 static void	 kx_attempt(struct kube_req *x);
@@ -201,6 +184,7 @@ on_write(char *ptr, size_t size, size_t nmemb, void *arg)
 	long code = 0;
 	char *nb;
 
+	x->c->delivered = true;
 	if (x->watch && !x->http_checked) {
 		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
 		x->http_checked = true;
@@ -244,6 +228,7 @@ on_header(char *ptr, size_t size, size_t nmemb, void *arg)
 	long secs;
 	time_t t;
 
+	x->c->delivered = true;
 	if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0) {
 		if (strncmp(ptr, "HTTP/2", 6) == 0)
 			x->c->m.http2++;
@@ -429,8 +414,6 @@ easy_setup(struct kube_req *x)
 		r |= curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
 		    (long)CURL_HTTP_VERSION_2TLS);
 		r |= curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
-		r |= curl_easy_setopt(e, CURLOPT_BUFFERSIZE,
-		    KUBE_H2_RECV_BUFFER);
 	}
 	r |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
 	r |= curl_easy_setopt(e, CURLOPT_USERAGENT, c->user_agent);
@@ -728,6 +711,61 @@ pump_cb(evutil_socket_t fd, short what, void *arg)
 	client_pump(arg);
 }
 
+/*
+ * libcurl 7.88 (Debian 12) over HTTP/2 can leave bytes it has read from a
+ * connection unprocessed with no timer armed and nothing left on the socket
+ * to wake us. When a transfer reads the connection for another stream (a
+ * quiet watch while a list page arrives), the page's DATA goes into the
+ * page's 16 KiB buffer; when that fills, the h2 session pauses, and once
+ * the page's transfer has taken the paused bytes the rest of what was read
+ * waits for the next read of any transfer on the connection: the last
+ * bytes of a list page waited for its connect-timeout expiry (10 s), or
+ * forever without one, and a watch event for the next byte on the
+ * connection. So after every action in which curl handed us bytes, curl
+ * acts once more on each of its sockets as if readable, until a round hands
+ * over nothing; the first transfer to read then processes what was left.
+ * Each further round delivered bytes, so this ends. A round with nothing
+ * left costs a read that would block. HTTP/1.1 has one connection per
+ * transfer and no such buffer. (t_kube_h2_pages)
+ */
+static void
+kick_schedule(struct kube_client *c)
+{
+	if (c->delivered && c->o.http_version != KUBE_HTTP_1_1)
+		event_active(c->kick_ev, EV_TIMEOUT, 0);
+}
+
+/* Let curl act on every socket it watches as if readable (see above). */
+static void
+kick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct kube_client *c = arg;
+	curl_socket_t *v;
+	size_t n = c->nsocks;
+	int running;
+
+	(void)fd;
+	(void)what;
+	c->delivered = false;
+	if (n == 0)
+		return;
+	/* curl adds and removes sockets as it acts: act on a copy (curl
+	 * ignores a socket it no longer has) */
+	if ((v = reallocarray(NULL, n, sizeof(*v))) == NULL) {
+		c->delivered = true;
+		event_active(c->kick_ev, EV_TIMEOUT, 0);
+		return;
+	}
+	memcpy(v, c->socks, n * sizeof(*v));
+	c->m.kicks++;
+	for (size_t i = 0; i < n; i++)
+		curl_multi_socket_action(c->multi, v[i], CURL_CSELECT_IN,
+		    &running);
+	free(v);
+	client_pump(c);
+	kick_schedule(c);
+}
+
 /* Socket activity: let curl act, then hand out results. */
 static void
 sock_cb(evutil_socket_t fd, short what, void *arg)
@@ -741,6 +779,7 @@ sock_cb(evutil_socket_t fd, short what, void *arg)
 		flags |= CURL_CSELECT_OUT;
 	curl_multi_socket_action(c->multi, fd, flags, &running);
 	client_pump(c);
+	kick_schedule(c);
 }
 
 /* curl's timer expired. */
@@ -754,6 +793,35 @@ curl_timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
 	client_pump(c);
+	kick_schedule(c);
+}
+
+/* Remember (add) or forget a socket curl watches; 0 or -1 (no memory). */
+static int
+socks_track(struct kube_client *c, curl_socket_t s, bool add)
+{
+	curl_socket_t *nv;
+	size_t i;
+
+	for (i = 0; i < c->nsocks && c->socks[i] != s; i++)
+		;
+	if (!add) {
+		if (i < c->nsocks)
+			c->socks[i] = c->socks[--c->nsocks];
+		return 0;
+	}
+	if (i < c->nsocks)
+		return 0;
+	if (c->nsocks == c->socks_cap) {
+		size_t cap = c->socks_cap ? c->socks_cap * 2 : 8;
+
+		if ((nv = reallocarray(c->socks, cap, sizeof(*nv))) == NULL)
+			return -1;
+		c->socks = nv;
+		c->socks_cap = cap;
+	}
+	c->socks[c->nsocks++] = s;
+	return 0;
 }
 
 /* CURLMOPT_SOCKETFUNCTION: (re)register a socket with libevent. */
@@ -770,12 +838,13 @@ curl_sock_fn(CURL *e, curl_socket_t s, int what, void *arg, void *sockp)
 		curl_multi_assign(c->multi, s, NULL);
 	}
 	if (what == CURL_POLL_REMOVE)
-		return 0;
+		return socks_track(c, s, false);
 	if (what & CURL_POLL_IN)
 		flags |= EV_READ;
 	if (what & CURL_POLL_OUT)
 		flags |= EV_WRITE;
-	if ((ev = event_new(c->base, s, flags, sock_cb, c)) == NULL)
+	if (socks_track(c, s, true) < 0 ||
+	    (ev = event_new(c->base, s, flags, sock_cb, c)) == NULL)
 		return -1;
 	event_add(ev, NULL);
 	curl_multi_assign(c->multi, s, ev);
@@ -860,7 +929,8 @@ kube_client_new(struct event_base *base, struct kube_config *cfg,
 	    (c->multi = curl_multi_init()) == NULL ||
 	    (c->curl_timer = evtimer_new(base, curl_timer_cb, c)) == NULL ||
 	    (c->rl_timer = evtimer_new(base, rl_timer_cb, c)) == NULL ||
-	    (c->pump_ev = event_new(base, -1, 0, pump_cb, c)) == NULL)
+	    (c->pump_ev = event_new(base, -1, 0, pump_cb, c)) == NULL ||
+	    (c->kick_ev = event_new(base, -1, 0, kick_cb, c)) == NULL)
 		goto fail;
 	curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, curl_sock_fn);
 	curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
@@ -893,6 +963,9 @@ kube_client_free(struct kube_client *c)
 		event_free(c->rl_timer);
 	if (c->pump_ev != NULL)
 		event_free(c->pump_ev);
+	if (c->kick_ev != NULL)
+		event_free(c->kick_ev);
+	free(c->socks);
 	free(c->user_agent);
 	free(c->url_base);
 	curl_slist_free_all(c->connect_to);

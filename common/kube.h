@@ -78,6 +78,8 @@ struct kube_metrics {
 	uint64_t	 token_reloads;	/* token file re-reads that changed it */
 	uint64_t	 http1;		/* responses over HTTP/1.x */
 	uint64_t	 http2;		/* responses over HTTP/2 */
+	uint64_t	 kicks;		/* rounds of curl acting again on its
+					   sockets after bytes came (kube.c) */
 };
 
 /* The outcome of a request, valid only during the callback. */

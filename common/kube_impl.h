@@ -80,6 +80,13 @@ struct kube_client {
 	struct event		*curl_timer;
 	struct event		*rl_timer;
 	struct event		*pump_ev;	/* hand out results soon */
+	struct event		*kick_ev;	/* curl acts again on its
+						   sockets (kube.c, kick_cb) */
+	curl_socket_t		*socks;		/* the sockets curl watches */
+	size_t			 nsocks;
+	size_t			 socks_cap;
+	bool			 delivered;	/* curl handed us bytes since
+						   the last kick */
 	struct tokenbucket	 rl;		/* the qps limiter */
 	struct kx_list		 all;
 	struct kx_list		 rlq;		/* waiting for a token */

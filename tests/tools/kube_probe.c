@@ -17,7 +17,8 @@
  * -T MS sets the connect and request timeouts (a transfer that waits for a
  * timer to hand over data it has then hangs for that long).
  * The last line is always "METRICS requests=.. retries=.. throttled=..
- * s429=.. s5xx=.. h2=.." (h2: responses over HTTP/2).
+ * s429=.. s5xx=.. h2=.. kicks=.." (h2: responses over HTTP/2; kicks: rounds
+ * of curl acting again on its sockets, see common/kube.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -260,11 +261,12 @@ main(int argc, char **argv)
 		;
 	m = kube_client_metrics(p.c);
 	printf("METRICS requests=%llu retries=%llu throttled=%llu "
-	    "s429=%llu s5xx=%llu h2=%llu\n", (unsigned long long)m->requests,
+	    "s429=%llu s5xx=%llu h2=%llu kicks=%llu\n",
+	    (unsigned long long)m->requests,
 	    (unsigned long long)m->retries, (unsigned long long)m->throttled,
 	    (unsigned long long)m->status[429],
 	    (unsigned long long)(m->status[500] + m->status[503]),
-	    (unsigned long long)m->http2);
+	    (unsigned long long)m->http2, (unsigned long long)m->kicks);
 	kube_client_free(p.c);
 	kube_config_free(cfg);
 	event_base_free(p.base);
