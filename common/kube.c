@@ -735,13 +735,19 @@ kick_schedule(struct kube_client *c)
 		event_active(c->kick_ev, EV_TIMEOUT, 0);
 }
 
-/* Let curl act on every socket it watches as if readable (see above). */
+/*
+ * Let curl act on every socket it watches as if readable (see above). curl
+ * adds and removes sockets as it acts: while the kick walks the list, a
+ * removed socket's slot is only marked (socks_track) and the list is
+ * compacted after the walk, so the walk needs no copy (no allocation that
+ * could fail and leave the kick to be retried in a loop); sockets added
+ * meanwhile are past the end of the walk.
+ */
 static void
 kick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct kube_client *c = arg;
-	curl_socket_t *v;
-	size_t n = c->nsocks;
+	size_t n = c->nsocks, i, j;
 	int running;
 
 	(void)fd;
@@ -749,19 +755,17 @@ kick_cb(evutil_socket_t fd, short what, void *arg)
 	c->delivered = false;
 	if (n == 0)
 		return;
-	/* curl adds and removes sockets as it acts: act on a copy (curl
-	 * ignores a socket it no longer has) */
-	if ((v = reallocarray(NULL, n, sizeof(*v))) == NULL) {
-		c->delivered = true;
-		event_active(c->kick_ev, EV_TIMEOUT, 0);
-		return;
-	}
-	memcpy(v, c->socks, n * sizeof(*v));
 	c->m.kicks++;
-	for (size_t i = 0; i < n; i++)
-		curl_multi_socket_action(c->multi, v[i], CURL_CSELECT_IN,
-		    &running);
-	free(v);
+	c->kicking = true;
+	for (i = 0; i < n; i++)
+		if (c->socks[i] != CURL_SOCKET_BAD)
+			curl_multi_socket_action(c->multi, c->socks[i],
+			    CURL_CSELECT_IN, &running);
+	c->kicking = false;
+	for (i = j = 0; i < c->nsocks; i++)
+		if (c->socks[i] != CURL_SOCKET_BAD)
+			c->socks[j++] = c->socks[i];
+	c->nsocks = j;
 	client_pump(c);
 	kick_schedule(c);
 }
@@ -806,7 +810,10 @@ socks_track(struct kube_client *c, curl_socket_t s, bool add)
 	for (i = 0; i < c->nsocks && c->socks[i] != s; i++)
 		;
 	if (!add) {
-		if (i < c->nsocks)
+		/* during a kick only mark it: kick_cb compacts the list */
+		if (i < c->nsocks && c->kicking)
+			c->socks[i] = CURL_SOCKET_BAD;
+		else if (i < c->nsocks)
 			c->socks[i] = c->socks[--c->nsocks];
 		return 0;
 	}

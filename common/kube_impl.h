@@ -87,6 +87,8 @@ struct kube_client {
 	size_t			 socks_cap;
 	bool			 delivered;	/* curl handed us bytes since
 						   the last kick */
+	bool			 kicking;	/* kick_cb walks socks: removals
+						   only mark their slot */
 	struct tokenbucket	 rl;		/* the qps limiter */
 	struct kx_list		 all;
 	struct kx_list		 rlq;		/* waiting for a token */
