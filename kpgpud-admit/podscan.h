@@ -8,7 +8,7 @@
 #ifndef KPGPUD_ADMIT_PODSCAN_H
 #define KPGPUD_ADMIT_PODSCAN_H
 
-#include "kpgpud-admit/jscan.h"
+#include "common/jscan.h"
 #include "kpgpud-admit/patch.h"
 #include "common/region.h"
 

@@ -1,7 +1,7 @@
 /* The head of an AdmissionReview: see reqhead.h. */
 #include <string.h>
 
-#include "kpgpud-admit/jscan.h"
+#include "common/jscan.h"
 #include "kpgpud-admit/reqhead.h"
 
 struct scan {

@@ -19,7 +19,7 @@
 #include <openssl/evp.h>
 
 #include "common/util.h"
-#include "kpgpud-admit/jscan.h"
+#include "common/jscan.h"
 #include "kpgpud-admit/patch.h"
 #include "kpgpud-admit/podscan.h"
 #include "common/region.h"

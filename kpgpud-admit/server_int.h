@@ -45,7 +45,7 @@
 #include "common/util.h"
 #include "kpgpud-admit/bufcap.h"
 #include "kpgpud-admit/httphead.h"
-#include "kpgpud-admit/jscan.h"
+#include "common/jscan.h"
 #include "kpgpud-admit/nscache.h"
 #include "kpgpud-admit/review.h"
 #include "kpgpud-admit/server.h"

@@ -1,12 +1,12 @@
 /*
- * The JSON primitives of kpgpud-admit/jscan.h that the scanner, the review
+ * The JSON primitives of common/jscan.h that the scanner, the review
  * loader and the head reader share: the one unescaper (every escape, UTF-8
  * of one to four bytes from \u escapes and surrogate pairs, in place) and
  * the one white-space skipper (JSON's four bytes only, bounded by len).
  */
 #include <string.h>
 
-#include "kpgpud-admit/jscan.h"
+#include "common/jscan.h"
 #include "tests/unit/test.h"
 
 /* Unescape in (a C string) into a buffer and compare with want (len n). */

@@ -1,5 +1,5 @@
 /*
- * The fast review parse (kpgpud-admit/jscan.c + review_parse) against the
+ * The fast review parse (common/jscan.c + review_parse) against the
  * reference (review_parse_full, jansson on the whole body): every fixture,
  * truncations and byte mutations of a real review, and crafted edge cases
  * (escaped and duplicate keys, nesting depth, UTF-8, numbers, huge strings,

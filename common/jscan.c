@@ -14,7 +14,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "kpgpud-admit/jscan.h"
+#include "common/jscan.h"
 
 _Static_assert(JSCAN_MAX_NODES <= 32, "node sets are 32-bit words");
 
