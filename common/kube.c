@@ -15,6 +15,7 @@
 #include <curl/curl.h>
 #include <event2/event.h>
 
+#include "common/jscan.h"
 #include "common/kube_impl.h"
 #include "common/util.h"
 
@@ -585,6 +586,79 @@ kube_body_json(const char *body, size_t len)
 	return json_loadb(body, len, 0, NULL);
 }
 
+/*
+ * The members a kube_request_meta() answer keeps (kube.h): the Status
+ * members kube_status_text() reads and who the object is.
+ */
+static const struct jscan_node meta_nodes[] = {
+	{ -1, NULL },
+	{ 0, "kind" },
+	{ 0, "apiVersion" },
+	{ 0, "message" },
+	{ 0, "reason" },
+	{ 0, "metadata" },
+	{ 5, "name" },
+	{ 5, "namespace" },
+	{ 5, "uid" },
+	{ 5, "resourceVersion" },
+};
+#define META_MD	5	/* meta_nodes' "metadata" */
+
+/*
+ * Set the string at sp of an accepted document as member key of o; other
+ * values are left out. 0, or -1 when out of memory.
+ */
+static int
+meta_set(json_t *o, const char *key, const char *body, struct jscan_span sp)
+{
+	json_t *v;
+	char *s;
+	size_t n;
+
+	if (sp.len < 2 || body[sp.off] != '"')
+		return 0;
+	if ((s = malloc(sp.len)) == NULL)
+		return -1;
+	n = jscan_unescape(body + sp.off + 1, sp.len - 2, s);
+	v = json_stringn(s, n);
+	free(s);
+	return v != NULL && json_object_set_new(o, key, v) == 0 ? 0 : -1;
+}
+
+/*
+ * A body as kube_request_meta() hands it out (kube.h): an object scanned
+ * without building its tree, keeping the string members of meta_nodes. What
+ * the scanner refuses, or a top-level array, is parsed whole, so what is
+ * not JSON to jansson is NULL as from kube_body_json().
+ */
+json_t *
+kube_body_meta(const char *body, size_t len)
+{
+	struct jscan_span sp[nitems(meta_nodes)];
+	json_t *o, *md;
+	size_t i = jscan_skip_ws(body, 0, len);
+	int r = 0;
+
+	if (i == len || body[i] != '{' || jscan_run(body, len, meta_nodes,
+	    nitems(meta_nodes), sp, NULL) < 0)
+		return kube_body_json(body, len);
+	o = json_object();
+	md = json_object();
+	for (i = 1; o != NULL && md != NULL && i < nitems(meta_nodes); i++)
+		if (i != META_MD)
+			r |= meta_set(meta_nodes[i].parent == META_MD ? md : o,
+			    meta_nodes[i].key, body, sp[i]);
+	if (o == NULL || md == NULL || r != 0 ||
+	    (sp[META_MD].len > 0 && body[sp[META_MD].off] == '{' &&
+	    json_object_set(o, "metadata", md) < 0)) {
+		json_decref(md);
+		json_decref(o);
+		return NULL;
+	}
+	json_decref(md);
+	return o;
+}
+
 /* Fill message/reason from a Status body, else from the body or status. */
 void
 kube_status_text(struct kube_response *r, char *buf, size_t buflen,
@@ -639,7 +713,8 @@ kx_respond(struct kube_req *x, long status)
 	r.body_len = x->rlen;
 	r.attempts = x->attempts;
 	if (r.error == 0 && r.body_len > 0)
-		r.json = kube_body_json(r.body, r.body_len);
+		r.json = x->meta ? kube_body_meta(r.body, r.body_len) :
+		    kube_body_json(r.body, r.body_len);
 	kube_status_text(&r, msg, sizeof(msg), kube_errtext(x));
 	kube_kx_kill(x);
 	if (cb != NULL)
@@ -1058,6 +1133,14 @@ kube_request(struct kube_client *c, const char *method,
 	if (ret != NULL)
 		*ret = x;
 	return 0;
+}
+
+/* Hand req's answer out as kube_body_meta() reads it (kube.h). */
+void
+kube_request_meta(struct kube_req *req)
+{
+	if (req != NULL && !req->watch)
+		req->meta = true;
 }
 
 /* Cancel a request without calling back. */

@@ -175,6 +175,17 @@ int	 kube_request(struct kube_client *c, const char *method,
 	    const char *path_and_query, const char *content_type,
 	    const char *body, size_t len, kube_response_cb cb, void *arg,
 	    struct kube_req **ret);
+/*
+ * For a caller that reads only who the answer of req (a pending request,
+ * right after kube_request()) is about, such as a write's resourceVersion:
+ * resp->json then holds only the string members kind, apiVersion, message,
+ * reason and metadata's name, namespace, uid and resourceVersion of an
+ * object answer (other members, and these when not strings, are left out);
+ * resp->body is the whole answer. The answer is scanned without building
+ * its tree (common/jscan.h); one that is not JSON is NULL as without this
+ * call. NULL-safe.
+ */
+void	 kube_request_meta(struct kube_req *req);
 /* Cancel a pending request; its callback will not run. NULL-safe. */
 void	 kube_request_cancel(struct kube_req *req);
 

@@ -47,6 +47,7 @@ struct kube_req {
 	bool			 stream;	/* watch: 200, body goes to ws */
 	bool			 data;		/* watch: bytes to decode */
 	bool			 not_h2;	/* HTTP/1.x reply, h2 required */
+	bool			 meta;		/* answer as kube_body_meta() */
 	long			 retry_after_ms; /* -1: none */
 	int			 attempts;
 	struct timespec		 queued_at;
@@ -112,6 +113,8 @@ int	 kube_curl_errno(const struct kube_req *x);
 const char *kube_errtext(const struct kube_req *x);
 /* Parse a body as JSON when it looks like JSON; NULL otherwise. */
 json_t	*kube_body_json(const char *body, size_t len);
+/* A body as kube_request_meta() hands it out (see kube.c). */
+json_t	*kube_body_meta(const char *body, size_t len);
 /* Fill a response's message and reason (buf holds a made-up message). */
 void	 kube_status_text(struct kube_response *r, char *buf, size_t buflen,
 	    const char *errbuf);

@@ -407,6 +407,7 @@ work_next(struct qwork *w)
 		work_finish(w, r);
 		return;
 	}
+	kube_request_meta(w->req);	/* work_wrote reads only who */
 	metric_inc(w->q->m.writes, a->verb, NULL);
 }
 
@@ -436,9 +437,12 @@ verify_send(struct qwork *w, int step, const char *method, const char *path,
 		work_finish(w, r);
 		return;
 	}
-	if (strcmp(method, "GET") != 0)
+	/* a read is judged whole; of a write only who it is about is read */
+	if (strcmp(method, "GET") != 0) {
+		kube_request_meta(w->req);
 		metric_inc(w->q->m.writes, strcmp(method, "POST") == 0 ?
 		    "create" : "delete", NULL);
+	}
 }
 
 /* Report the impostor found on the instance, then go on with next. */

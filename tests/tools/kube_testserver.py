@@ -14,6 +14,8 @@ chosen by the path, so one server serves every test:
   GET  /hits/KEY                 {"count":N,"t":[server times in s]}
   GET  /plain404                 text/plain 404 page not found
   GET  /big?n=BYTES              200 with a JSON string of that size
+  ANY  /raw?code=C               C (default 200) answering the request's
+                                 body, byte for byte, as application/json
   GET  /list?limit=L[&continue=T]  paginated list of 7 items, rv "42";
                                  continue=expired gives 410
   GET  /watch/NAME               chunked watch script (see WATCH below)
@@ -147,7 +149,8 @@ class Handler(BaseHTTPRequestHandler):
         q = parse_qs(u.query)
         parts = u.path.strip("/").split("/")
         n = int(self.headers.get("Content-Length", "0") or 0)
-        body = self.rfile.read(n).decode() if n else ""
+        raw = self.rfile.read(n) if n else b""
+        body = raw.decode(errors="replace")
         key = parts[1] if len(parts) > 1 else ""
         if parts[0] in ("flaky", "echo", "ok"):
             with LOCK:
@@ -183,6 +186,12 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(404, text="404 page not found\n")
         if parts[0] == "big":
             return self.reply(200, {"s": "y" * int(q["n"][0])})
+        if parts[0] == "raw":
+            self.send_response(int(q.get("code", ["200"])[0]))
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            return self.wfile.write(raw)
         if parts[0] == "list":
             return self.do_list(q)
         if parts[0] == "watch":

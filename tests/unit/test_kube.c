@@ -560,6 +560,96 @@ TEST(kube_cancel_no_callback)
 	fx_done(&f);
 }
 
+/* Send body to /raw (answered as it is), meta: as kube_request_meta(). */
+static void
+raw(struct fx *f, bool meta, const char *body, size_t len, struct res *s)
+{
+	struct kube_req *req;
+
+	memset(s, 0, sizeof(*s));
+	if (kube_request(f->c, "POST", "/raw?code=409", "application/json",
+	    body, len, res_cb, s, &req) < 0)
+		return;
+	if (meta)
+		kube_request_meta(req);
+	fx_run(f, &s->done);
+}
+
+/*
+ * Answers as kube_request_meta() hands them out: of an object, only the
+ * string members kind, apiVersion, message, reason and metadata's name,
+ * namespace, uid and resourceVersion, each as the whole parse has it
+ * (escapes, the last of duplicates); what is not JSON is NULL and a
+ * top-level array or what only jansson accepts (a NUL byte after a
+ * number) is parsed whole.
+ */
+static const struct {
+	const char	*body;
+	size_t		 len;		/* 0: strlen(body) */
+	const char	*want;		/* the meta answer; NULL: no JSON */
+} meta_cases[] = {
+	{ "{\"kind\":\"ResourceQuota\",\"apiVersion\":\"v1\",\"metadata\":"
+	  "{\"name\":\"q\",\"namespace\":\"ns\",\"uid\":\"u-1\","
+	  "\"resourceVersion\":\"7\",\"labels\":{\"a\":\"b\"}},"
+	  "\"spec\":{\"hard\":{\"x\":\"1\"}}}", 0,
+	  "{\"kind\":\"ResourceQuota\",\"apiVersion\":\"v1\",\"metadata\":"
+	  "{\"name\":\"q\",\"namespace\":\"ns\",\"uid\":\"u-1\","
+	  "\"resourceVersion\":\"7\"}}" },
+	{ " {\"metadata\":{\"name\":\"a\\u00e9\\\"b\\/\"},\"kind\":\"X\","
+	  "\"metadata\":{\"name\":\"last\\ud83d\\ude00\"}} ", 0,
+	  "{\"kind\":\"X\",\"metadata\":{\"name\":\"last\\ud83d\\ude00\"}}" },
+	{ "{\"kind\":5,\"apiVersion\":null,\"metadata\":\"m\","
+	  "\"message\":[\"x\"],\"reason\":\"R\"}", 0,
+	  "{\"reason\":\"R\"}" },
+	{ "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+	  "\"status\":\"Failure\",\"message\":\"taken\","
+	  "\"reason\":\"AlreadyExists\",\"code\":409}", 0,
+	  "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+	  "\"message\":\"taken\",\"reason\":\"AlreadyExists\"}" },
+	{ "{\"kind\":\"X\",", 0, NULL },
+	{ "{\"kind\":\"X\"} x", 0, NULL },
+	{ "{\"kind\":\"\\u0000\"}", 0, NULL },
+	{ "[{\"kind\":\"X\"}]", 0, "[{\"kind\":\"X\"}]" },
+	{ "{\"kind\":\"X\",\"n\":1\0}", 19, "{\"kind\":\"X\",\"n\":1}" },
+};
+
+TEST(kube_request_meta_answer)
+{
+	struct fx f;
+	struct res s, whole;
+	json_t *want;
+
+	REQUIRE(fx_init(&f, NULL, NULL));
+	for (size_t i = 0; i < nitems(meta_cases); i++) {
+		const char *b = meta_cases[i].body;
+		size_t len = meta_cases[i].len ? meta_cases[i].len :
+		    strlen(b);
+
+		want = meta_cases[i].want ? json_loads(meta_cases[i].want, 0,
+		    NULL) : NULL;
+		REQUIRE(meta_cases[i].want == NULL || want != NULL);
+		raw(&f, true, b, len, &s);
+		raw(&f, false, b, len, &whole);
+		CHECK_INT(s.status, 409);
+		if (!json_equal(s.json, want) && (s.json != NULL ||
+		    want != NULL)) {
+			char *got = s.json ? json_dumps(s.json, 0) : NULL;
+
+			test_fail(__FILE__, __LINE__, "case %zu: got %s", i,
+			    got ? got : "NULL");
+			free(got);
+		}
+		/* JSON exactly when the whole parse has JSON; same texts */
+		CHECK((s.json == NULL) == (whole.json == NULL));
+		CHECK_STR(s.message, whole.message);
+		CHECK_STR(s.reason, whole.reason);
+		json_decref(want);
+		json_decref(s.json);
+		json_decref(whole.json);
+	}
+	fx_done(&f);
+}
+
 TEST(kube_request_bad_args)
 {
 	struct fx f;
