@@ -9,6 +9,13 @@
  * between the change and our write), a delete, a write whose answer we
  * never read, one not remembered because the set was full, or any
  * change of a snapshot (every write is forgotten when one begins).
+ *
+ * A change that may be ours is looked at when the worker is free, just
+ * before the next key starts and in the same read transaction (SQLite
+ * reads again every page it needs after each commit of sync, once per
+ * transaction): a change looked at alone costs a snapshot of its own.
+ * Its tenant could not start sooner anyway, as one key is in process at
+ * a time and no key starts before the changes held are looked at.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +26,7 @@
 
 #include "cache/cache.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/strmap.h"
 #include "kpgpud-quota/quota.h"
 
@@ -117,12 +125,26 @@ quotad_own_reset(struct quotad *q)
 	size_t pos = 0;
 	void *v;
 
+	quotad_own_settle(q);	/* as they would have been: before it */
 	if (q->own == NULL)
 		return;
 	while (strmap_next(q->own, &pos, &k, &v)) {
 		(void)strmap_remove(q->own, k, NULL);
 		free(v);
 	}
+}
+
+/* The write of ours a change is of (its map key in key), or NULL. */
+static struct own *
+own_of(struct quotad *q, const struct ipc_change *ch, char *key, size_t len)
+{
+	bool ns = ch->topic == IPC_TOPIC_NAMESPACES;
+
+	if (q->own == NULL || !own_kind(ns ? "Namespace" : ch->kind) ||
+	    own_key(key, len, ns ? "Namespace" : ch->kind,
+	    ns ? ch->name : ch->ns, ch->name) < 0)
+		return NULL;
+	return strmap_get(q->own, key);
 }
 
 /*
@@ -141,10 +163,7 @@ quotad_own_echo(struct quotad *q, struct cache *c,
 	struct cache_ns *row = NULL;
 	struct own *w;
 
-	if (q->own == NULL || !own_kind(ns ? "Namespace" : ch->kind) ||
-	    own_key(key, sizeof(key), ns ? "Namespace" : ch->kind,
-	    ns ? ch->name : ch->ns, ch->name) < 0 ||
-	    (w = strmap_get(q->own, key)) == NULL)
+	if ((w = own_of(q, ch, key, sizeof(key))) == NULL)
 		return false;
 	if (ch->deleted || c == NULL)
 		;	/* gone, or nothing to compare with */
@@ -160,4 +179,60 @@ quotad_own_echo(struct quotad *q, struct cache *c,
 	}
 	own_forget(q, key);
 	return echo;
+}
+
+/*
+ * Hold a change that may be our write coming back, to be looked at by
+ * quotad_own_settle; false (look at it now) when it is of no write of
+ * ours or QUOTAD_LATER_MAX changes are held already.
+ */
+bool
+quotad_own_later(struct quotad *q, const struct ipc_change *ch)
+{
+	char key[IPC_KIND_MAX + IPC_NS_MAX + IPC_NAME_MAX + 3];
+
+	if (q->nlater >= QUOTAD_LATER_MAX ||
+	    own_of(q, ch, key, sizeof(key)) == NULL)
+		return false;
+	if (q->later == NULL &&
+	    (q->later = calloc(QUOTAD_LATER_MAX, sizeof(*q->later))) == NULL)
+		return false;
+	q->later[q->nlater] = *ch;
+	q->later[q->nlater++].resolved = NULL;	/* not ours to keep */
+	return true;
+}
+
+/*
+ * Look at the changes held, in the order they came, from the cache's
+ * snapshot of the caller's read transaction: queue the tenant of each one
+ * that is not our own write.
+ */
+void
+quotad_own_settle(struct quotad *q)
+{
+	struct cache *c;
+	int n = q->nlater;
+
+	if (n == 0)
+		return;
+	c = quotad_cache(q);
+	q->nlater = 0;
+	for (int i = 0; i < n; i++) {
+		const struct ipc_change *ch = &q->later[i];
+
+		if (quotad_own_echo(q, c, ch))
+			metric_inc(q->m.own, NULL, NULL);
+		else
+			quotad_enqueue_ns(q, ch->topic == IPC_TOPIC_NAMESPACES ?
+			    ch->name : ch->ns);
+	}
+}
+
+/* Forget the changes held (quotad_stop). */
+void
+quotad_own_free(struct quotad *q)
+{
+	free(q->later);
+	q->later = NULL;
+	q->nlater = 0;
 }

@@ -134,7 +134,8 @@ work_is_ns(const struct qwork *w, const char *ns)
  * A change of an object in tenant namespace ns: queue the tenant, unless
  * it is our own last write coming back (own.c). While the tenant is in
  * process its writes' answers may still be on the way, so its changes are
- * looked at when it is done.
+ * looked at when it is done; a change of another tenant that may be ours
+ * is looked at before the next key starts (own.c).
  */
 void
 quotad_change_ns(struct quotad *q, const struct ipc_change *ch,
@@ -148,6 +149,9 @@ quotad_change_ns(struct quotad *q, const struct ipc_change *ch,
 			w->defer[w->ndefer++].resolved = NULL;
 			return;
 		}
+	} else if (quotad_own_later(q, ch)) {
+		quotad_kick(q);
+		return;
 	} else if (quotad_own_echo(q, quotad_cache(q), ch)) {
 		metric_inc(q->m.own, NULL, NULL);
 		return;
@@ -229,7 +233,8 @@ work_free(struct qwork *w)
 /*
  * The changes of the tenant that came while it was in process: our own
  * writes coming back wake nothing, anything else queues it again (as a
- * key added while in process is).
+ * key added while in process is). Those that may be ours are looked at
+ * before the next key starts, with its reads (own.c).
  */
 static void
 work_deferred(struct qwork *w, uint64_t now)
@@ -238,6 +243,8 @@ work_deferred(struct qwork *w, uint64_t now)
 	bool wake = false;
 
 	for (int i = 0; i < w->ndefer; i++) {
+		if (quotad_own_later(q, &w->defer[i]))
+			continue;
 		if (quotad_own_echo(q, quotad_cache(q), &w->defer[i]))
 			metric_inc(q->m.own, NULL, NULL);
 		else
@@ -1319,23 +1326,34 @@ static void
 kick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct quotad *q = arg;
+	struct cache *c = NULL;
 	const char *key;
 	uint64_t now = monotonic_ms(), next;
 	struct timeval tv;
+	bool tx = false;
 
 	(void)fd;
 	(void)what;
-	if (q->cur != NULL || !quotad_may_write(q))
+	if (q->cur != NULL)
 		return;
-	if (wq_get(q->wq, now, &key) == 0) {
+	/*
+	 * The changes held that may be our own writes, then the next key,
+	 * from one snapshot of the cache (own.c); work_start reads in it.
+	 */
+	if (q->nlater > 0 && (c = quotad_cache(q)) != NULL)
+		tx = cache_begin(c) == 0;
+	quotad_own_settle(q);
+	if (!quotad_may_write(q))
+		;
+	else if (wq_get(q->wq, now, &key) == 0)
 		work_start(q, key);
-		return;
+	else if ((next = wq_next_ms(q->wq, now)) != WQ_NEVER) {
+		tv.tv_sec = (time_t)(next / 1000);
+		tv.tv_usec = (suseconds_t)(next % 1000) * 1000;
+		event_add(q->kick_ev, &tv);
 	}
-	if ((next = wq_next_ms(q->wq, now)) == WQ_NEVER)
-		return;
-	tv.tv_sec = (time_t)(next / 1000);
-	tv.tv_usec = (suseconds_t)(next % 1000) * 1000;
-	event_add(q->kick_ev, &tv);
+	if (tx && cache_commit(c) < 0)
+		cache_rollback(c);
 }
 
 /* Look at the queue from the event loop soon (never re-entrantly). */
@@ -1486,6 +1504,7 @@ quotad_stop(struct quotad *q)
 	q->ns_sent = NULL;
 	strmap_free(q->own, free);
 	q->own = NULL;
+	quotad_own_free(q);
 	quotad_classes_free(&q->classes);
 	cache_free(q->cache);
 	q->cache = NULL;

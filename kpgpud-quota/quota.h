@@ -33,6 +33,8 @@
 #define QUOTAD_OWN_MAX		262144
 /* Changes of the tenant in process, looked at when it is done. */
 #define QUOTAD_DEFER_MAX	8
+/* Changes that may be our own writes, held until the worker is free. */
+#define QUOTAD_LATER_MAX	256
 /* Non-GPU DeviceClasses named in the parameter ConfigMap; past it the
    rest stay unlisted, so their claims are denied (fail closed). */
 #define QUOTAD_MAX_NON_GPU	1024
@@ -133,6 +135,8 @@ struct quotad {
 	/* own.c: objects we wrote, by "Kind/ns/name", until streamed back */
 	struct strmap		*own;
 	bool			 own_full;	/* a write not remembered */
+	struct ipc_change	*later;		/* held, QUOTAD_LATER_MAX */
+	int			 nlater;
 	struct quotad_classes	 classes;	/* classes.c */
 	struct qwork		*spare;		/* a work item's memory, kept */
 };
@@ -196,8 +200,16 @@ void	 qpol_free(struct qpol *s);
 void	 quotad_own_wrote(struct quotad *q, const char *method, json_t *obj);
 bool	 quotad_own_echo(struct quotad *q, struct cache *c,
 	    const struct ipc_change *ch);
-/* Forget every write (a snapshot from sync begins). */
+/* Forget every write (a snapshot from sync begins), held changes looked at. */
 void	 quotad_own_reset(struct quotad *q);
+/*
+ * Hold a change that may be our write until quotad_own_settle (false: look
+ * at it now); look at the held ones, queueing the tenants of those not
+ * ours; forget them (quotad_stop).
+ */
+bool	 quotad_own_later(struct quotad *q, const struct ipc_change *ch);
+void	 quotad_own_settle(struct quotad *q);
+void	 quotad_own_free(struct quotad *q);
 
 /* quota_src.c: the cache, opened read-only on first use; NULL if absent. */
 struct cache *quotad_cache(struct quotad *q);

@@ -6,7 +6,10 @@
  * else may lie between it and our write), a delete, a write never
  * remembered, a kind whose changes concern every tenant, a write forgotten
  * by a DELETE or by a snapshot, and a full set all wake the tenant; each
- * write is recognised once.
+ * write is recognised once. A change that may be ours is held and looked
+ * at when settled, from the cache as it is then (a row moved on since
+ * wakes the tenant); a snapshot settles the held ones before forgetting
+ * the writes; past the cap a change is looked at at once.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,6 +20,7 @@
 #include "common/strmap.h"
 #include "common/util.h"
 #include "kpgpud-quota/quota.h"
+#include "kpgpud-quota/workqueue.h"
 #include "tests/unit/test.h"
 
 /* The quota row of t at rv with spec.hard x=n; its generation. */
@@ -159,6 +163,89 @@ TEST(own_echo_only_our_own_version_at_the_rows_generation)
 
 	quotad_own_reset(&q);
 	CHECK(strmap_count(q.own) == 0);
+	strmap_free(q.own, free);
+	test_cache_remove(c, rd);
+}
+
+/* Take the one queued key: tenant t's. */
+static bool
+queued_t(struct wq *wq)
+{
+	const char *key;
+	bool ok;
+
+	if (wq_len(wq) != 1 || wq_get(wq, monotonic_ms(), &key) < 0)
+		return false;
+	ok = strcmp(key, QUOTAD_NS_PREFIX "t") == 0;
+	wq_done(wq, key, monotonic_ms());
+	return ok;
+}
+
+TEST(own_later_held_changes_looked_at_when_settled)
+{
+	struct quotad q;
+	struct cache *c, *rd = NULL;
+	struct ipc_change ch;
+	uint64_t g1, g2;
+	int held = 0;
+
+	memset(&q, 0, sizeof(q));
+	REQUIRE((c = test_cache_new(&rd)) != NULL);
+	REQUIRE(strmap_new(0, 4, &q.own) == 0);
+	REQUIRE(wq_new(NULL, monotonic_ms(), &q.wq) == 0);
+	q.cache = rd;
+
+	/* a change of no write of ours is not held */
+	ch = change(false, 1, false);
+	CHECK(!quotad_own_later(&q, &ch));
+	CHECK(q.nlater == 0);
+
+	/* our create comes back: held, then ours (nothing queued) */
+	wrote(&q, "POST", CACHE_KIND_QUOTA, "kpgpud-gpu", "5");
+	g1 = put_quota(c, "5", 1);
+	ch = change(false, g1, false);
+	CHECK(quotad_own_later(&q, &ch));
+	CHECK(q.nlater == 1);
+	CHECK(strmap_count(q.own) == 1);
+	quotad_own_settle(&q);
+	CHECK(q.nlater == 0);
+	CHECK(wq_len(q.wq) == 0);
+	CHECK(strmap_count(q.own) == 0);
+
+	/* held, and someone else wrote before it was looked at: queued */
+	wrote(&q, "PATCH", CACHE_KIND_QUOTA, "kpgpud-gpu", "6");
+	g1 = put_quota(c, "6", 2);
+	ch = change(false, g1, false);
+	CHECK(quotad_own_later(&q, &ch));
+	g2 = put_quota(c, "7", 3);
+	CHECK(wq_len(q.wq) == 0);
+	quotad_own_settle(&q);
+	CHECK(queued_t(q.wq));
+
+	/* a snapshot looks at the held changes before forgetting writes */
+	wrote(&q, "PATCH", "Namespace", "t", "11");
+	g1 = put_ns(c, "11", "a");
+	ch = change(true, g1, false);
+	CHECK(quotad_own_later(&q, &ch));
+	quotad_own_reset(&q);
+	CHECK(q.nlater == 0);
+	CHECK(wq_len(q.wq) == 0);
+
+	/* past the cap a change is looked at at once; of those held, the
+	   first is ours and the rest (the write forgotten) queue t once */
+	wrote(&q, "PATCH", CACHE_KIND_QUOTA, "kpgpud-gpu", "7");
+	ch = change(false, g2, false);
+	for (int i = 0; i < QUOTAD_LATER_MAX; i++)
+		held += quotad_own_later(&q, &ch);
+	CHECK(held == QUOTAD_LATER_MAX);
+	CHECK(!quotad_own_later(&q, &ch));
+	quotad_own_settle(&q);
+	CHECK(queued_t(q.wq));
+
+	quotad_own_free(&q);
+	CHECK(q.later == NULL && q.nlater == 0);
+	q.cache = NULL;
+	wq_free(q.wq);
 	strmap_free(q.own, free);
 	test_cache_remove(c, rd);
 }
