@@ -565,11 +565,13 @@ class_name(const struct plan_config *cfg, struct plan *p, char *err,
 	return 0;
 }
 
-/* Append one quota key unless already present. */
-static void
+/* Append one quota key unless already present; 0 or -ENOMEM. */
+static int
 add_key(struct plan *p, const char *cls, int value)
 {
 	char name[PLAN_KEY_MAX + 1];
+	struct plan_key *k;
+	int cap;
 
 	if (cls == NULL)
 		snprintf(name, sizeof(name), "%s", PLAN_CLAIMS_KEY);
@@ -578,11 +580,38 @@ add_key(struct plan *p, const char *cls, int value)
 		    PLAN_CLASS_KEY_SUFFIX);
 	for (int i = 0; i < p->nkeys; i++)
 		if (strcmp(p->keys[i].name, name) == 0)
-			return;
-	if (p->nkeys < PLAN_MAX_KEYS) {
-		memcpy(p->keys[p->nkeys].name, name, sizeof(name));
-		p->keys[p->nkeys++].value = value;
+			return 0;
+	if (p->nkeys >= PLAN_MAX_KEYS)
+		return 0;
+	if (p->nkeys == p->keys_cap) {
+		cap = p->keys_cap ? p->keys_cap * 2 : 8;
+		if (cap > PLAN_MAX_KEYS)
+			cap = PLAN_MAX_KEYS;
+		if ((k = realloc(p->keys, (size_t)cap * sizeof(*k))) == NULL)
+			return -ENOMEM;
+		p->keys = k;
+		p->keys_cap = cap;
 	}
+	memcpy(p->keys[p->nkeys].name, name, sizeof(name));
+	p->keys[p->nkeys++].value = value;
+	return 0;
+}
+
+/* The record of the plan's keys: "k1,k2,...". */
+static int
+keys_join(struct plan *p)
+{
+	size_t len = 1, o = 0;
+
+	for (int i = 0; i < p->nkeys; i++)
+		len += strlen(p->keys[i].name) + 1;
+	if ((p->keys_text = malloc(len)) == NULL)
+		return -ENOMEM;
+	p->keys_text[0] = '\0';
+	for (int i = 0; i < p->nkeys; i++)
+		o += (size_t)snprintf(p->keys_text + o, len - o, "%s%s",
+		    i ? "," : "", p->keys[i].name);
+	return 0;
 }
 
 /* The configured strict classes, each zeroed unless it is the tenant's. */
@@ -606,8 +635,9 @@ strict_keys(const struct plan_config *cfg, struct plan *p, char *err,
 		if (++n > PLAN_MAX_STRICT)
 			return seterr(err, errlen, "more than %d strict classes",
 			    PLAN_MAX_STRICT);
-		if (strcmp(tok, p->class_name) != 0)
-			add_key(p, tok, 0);
+		if (strcmp(tok, p->class_name) != 0 &&
+		    add_key(p, tok, 0) < 0)
+			return -ENOMEM;
 	}
 	return 0;
 }
@@ -642,8 +672,9 @@ quota_keys(const struct plan_config *cfg, struct plan *p, char *err,
 	char why[200];
 	int r;
 
-	add_key(p, NULL, p->annot.max_devices);
-	add_key(p, p->class_name, p->annot.max_devices);
+	if (add_key(p, NULL, p->annot.max_devices) < 0 ||
+	    add_key(p, p->class_name, p->annot.max_devices) < 0)
+		return -ENOMEM;
 	if (!cfg->strict)
 		return 0;
 	if ((r = strict_keys(cfg, p, err, errlen)) < 0)
@@ -664,8 +695,8 @@ quota_keys(const struct plan_config *cfg, struct plan *p, char *err,
 			closed_event(p, why);
 			continue;
 		}
-		if (strcmp(c, p->class_name) != 0)
-			add_key(p, c, 0);
+		if (strcmp(c, p->class_name) != 0 && add_key(p, c, 0) < 0)
+			return -ENOMEM;
 	}
 	if (p->closed)
 		p->keys[0].value = 0;
@@ -676,21 +707,19 @@ quota_keys(const struct plan_config *cfg, struct plan *p, char *err,
 static int
 build_resolved(struct plan *p)
 {
-	struct resolved *r;
+	struct resolved r;	/* 9 KB: no heap block per plan */
 
-	if ((r = calloc(1, sizeof(*r))) == NULL)
-		return -ENOMEM;
+	memset(&r, 0, sizeof(r));
 	if (p->claim_is_template)
-		snprintf(r->claim_template, sizeof(r->claim_template), "%s",
+		snprintf(r.claim_template, sizeof(r.claim_template), "%s",
 		    p->claim_name);
 	else
-		snprintf(r->claim, sizeof(r->claim), "%s", p->claim_name);
-	snprintf(r->sharing, sizeof(r->sharing), "%s",
+		snprintf(r.claim, sizeof(r.claim), "%s", p->claim_name);
+	snprintf(r.sharing, sizeof(r.sharing), "%s",
 	    annotation_sharing_name(p->annot.sharing));
-	scopy(r->instance, sizeof(r->instance), p->instance_ref);
-	r->pol = p->annot.pol;
-	p->resolved = resolved_format(r);
-	free(r);
+	scopy(r.instance, sizeof(r.instance), p->instance_ref);
+	r.pol = p->annot.pol;
+	p->resolved = resolved_format(&r);
 	return p->resolved == NULL ? -ENOMEM : 0;
 }
 
@@ -820,6 +849,117 @@ plan_topology(struct plan *p, const struct plan_topology *t)
 	return 0;
 }
 
+/* A byte string growing as inputs are appended to it. */
+struct inbuf {
+	char	*b;
+	size_t	 len, cap;
+	bool	 failed;
+};
+
+/* Append n bytes. */
+static void
+in_put(struct inbuf *f, const void *s, size_t n)
+{
+	size_t cap = f->cap ? f->cap : 1024;
+	char *b;
+
+	if (f->failed)
+		return;
+	if (f->len + n > f->cap) {
+		while (cap < f->len + n)
+			cap *= 2;
+		if ((b = realloc(f->b, cap)) == NULL) {
+			f->failed = true;
+			return;
+		}
+		f->b = b;
+		f->cap = cap;
+	}
+	memcpy(f->b + f->len, s, n);
+	f->len += n;
+}
+
+/* Append a number. */
+static void
+in_num(struct inbuf *f, unsigned long long v)
+{
+	in_put(f, &v, sizeof(v));
+}
+
+/* Append a string or NULL: each told apart from the other and the next. */
+static void
+in_str(struct inbuf *f, const char *s)
+{
+	if (s == NULL) {
+		in_put(f, "N", 1);
+		return;
+	}
+	in_put(f, "S", 1);
+	in_put(f, s, strlen(s) + 1);
+}
+
+/*
+ * Everything plan_build reads, as one byte string: the instance, every
+ * member of cfg, its classes and its topology. Equal strings, equal plans.
+ * 0 or -ENOMEM; *ret (malloc'd) holds *ret_len bytes.
+ */
+static int
+plan_inputs(const struct plan_instance *in, const struct plan_config *cfg,
+    char **ret, size_t *ret_len)
+{
+	const struct plan_topology *t = cfg->topology;
+	struct inbuf f = { NULL, 0, 0, false };
+	char *sel;
+
+	in_str(&f, in->api_version);
+	in_str(&f, in->kind);
+	in_str(&f, in->name);
+	in_str(&f, in->namespace);
+	in_str(&f, in->uid);
+	in_str(&f, in->created);
+	in_num(&f, in->has_annotation);
+	in_num(&f, in->annotation_len);
+	if (in->annotation_len <= ANNOTATION_MAX_LEN)
+		in_put(&f, in->annotation, in->annotation_len);
+	in_str(&f, cfg->quota_name);
+	in_str(&f, cfg->class_prefix);
+	in_str(&f, cfg->gpu_class);
+	in_str(&f, cfg->strict_classes);
+	in_num(&f, cfg->strict);
+	in_num(&f, cfg->classes != NULL);
+	in_num(&f, cfg->classes != NULL ? (unsigned)cfg->nclasses : 0);
+	for (int i = 0; cfg->classes != NULL && i < cfg->nclasses; i++)
+		in_str(&f, cfg->classes[i]);
+	in_num(&f, cfg->owner_refs);
+	in_num(&f, cfg->ns_from_namespace);
+	in_num(&f, cfg->driver_gates);
+	in_str(&f, cfg->sidecars);
+	in_num(&f, t != NULL);
+	if (t != NULL) {
+		sel = t->selectors != NULL ? json_dumps(t->selectors,
+		    JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+		if (t->selectors != NULL && sel == NULL)
+			f.failed = true;
+		in_str(&f, sel);
+		free(sel);
+		in_str(&f, t->domains);
+		in_str(&f, t->state);
+		in_num(&f, (unsigned)t->nevents);
+		for (int i = 0; i < t->nevents && i < 2; i++) {
+			in_str(&f, t->events[i].type);
+			in_str(&f, t->events[i].reason);
+			in_str(&f, t->events[i].message);
+		}
+	}
+	if (f.failed) {
+		free(f.b);
+		return -ENOMEM;
+	}
+	*ret = f.b;
+	*ret_len = f.len;
+	return 0;
+}
+
 /* Compose the whole plan for one instance. */
 int
 plan_build(const struct plan_instance *in, const struct plan_config *cfg,
@@ -831,7 +971,8 @@ plan_build(const struct plan_instance *in, const struct plan_config *cfg,
 
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		return -ENOMEM;
-	if ((r = plan_annotation(in, cfg, &p->annot, err, errlen)) < 0 ||
+	if ((r = plan_inputs(in, cfg, &p->inputs, &p->inputs_len)) < 0 ||
+	    (r = plan_annotation(in, cfg, &p->annot, err, errlen)) < 0 ||
 	    (r = plan_check_gates(&p->annot, cfg->driver_gates, err,
 	    errlen)) < 0 ||
 	    (r = plan_check_allocatable(&p->annot, err, errlen)) < 0 ||
@@ -839,7 +980,8 @@ plan_build(const struct plan_instance *in, const struct plan_config *cfg,
 	    (cfg->topology != NULL &&
 	    (r = plan_topology(p, cfg->topology)) < 0) ||
 	    (r = class_name(cfg, p, err, errlen)) < 0 ||
-	    (r = quota_keys(cfg, p, err, errlen)) < 0)
+	    (r = quota_keys(cfg, p, err, errlen)) < 0 ||
+	    (r = keys_join(p)) < 0)
 		goto fail;
 	p->claim_is_template = !annotation_sharing_shared(p->annot.sharing);
 	r = -ENOMEM;
@@ -869,7 +1011,26 @@ plan_free(struct plan *p)
 	json_decref(p->topo_sel);
 	free(p->topo_domains);
 	free(p->resolved);
+	free(p->keys);
+	free(p->keys_text);
+	free(p->inputs);
 	free(p);
+}
+
+/* Whether p was built from exactly these inputs. */
+bool
+plan_serves(const struct plan *p, const struct plan_instance *in,
+    const struct plan_config *cfg)
+{
+	char *b;
+	size_t len;
+	bool same;
+
+	if (p == NULL || plan_inputs(in, cfg, &b, &len) < 0)
+		return false;
+	same = len == p->inputs_len && memcmp(b, p->inputs, len) == 0;
+	free(b);
+	return same;
 }
 
 /* The quota keys as a ResourceQuota spec.hard map. */

@@ -196,14 +196,24 @@ struct plan {
 	char		 class_name[PLAN_NAME_MAX + 1];	/* the class in use */
 	char		 quota_name[PLAN_NAME_MAX + 1];
 	bool		 closed;	/* GPU classes not keyed: claims 0 */
+	/*
+	 * The quota keys, as many as there are (most plans have a handful:
+	 * a plan of PLAN_MAX_KEYS inline made each plan a 93 KB block), and
+	 * their record for PLAN_QUOTA_KEYS_ANNOT ("k1,k2,...").
+	 */
 	int		 nkeys;
-	struct plan_key	 keys[PLAN_MAX_KEYS];
+	int		 keys_cap;
+	struct plan_key	*keys;
+	char		*keys_text;
 	char		*resolved;	/* the Namespace annotation value */
 	json_t		*topo_sel;	/* topology selectors, or NULL */
 	char		*topo_domains;	/* PLAN_NS_TOPO_ANNOT, or NULL */
 	char		 topo_state[96];
 	int		 nevents;
 	struct plan_event events[PLAN_MAX_EVENTS];
+	/* what the plan was built from (plan_serves), inputs_len bytes */
+	char		*inputs;
+	size_t		 inputs_len;
 };
 
 /*
@@ -226,6 +236,15 @@ int	 plan_build(const struct plan_instance *inst,
 	    const struct plan_config *cfg, struct plan **ret, char *err,
 	    size_t errlen);
 void	 plan_free(struct plan *p);
+/*
+ * Whether p is what plan_build gives for in and cfg now: every input it
+ * was built from (the instance, each member of the configuration, the
+ * GPU classes and the topology) is the same, compared by value. A plan
+ * kept between reconciles of a tenant serves again only then. False on
+ * ENOMEM.
+ */
+bool	 plan_serves(const struct plan *p, const struct plan_instance *in,
+	    const struct plan_config *cfg);
 /* The Warning Event reason of a plan_build refusal (-EINVAL, PLAN_E*). */
 const char *plan_refusal_reason(int r);
 

@@ -255,6 +255,45 @@ work_deferred(struct qwork *w, uint64_t now)
 		(void)wq_add(q->wq, w->key, now);
 }
 
+/*
+ * Keep the plan of a tenant that comes back soon: waiting for its quota
+ * to be enforced (or for an object to go), or failed. Its next reconcile
+ * takes it (plan_take) and serves it again if nothing it was built from
+ * changed; past QUOTAD_PLANS_KEPT plans the next one is built again.
+ */
+static void
+plan_keep(struct qwork *w, int r)
+{
+	struct quotad *q = w->q;
+	void *old = NULL;
+
+	if (w->plan == NULL || q->plans == NULL || r == NOT_LEADER ||
+	    (r == 0 && !w->requeue))
+		return;
+	if (strmap_put(q->plans, w->plan->namespace, w->plan, &old) < 0)
+		return;
+	plan_free(old);
+	w->plan = NULL;
+}
+
+/* The plan kept for tenant namespace ns, taken out of the map, or NULL. */
+static struct plan *
+plan_take(struct quotad *q, const char *ns)
+{
+	void *p = NULL;
+
+	if (q->plans == NULL || strmap_remove(q->plans, ns, &p) < 0)
+		return NULL;
+	return p;
+}
+
+/* Free every plan kept (strmap_free). */
+static void
+plan_free_kept(void *p)
+{
+	plan_free(p);
+}
+
 /* End a key: count it, forget or back off, and take the next one. */
 static void
 work_finish(struct qwork *w, int r)
@@ -263,6 +302,7 @@ work_finish(struct qwork *w, int r)
 	uint64_t now = monotonic_ms(), delay = 0;
 
 	work_deferred(w, now);
+	plan_keep(w, r);
 	if (r == 0 && w->requeue) {
 		metric_inc(q->m.reconciles, w->result ? w->result : "ok",
 		    NULL);
@@ -748,17 +788,24 @@ work_quotas(const struct kube_response *resp, void *arg)
 		work_finish(w, r);
 }
 
-/* Pick the oldest candidate, warn the others, and plan for it. */
+/*
+ * Pick the oldest candidate, warn the others, and plan for it: the plan
+ * kept from the tenant's last reconcile when built from the same inputs.
+ */
 static int
-work_plan(struct qwork *w, const struct quotad_cands *c, bool *ret_keep)
+work_plan(struct qwork *w, const char *ns, const struct quotad_cands *c,
+    bool *ret_keep)
 {
 	struct plan_config pc;
+	struct plan *kept = plan_take(w->q, ns);
 	char err[400], msg[512];
 	int win = 0, r;
 
 	*ret_keep = false;
-	if (c->n == 0)
+	if (c->n == 0) {
+		plan_free(kept);
 		return 0;
+	}
 	for (int i = 1; i < c->n; i++)
 		if (plan_instance_cmp(&c->in[i], &c->in[win]) < 0)
 			win = i;
@@ -782,7 +829,13 @@ work_plan(struct qwork *w, const struct quotad_cands *c, bool *ret_keep)
 		pc.nclasses = w->q->classes.ngpu;
 	}
 	pc.topology = w->topo;
-	r = plan_build(&c->in[win], &pc, &w->plan, err, sizeof(err));
+	if (kept != NULL && plan_serves(kept, &c->in[win], &pc)) {
+		w->plan = kept;
+		r = 0;
+	} else {
+		plan_free(kept);
+		r = plan_build(&c->in[win], &pc, &w->plan, err, sizeof(err));
+	}
 	if (r == -EINVAL || r == PLAN_EGATE || r == PLAN_ENEVER) {
 		log_debug("annotation refused kind=%s name=%s reason=%s",
 		    c->in[win].kind, log_q(c->in[win].name), log_q(err));
@@ -979,7 +1032,7 @@ work_ns(struct qwork *w, struct cache *c, const char *ns)
 	}
 	r = quotad_candidates(w->q, ns, &w->cands);
 	if (r == 0)
-		r = work_plan(w, &w->cands, &keep);
+		r = work_plan(w, ns, &w->cands, &keep);
 	if (r < 0)
 		return r;
 	if (keep) {
@@ -1464,7 +1517,8 @@ quotad_start(struct quotad *q, struct event_base *base,
 	    (r = quotad_topology_start(q, reg)) < 0 ||
 	    (r = wq_new(&cfg->wq, monotonic_ms(), &q->wq)) < 0 ||
 	    (r = strmap_new(0, QUOTAD_NS_SENT_MAX, &q->ns_sent)) < 0 ||
-	    (r = strmap_new(0, QUOTAD_OWN_MAX, &q->own)) < 0)
+	    (r = strmap_new(0, QUOTAD_OWN_MAX, &q->own)) < 0 ||
+	    (r = strmap_new(0, QUOTAD_PLANS_KEPT, &q->plans)) < 0)
 		return r;
 	q->kick_ev = event_new(base, -1, 0, kick_cb, q);
 	q->resync_ev = event_new(base, -1, EV_PERSIST, resync_cb, q);
@@ -1505,6 +1559,8 @@ quotad_stop(struct quotad *q)
 	strmap_free(q->own, free);
 	q->own = NULL;
 	quotad_own_free(q);
+	strmap_free(q->plans, plan_free_kept);
+	q->plans = NULL;
 	quotad_classes_free(&q->classes);
 	cache_free(q->cache);
 	q->cache = NULL;

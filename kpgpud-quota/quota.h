@@ -35,6 +35,11 @@
 #define QUOTAD_DEFER_MAX	8
 /* Changes that may be our own writes, held until the worker is free. */
 #define QUOTAD_LATER_MAX	256
+/*
+ * Plans kept for tenants expected back soon (their quota not enforced
+ * yet, an object terminating, a failed write): about 11 KB each.
+ */
+#define QUOTAD_PLANS_KEPT	1024
 /* Non-GPU DeviceClasses named in the parameter ConfigMap; past it the
    rest stay unlisted, so their claims are denied (fail closed). */
 #define QUOTAD_MAX_NON_GPU	1024
@@ -139,6 +144,12 @@ struct quotad {
 	int			 nlater;
 	struct quotad_classes	 classes;	/* classes.c */
 	struct qwork		*spare;		/* a work item's memory, kept */
+	/*
+	 * Tenant namespace -> its last plan, kept while the tenant is
+	 * expected back (the reconcile after its quota is enforced builds
+	 * the same plan): served again only if plan_serves says so.
+	 */
+	struct strmap		*plans;
 };
 
 /*

@@ -18,7 +18,6 @@
 #define RES_API		"/apis/resource.k8s.io/v1"
 #define CORE_API	"/api/v1"
 #define KEYS_MAX	(PLAN_MAX_KEYS + 8)
-#define KEYS_LEN	(KEYS_MAX * (PLAN_KEY_MAX + 1))
 
 /* Whether a member the server may have added is empty. */
 static bool
@@ -489,18 +488,6 @@ wanted_key(const struct plan *p, const char *key)
 	return false;
 }
 
-/* The record of the plan's keys: "k1,k2,...". */
-static void
-keys_join(const struct plan *p, char *out, size_t len)
-{
-	size_t o = 0;
-
-	out[0] = '\0';
-	for (int i = 0; i < p->nkeys; i++)
-		o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%s%s",
-		    i ? "," : "", p->keys[i].name);
-}
-
 /* A string member of metadata.<map> of obj, or NULL. */
 static const char *
 meta_str(json_t *obj, const char *map, const char *key)
@@ -600,19 +587,15 @@ static int
 quota_update(const struct plan *p, const int *extra, json_t *q,
     const struct keylist *ours, struct rc_actions *r)
 {
-	char v[16], path[RC_PATH_MAX], what[384], *want;
+	char v[16], path[RC_PATH_MAX], what[384];
 	json_t *hard = json_object_get(json_object_get(q, "spec"), "hard");
 	json_t *hp, *patch;
 	const char *have, *rec = meta_str(q, "annotations",
-	    PLAN_QUOTA_KEYS_ANNOT);
+	    PLAN_QUOTA_KEYS_ANNOT), *want = p->keys_text;
 	int ret;
 
 	if ((hp = json_object()) == NULL)
 		return -ENOMEM;
-	if ((want = malloc(KEYS_LEN)) == NULL) {
-		json_decref(hp);
-		return -ENOMEM;
-	}
 	for (int i = 0; i < p->nkeys; i++) {
 		snprintf(v, sizeof(v), "%d", p->keys[i].value + extra[i]);
 		have = json_string_value(json_object_get(hard,
@@ -625,16 +608,13 @@ quota_update(const struct plan *p, const int *extra, json_t *q,
 		if (!wanted_key(p, ours->k[i]) &&
 		    json_object_get(hard, ours->k[i]) != NULL)
 			json_object_set_new(hp, ours->k[i], json_null());
-	keys_join(p, want, KEYS_LEN);
 	if (json_object_size(hp) == 0 && rec != NULL &&
 	    strcmp(rec, want) == 0) {
 		json_decref(hp);
-		free(want);
 		return 0;
 	}
 	patch = json_pack("{s:{s:{s:s}}, s:{s:o}}", "metadata", "annotations",
 	    PLAN_QUOTA_KEYS_ANNOT, want, "spec", "hard", hp);
-	free(want);
 	snprintf(path, sizeof(path), CORE_API "/namespaces/%s/resourcequotas/"
 	    "%s", p->namespace, p->quota_name);
 	snprintf(what, sizeof(what), "ResourceQuota %s/%s keys",
@@ -686,9 +666,8 @@ quota_release(const char *ns, json_t *q, const struct keylist *ours,
 static int
 quota_create(const struct plan *p, const int *extra, struct rc_actions *r)
 {
-	char path[RC_PATH_MAX], what[384], *want, v[16];
+	char path[RC_PATH_MAX], what[384], v[16];
 	json_t *hard = plan_quota_hard(p);
-	int ret;
 
 	for (int i = 0; hard != NULL && i < p->nkeys; i++) {
 		snprintf(v, sizeof(v), "%d", p->keys[i].value + extra[i]);
@@ -698,23 +677,18 @@ quota_create(const struct plan *p, const int *extra, struct rc_actions *r)
 			hard = NULL;
 		}
 	}
-	if (hard == NULL || (want = malloc(KEYS_LEN)) == NULL) {
-		json_decref(hard);
+	if (hard == NULL)
 		return -ENOMEM;
-	}
-	keys_join(p, want, KEYS_LEN);
 	snprintf(path, sizeof(path), CORE_API "/namespaces/%s/resourcequotas",
 	    p->namespace);
 	snprintf(what, sizeof(what), "ResourceQuota %s/%s", p->namespace,
 	    p->quota_name);
-	ret = push(r, "POST", "create", json_pack("{s:s, s:s, s:{s:s, s:s, "
+	return push(r, "POST", "create", json_pack("{s:s, s:s, s:{s:s, s:s, "
 	    "s:{s:s}, s:{s:s}}, s:{s:o}}", "apiVersion", "v1", "kind",
 	    "ResourceQuota", "metadata", "name", p->quota_name, "namespace",
 	    p->namespace, "labels", PLAN_MANAGED_BY_KEY, PLAN_MANAGED_BY,
-	    "annotations", PLAN_QUOTA_KEYS_ANNOT, want, "spec", "hard", hard),
-	    0, path, what);
-	free(want);
-	return ret;
+	    "annotations", PLAN_QUOTA_KEYS_ANNOT, p->keys_text, "spec", "hard",
+	    hard), 0, path, what);
 }
 
 /* Whether q's status.hard holds every key of the plan at its value. */

@@ -9,6 +9,8 @@
  * closed); the quota is kpgpud's own (kpgpud-gpu), never the one KubePlus
  * names lower(kind)-<instance>; strict zeroes every GPU class but the tenant's, and more GPU
  * classes than a quota keys (or an unkeyable one) hold the claims at 0.
+ * A plan kept between reconciles serves again only for the very inputs it
+ * was built from (each input changed in turn gives the fresh plan).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -1130,4 +1132,169 @@ TEST(topology_gives_the_tenant_its_own_class)
 	json_decref(ns);
 	plan_free(p);
 	json_decref(t.selectors);
+}
+
+/* Every input plan_build reads, for the kept-plan test below. */
+struct plan_inputs {
+	struct plan_instance	 in;
+	struct plan_config	 cfg;
+	struct plan_topology	 t;
+	const char		*classes[3];
+};
+
+/* The base inputs: an owned MIG tenant, strict, two classes, topology. */
+static int
+inputs_base(struct plan_inputs *x)
+{
+	memset(x, 0, sizeof(*x));
+	if (load("mig", &x->in) < 0)
+		return -1;
+	snprintf(x->in.namespace, sizeof(x->in.namespace), "team-c");
+	x->classes[0] = "gpu.nvidia.com";
+	x->classes[1] = "other-gpu.example.com";
+	x->cfg.classes = x->classes;
+	x->cfg.nclasses = 2;
+	x->cfg.strict = true;
+	x->cfg.owner_refs = true;
+	x->t.selectors = json_pack("[{s:{s:s}}]", "cel", "expression",
+	    "!(device.attributes['gpu.nvidia.com'].uuid in ['GPU-1'])");
+	x->t.domains = strdup("gpu/GPU-2");
+	snprintf(x->t.state, sizeof(x->t.state), "ok");
+	x->t.nevents = 1;
+	x->t.events[0].reason = "TopologyDomainLost";
+	snprintf(x->t.events[0].message, sizeof(x->t.events[0].message),
+	    "gone");
+	x->cfg.topology = &x->t;
+	return x->t.selectors != NULL && x->t.domains != NULL ? 0 : -1;
+}
+
+static void
+inputs_free(struct plan_inputs *x)
+{
+	json_decref(x->t.selectors);
+	free(x->t.domains);
+}
+
+/* Change input i of x (each one in turn); its name, or NULL past the last. */
+static const char *
+inputs_change(struct plan_inputs *x, int i)
+{
+	struct plan_instance *in = &x->in;
+	struct plan_config *c = &x->cfg;
+	const char *ann = "{\"sharing\":\"mig\",\"migProfile\":\"1g.10gb\","
+	    "\"maxDevices\":2}";
+
+	switch (i) {
+	case 0: snprintf(in->api_version, sizeof(in->api_version),
+		    "platformapi.kubeplus/v1"); return "apiVersion";
+	case 1: snprintf(in->kind, sizeof(in->kind), "Tenant"); return "kind";
+	case 2: snprintf(in->name, sizeof(in->name), "team-d"); return "name";
+	case 3: snprintf(in->namespace, sizeof(in->namespace), "other");
+		return "namespace";
+	case 4: in->uid[0] = 'x'; return "uid";
+	case 5: in->created[3] = '7'; return "creationTimestamp";
+	case 6: in->has_annotation = false; return "has annotation";
+	case 7: snprintf(in->annotation, sizeof(in->annotation), "%s", ann);
+		in->annotation_len = strlen(ann); return "annotation";
+	case 8: c->quota_name = "q-{name}"; return "quota name";
+	case 9: c->class_prefix = "other-mig-"; return "class prefix";
+	case 10: c->gpu_class = "gpu.example.com"; return "gpu class";
+	case 11: c->strict_classes = "a.example.com"; return "strict classes";
+	case 12: c->strict = false; return "strict";
+	case 13: x->classes[2] = "third-gpu.example.com"; c->nclasses = 3;
+		return "classes added";
+	case 14: x->classes[1] = "renamed-gpu.example.com";
+		return "class renamed";
+	case 15: c->classes = NULL; c->nclasses = 0; return "no classes";
+	case 16: c->owner_refs = false; return "owner refs";
+	case 17: c->ns_from_namespace = true; return "namespace from";
+	case 18: c->driver_gates = PLAN_GATE_MPS; return "driver gates";
+	case 19: c->sidecars = "none"; return "sidecars";
+	case 20: c->topology = NULL; return "no topology";
+	case 21: json_object_set_new(json_object_get(json_array_get(
+		    x->t.selectors, 0), "cel"), "expression",
+		    json_string("true")); return "topology selectors";
+	case 22: x->t.domains[4] = '3'; return "topology domains";
+	case 23: snprintf(x->t.state, sizeof(x->t.state), "exhausted");
+		return "topology state";
+	case 24: x->t.events[0].message[0] = 'G'; return "topology event";
+	case 25: x->t.nevents = 0; return "topology events";
+	default: return NULL;
+	}
+}
+
+/* The whole plan as text (what kpgpuctl render prints), to free. */
+static char *
+plan_text(const struct plan *p)
+{
+	json_t *j = plan_to_json(p);
+	char *s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+
+	json_decref(j);
+	return s;
+}
+
+/*
+ * kpgpud-quota keeps a tenant's plan for its next reconcile and serves it
+ * again only when plan_serves says it was built from the same inputs:
+ * with every input changed in turn, the kept plan does not serve, and
+ * what the reconcile gets is the plan built from scratch. Inputs equal by
+ * value (other copies) serve, with the same plan.
+ */
+TEST(kept_plan_serves_only_its_inputs)
+{
+	struct plan_inputs base, x;
+	struct plan *kept = NULL, *fresh, *got;
+	char err[512], *kept_text, *want_text, *got_text;
+	const char *what;
+	int r, changed = 0;
+
+	REQUIRE(inputs_base(&base) == 0);
+	REQUIRE(plan_build(&base.in, &base.cfg, &kept, err, sizeof(err)) == 0);
+	REQUIRE((kept_text = plan_text(kept)) != NULL);
+	/* equal inputs in other objects: served, the same plan */
+	REQUIRE(inputs_base(&x) == 0);
+	CHECK(plan_serves(kept, &x.in, &x.cfg));
+	inputs_free(&x);
+	for (int i = 0;; i++) {
+		REQUIRE(inputs_base(&x) == 0);
+		if ((what = inputs_change(&x, i)) == NULL) {
+			inputs_free(&x);
+			break;
+		}
+		fresh = NULL;
+		r = plan_build(&x.in, &x.cfg, &fresh, err, sizeof(err));
+		/* what work_plan does with the kept plan */
+		got = plan_serves(kept, &x.in, &x.cfg) ? kept : fresh;
+		CHECK_CASE(got != kept, what);
+		if (r < 0) {
+			changed++;	/* no plan at all */
+			CHECK_CASE(got == NULL, what);
+		} else {
+			want_text = plan_text(fresh);
+			got_text = got != NULL ? plan_text(got) : NULL;
+			CHECK_CASE(want_text != NULL && got_text != NULL &&
+			    strcmp(want_text, got_text) == 0, what);
+			CHECK_CASE(got != NULL && strcmp(fresh->keys_text,
+			    got->keys_text) == 0, what);
+			if (want_text != NULL && strcmp(want_text,
+			    kept_text) != 0)
+				changed++;
+			free(want_text);
+			free(got_text);
+		}
+		plan_free(fresh);
+		inputs_free(&x);
+	}
+	/*
+	 * All but five inputs (creationTimestamp, the MIG class prefix and
+	 * the GPU class of a tenant with a topology class, the namespace
+	 * source when namespace and name agree, the gates of a plan needing
+	 * none) change the plan itself: serving the kept plan regardless
+	 * fails those cases above.
+	 */
+	CHECK_INT(changed, 21);
+	free(kept_text);
+	plan_free(kept);
+	inputs_free(&base);
 }
