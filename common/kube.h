@@ -130,10 +130,12 @@ struct kube_conf {
 
 /*
  * Its entries for the daemon's options table (T: the options struct);
- * the token file's help, the qps default and help and the burst default
- * are the daemon's. Needs common/config.h.
+ * the token file's help, the qps default and help, the burst default and
+ * the HTTP version's default ("auto" or "1.1") are the daemon's. Needs
+ * common/config.h.
  */
-#define KUBE_CONF_OPTS(T, token_help, qps_def, qps_help, burst_def)	\
+#define KUBE_CONF_OPTS(T, token_help, qps_def, qps_help, burst_def,	\
+	    http_def)							\
 	CONFIG_PATH(T, k.kubeconfig, "kubeconfig", 0, NULL, "API",	\
 	    "kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config).", \
 	    CONFIG_NORELOAD),						\
@@ -145,7 +147,7 @@ struct kube_conf {
 	    qps_help, CONFIG_NORELOAD),					\
 	CONFIG_INT(T, k.burst, "burst", 0, burst_def, 1, 100000, "API",	\
 	    "Request burst.", CONFIG_NORELOAD),				\
-	CONFIG_ENUM(T, k.http_version, "api-http-version", 0, "auto",	\
+	CONFIG_ENUM(T, k.http_version, "api-http-version", 0, http_def,	\
 	    kube_http_versions, "API", "HTTP version to the API server: " \
 	    "auto (HTTP/2 when the server offers it, else HTTP/1.1), 1.1, " \
 	    "or 2 (required).", CONFIG_NORELOAD)

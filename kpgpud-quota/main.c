@@ -70,7 +70,7 @@ static const struct config_opt quota_opts[] = {
 	    "kpgpud-sync's SQLite cache, opened read-only.", CONFIG_NORELOAD),
 	KUBE_CONF_OPTS(QC, "The write bearer token file (re-read when it "
 	    "changes).", "20", "Requests per second to the API server; "
-	    "reconciles are started at the same rate.", "40"),
+	    "reconciles are started at the same rate.", "40", "1.1"),
 	CONFIG_ENUM(QC, tenant_ns, "tenant-namespace", 0, "name",
 	    tenant_ns_names, "Plan", "The tenant namespace of an instance: "
 	    "its name (KubePlus) or its own namespace.", CONFIG_NORELOAD),

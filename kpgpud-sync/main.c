@@ -55,7 +55,8 @@ static const struct config_opt sync_opts[] = {
 	CONFIG_PATH(SC, cache, "cache", 0, "/var/lib/kpgpud/cache.db",
 	    "Files", "The SQLite cache (sync is its only writer).", 0),
 	KUBE_CONF_OPTS(SC, "Read-only bearer token file (re-read when it "
-	    "changes).", "50", "Requests per second to the API server.", "100"),
+	    "changes).", "50", "Requests per second to the API server.", "100",
+	    "auto"),
 	CONFIG_STRING(SC, instance_groups, "instance-groups", 0,
 	    "platformapi.kubeplus", "Watch",
 	    "API groups whose every resource is an instance kind, found by "
