@@ -935,14 +935,20 @@ pump_cb(evutil_socket_t fd, short what, void *arg)
  * acts once more on each of its sockets as if readable, until a round hands
  * over nothing; the first transfer to read then processes what was left.
  * Each further round delivered bytes, so this ends. A round with nothing
- * left costs a read that would block. HTTP/1.1 has one connection per
+ * left costs a read that would block. The next round waits for the event
+ * loop's next turn (a zero timer): an activated event would run in the
+ * same turn, and while pages kept arriving one turn chained rounds through
+ * dozens of pages with nothing else run meanwhile (kpgpud-sync's batch
+ * commit, IPC lookups, timers). HTTP/1.1 has one connection per
  * transfer and no such buffer. (t_kube_h2_pages)
  */
 static void
 kick_schedule(struct kube_client *c)
 {
+	static const struct timeval next_turn = { 0, 0 };
+
 	if (c->delivered && c->o.http_version != KUBE_HTTP_1_1)
-		event_active(c->kick_ev, EV_TIMEOUT, 0);
+		evtimer_add(c->kick_ev, &next_turn);
 }
 
 /*

@@ -17,8 +17,10 @@
  * -T MS sets the connect and request timeouts (a transfer that waits for a
  * timer to hand over data it has then hangs for that long).
  * The last line is always "METRICS requests=.. retries=.. throttled=..
- * s429=.. s5xx=.. h2=.. kicks=.." (h2: responses over HTTP/2; kicks: rounds
- * of curl acting again on its sockets, see common/kube.c).
+ * s429=.. s5xx=.. h2=.. kicks=.. kicks_turn_max=.." (h2: responses over
+ * HTTP/2; kicks: rounds of curl acting again on its sockets, see
+ * common/kube.c; kicks_turn_max: the most rounds in one turn of the event
+ * loop).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -223,6 +225,7 @@ main(int argc, char **argv)
 	struct probe p = { .rc = 2 };
 	struct kube_config *cfg;
 	const struct kube_metrics *m;
+	uint64_t kicks, turn_max = 0;
 	const char *kc = NULL, *ctx = NULL;
 	char err[256];
 	int ch, r;
@@ -257,16 +260,22 @@ main(int argc, char **argv)
 		fprintf(stderr, "kube_probe: %s\n", strerror(-r));
 		return 2;
 	}
-	while (!p.done && event_base_loop(p.base, EVLOOP_ONCE) == 0)
-		;
 	m = kube_client_metrics(p.c);
+	while (!p.done) {
+		kicks = m->kicks;
+		if (event_base_loop(p.base, EVLOOP_ONCE) != 0)
+			break;
+		if (m->kicks - kicks > turn_max)
+			turn_max = m->kicks - kicks;
+	}
 	printf("METRICS requests=%llu retries=%llu throttled=%llu "
-	    "s429=%llu s5xx=%llu h2=%llu kicks=%llu\n",
+	    "s429=%llu s5xx=%llu h2=%llu kicks=%llu kicks_turn_max=%llu\n",
 	    (unsigned long long)m->requests,
 	    (unsigned long long)m->retries, (unsigned long long)m->throttled,
 	    (unsigned long long)m->status[429],
 	    (unsigned long long)(m->status[500] + m->status[503]),
-	    (unsigned long long)m->http2, (unsigned long long)m->kicks);
+	    (unsigned long long)m->http2, (unsigned long long)m->kicks,
+	    (unsigned long long)turn_max);
 	kube_client_free(p.c);
 	kube_config_free(cfg);
 	event_base_free(p.base);
