@@ -219,13 +219,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
         for w in getattr(self, "warnings", []):
             self.send_header("Warning", '299 - "%s"' % w.replace(
                 '"', '\\"'))
-        self.end_headers()
         if mode == "truncate":
+            self.end_headers()
             self.wfile.write(body[:len(body) // 2])
             self.close_connection = True
             self.truncated = True
-        elif self.command != "HEAD":
+        elif self.command == "HEAD":
+            self.end_headers()
+        elif self.request_version == "HTTP/2.0":
+            self.end_headers()      # h2 sends a whole response at once
             self.wfile.write(body)
+        else:
+            # HTTP/1.1: the head and the body in one write, as the API
+            # server's buffered writer sends an answer (one TLS record and
+            # one segment for a small answer, not a head then a body)
+            self._headers_buffer.append(b"\r\n")
+            head, self._headers_buffer = b"".join(self._headers_buffer), []
+            self.wfile.write(head + body)
         self.code = code
 
     def send_chunk(self, data):
