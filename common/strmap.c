@@ -11,7 +11,7 @@
  *     hash before its key, so it rarely touches key memory.
  *
  * 100,000 keys take 2.4 MB of entries and a 1 MB index, and growing to
- * them never held more than that plus the old index (0.5 MB). Removal
+ * them never held more: the index grows in place (rehash). Removal
  * leaves a hole in the entries (key NULL) that its index slot still points
  * at: a tombstone, reused by the next put that probes past it; no other
  * entry moves outside a put. Holes and tombstones count towards the load
@@ -140,7 +140,9 @@ probe(const struct strmap *m, const char *key, uint64_t h, size_t *ret_free)
 /*
  * A fresh index of cap slots over the entries, the holes squeezed out
  * (the live entries keep their order); blocks left wholly past the last
- * entry are freed. Only the new index is allocated: on -ENOMEM nothing
+ * entry are freed. The index is rebuilt from the entries alone, so it is
+ * resized in place (realloc: a large one is remapped, not copied) and the
+ * old and the new index are never held at once; on -ENOMEM nothing
  * changed.
  */
 static int
@@ -151,8 +153,9 @@ rehash(struct strmap *m, size_t cap)
 	struct ent *e;
 	unsigned k;
 
-	if ((ni = calloc(cap, sizeof(*ni))) == NULL)
+	if ((ni = reallocarray(m->idx, cap, sizeof(*ni))) == NULL)
 		return -ENOMEM;
+	memset(ni, 0, cap * sizeof(*ni));
 	for (i = 0; i < m->nent; i++) {
 		e = ent_at(m, i);
 		if (e->key == NULL)
@@ -164,7 +167,6 @@ rehash(struct strmap *m, size_t cap)
 		ni[j] = (uint32_t)(w + 1);
 		w++;
 	}
-	free(m->idx);
 	m->idx = ni;
 	m->cap = cap;
 	m->nent = w;

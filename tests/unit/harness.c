@@ -19,6 +19,7 @@ static struct {
 } tests[MAX_TESTS];
 static int ntests;
 static int cur_failed;
+static const char *cur_skipped;	/* why, when the test skipped */
 
 /* Remember one test; called from constructors before main. */
 void
@@ -145,23 +146,37 @@ selected(const char *name, int argc, char **argv)
 	return 0;
 }
 
+/* See test.h. */
+void
+test_skip(const char *why)
+{
+	cur_skipped = why;
+}
+
 int
 main(int argc, char **argv)
 {
-	int passed = 0, failed = 0;
+	int passed = 0, failed = 0, skipped = 0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (int i = 0; i < ntests; i++) {
 		if (!selected(tests[i].name, argc, argv))
 			continue;
 		cur_failed = 0;
+		cur_skipped = NULL;
 		tests[i].fn();
-		printf("%s %s\n", cur_failed ? "FAIL" : "ok  ", tests[i].name);
+		if (cur_skipped != NULL && !cur_failed)
+			printf("skip %s: %s\n", tests[i].name, cur_skipped);
+		else
+			printf("%s %s\n", cur_failed ? "FAIL" : "ok  ",
+			    tests[i].name);
 		if (cur_failed)
 			failed++;
+		else if (cur_skipped != NULL)
+			skipped++;
 		else
 			passed++;
 	}
-	printf("%d passed, %d failed\n", passed, failed);
+	printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
 	return failed ? 1 : 0;
 }

@@ -1,7 +1,7 @@
 /*
  * A small unit-test harness. Each TEST() registers itself; harness.c runs
  * them all (or those named on the command line) and ends with the line
- * "N passed, N failed". A failed CHECK marks the test failed and goes on;
+ * "N passed, N failed, N skipped". A failed CHECK marks the test failed and goes on;
  * REQUIRE returns from the test.
  */
 #ifndef KPGPUD_TEST_H
@@ -16,6 +16,11 @@ typedef void (*test_fn)(void);
 void test_register(const char *name, test_fn fn);
 void test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/*
+ * The current test cannot run here (why says so): it is reported as
+ * skipped, not passed; the caller returns.
+ */
+void test_skip(const char *why);
 /* Absolute path of a file under the source tree (tests/fixtures/...). */
 const char *test_srcpath(const char *rel);
 /*
