@@ -2,14 +2,15 @@
  * A string-keyed hash map: open addressing with linear probing over a
  * power-of-two index that doubles when three quarters full, its slots
  * pointing into the entries, which grow by blocks and are never copied to
- * grow (about 34 bytes per entry at 100,000, see strmap.c). Keys and values
- * are the caller's: the map stores both pointers and never copies or frees
- * a key, so a key must stay valid and unchanged while its entry is in the
- * map. The natural way is to keep the key in the value (a struct holding
- * its own name, put as strmap_put(m, e->name, e, ...)), or, for a set of
- * strings, to make the value the key itself (put(m, copy, copy, ...), freed
- * by strmap_free(m, free)). No allocation per entry, and a lookup touches
- * the index slot, the entry and then the key's memory only.
+ * grow (about 34 bytes per entry at 100,000; 26 for a set, whose values
+ * are all NULL: see strmap.c). Keys and values are the caller's: the map
+ * stores both pointers and never copies or frees a key, so a key must stay
+ * valid and unchanged while its entry is in the map. The natural way is to
+ * keep the key in the value (a struct holding its own name, put as
+ * strmap_put(m, e->name, e, ...)), or, for a set of strings, to keep the
+ * keys in memory the caller frees as a whole and put them with NULL
+ * values. No allocation per entry, and a lookup touches the index slot,
+ * the entry and then the key's memory only.
  *
  * Every map has a hard cap on its entries, because peers (tenants creating
  * namespaces and objects) control how many keys arrive: a put over the cap

@@ -18,12 +18,14 @@
  * malloc chunk's 32: a list of 100,000 namespaces keeps 1.5 MB less). A
  * removed key's bytes stay there until removed ones outweigh the live ones
  * (and STRSET_DEAD_MIN), when the set is copied afresh: a long-lived set
- * with churn holds at most about twice its keys.
+ * with churn holds at most about twice its keys. The map's values are all
+ * NULL, so it keeps no value blocks (16 bytes an entry, not 24: 0.8 MB
+ * less at 100,000 keys).
  */
 #define STRSET_DEAD_MIN	4096
 
 struct strset {
-	struct strmap	*map;	/* each key is its own value, in keys */
+	struct strmap	*map;	/* the keys (in keys), values all NULL */
 	struct region	 keys;
 	size_t		 live;	/* bytes of the keys in the set */
 	size_t		 dead;	/* bytes of removed keys still in the region */
@@ -66,7 +68,7 @@ strset_add(struct strset *s, const char *key)
 		return 0;
 	if ((copy = region_strdup(&s->keys, key)) == NULL)
 		return -ENOMEM;
-	if ((r = strmap_put(s->map, copy, copy, NULL)) < 0)
+	if ((r = strmap_put(s->map, copy, NULL, NULL)) < 0)
 		s->dead += strlen(copy) + 1;
 	else
 		s->live += strlen(copy) + 1;
@@ -98,12 +100,12 @@ strset_repack(struct strset *s)
 void
 strset_del(struct strset *s, const char *key)
 {
-	void *copy = NULL;
+	size_t len = strlen(key) + 1;	/* the stored copy's, equal to it */
 
-	if (strmap_remove(s->map, key, &copy) != 0)
+	if (strmap_remove(s->map, key, NULL) != 0)
 		return;
-	s->live -= strlen(copy) + 1;
-	s->dead += strlen(copy) + 1;
+	s->live -= len;
+	s->dead += len;
 	if (s->dead > STRSET_DEAD_MIN && s->dead > s->live)
 		strset_repack(s);
 }

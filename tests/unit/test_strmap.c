@@ -3,8 +3,9 @@
  * replace, lookup, remove, iteration (also while removing), growth and the
  * capacity hint, the entry cap, 100,000 namespace names, the bytes a grown
  * map holds (and gives back), growing its index without holding the old
- * one beside it (resident memory), keys that collide in the table,
- * tombstone sweeping under churn and the per-map hash seed.
+ * one beside it (resident memory), a set holding no values, keys that
+ * collide in the table, tombstone sweeping under churn and the per-map
+ * hash seed.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -370,6 +371,83 @@ TEST(bytes_held)
 		CHECK(strmap_has(m, key));
 	}
 	strmap_free(m, free);
+}
+
+/*
+ * A set (every value NULL) keeps no values: 100,000 keys take their 16-byte
+ * entries and the index, not the 24 bytes an entry of a map with values
+ * (0.8 MB more at 100,000). The first value other than NULL gives every
+ * entry a value, NULL for those there before; the set then reads and
+ * iterates as any map, also across a rebuild that moves the entries.
+ */
+TEST(set_holds_no_values)
+{
+	enum { N = 100000, KEYLEN = 24 };
+	struct strmap *m;
+	char *keys, *k;
+	const char *key;
+	size_t pos = 0, seen = 0, withval = 0, set_bytes;
+	void *v;
+	int i, bad = 0, one = 1;
+
+	REQUIRE((keys = calloc(N, KEYLEN)) != NULL);
+	REQUIRE(strmap_new(0, 0, &m) == 0);
+	for (i = 0; i < N; i++) {
+		k = keys + (size_t)i * KEYLEN;
+		snprintf(k, KEYLEN, "tenant-%d-ns", i);
+		if (strmap_put(m, k, NULL, NULL) != 1)
+			bad++;
+	}
+	CHECK_INT(bad, 0);
+	set_bytes = strmap_bytes(m);
+	/* blocks of 16 << k entries for k = 0..12 hold 131,056 entries */
+	CHECK_INT(set_bytes, strmap_slots(m) * 4 + (size_t)131056 * 16);
+
+	CHECK_INT(strmap_put(m, keys, &one, &v), 0);
+	CHECK(v == NULL);
+	CHECK_INT(strmap_bytes(m), set_bytes + (size_t)131056 * 8);
+	CHECK(strmap_get(m, keys) == &one);
+	CHECK(strmap_get(m, keys + KEYLEN) == NULL);
+	CHECK(strmap_has(m, keys + KEYLEN));
+
+	/* remove all but every 1,000th key, then churn until a rebuild */
+	for (i = 1; i < N; i++)
+		if (i % 1000 != 0 &&
+		    strmap_remove(m, keys + (size_t)i * KEYLEN, NULL) != 0)
+			bad++;
+	for (i = 0; i < N; i += 1000)
+		if (i > 0 && strmap_put(m, keys + (size_t)i * KEYLEN, keys +
+		    (size_t)i * KEYLEN, NULL) != 0)
+			bad++;
+	CHECK_INT(bad, 0);
+	for (i = 0; i < 2000000 && strmap_slots(m) > 256; i++) {
+		char tmp[32];
+
+		snprintf(tmp, sizeof(tmp), "churn-%d", i);
+		if (strmap_put(m, tmp, NULL, NULL) != 1 ||
+		    strmap_remove(m, tmp, NULL) != 0)
+			bad++;
+	}
+	CHECK_INT(bad, 0);
+	CHECK(strmap_slots(m) <= 256);
+	CHECK_INT(strmap_count(m), 100);
+	while (strmap_next(m, &pos, &key, &v)) {
+		seen++;
+		if (key == keys)
+			bad += v != &one;
+		else if (v != key)
+			bad++;
+		else
+			withval++;
+	}
+	CHECK_INT(bad, 0);
+	CHECK_INT(seen, 100);
+	CHECK_INT(withval, 99);
+	CHECK(strmap_get(m, keys) == &one);
+	CHECK(strmap_get(m, keys + (size_t)5000 * KEYLEN) ==
+	    keys + (size_t)5000 * KEYLEN);
+	strmap_free(m, NULL);
+	free(keys);
 }
 
 TEST(colliding_keys)
