@@ -67,8 +67,9 @@ struct kube_client_opts {
 
 /* Counters the caller can read at any time (kube_client_metrics). */
 struct kube_metrics {
-	uint64_t	 requests;	/* attempts sent, retries and watches included */
-	uint64_t	 status[600];	/* completed attempts by HTTP status; [0]: transport error */
+	uint64_t	 requests;	/* attempts sent, retries, watches */
+	uint64_t	 status[600];	/* completed attempts by HTTP status;
+					   [0]: transport error */
 	uint64_t	 retries;	/* attempts that were retries */
 	uint64_t	 throttled;	/* requests that waited for the rate limiter */
 	uint64_t	 throttled_ms;	/* total time spent waiting for it */

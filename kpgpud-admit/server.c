@@ -1,9 +1,10 @@
 /*
  * The webhook's HTTPS server, its worker pool: see server.h and, for how
  * it is split, server_int.h. Each worker thread owns its event_base,
- * listening socket and connections (conn.c); the only cross-thread traffic is a read-through lookup
- * (lookup.c), posted to the main loop and answered back with
- * event_base_once (libevent is set up for threads by main).
+ * listening socket and connections (conn.c); the only cross-thread
+ * traffic is a read-through lookup (lookup.c), posted to the main loop and
+ * answered back with event_base_once (libevent is set up for threads by
+ * main).
  */
 #include "kpgpud-admit/server_int.h"
 

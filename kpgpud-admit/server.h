@@ -1,10 +1,10 @@
 /*
- * The webhook's HTTPS server: N worker threads, each with its own event_base,
- * listening socket and HTTP/1.1 connections over TLS from tls.h (conn.c,
- * framed by httphead.c). Routes: POST /mutate (AdmissionReview), GET /healthz, /readyz,
- * /metrics. Namespace state comes from the nscache; only a namespace the map
- * does not know is looked up through sync, on the main loop, without
- * blocking the worker.
+ * The webhook's HTTPS server: N worker threads, each with its own
+ * event_base, listening socket and HTTP/1.1 connections over TLS from
+ * tls.h (conn.c, framed by httphead.c). Routes: POST /mutate
+ * (AdmissionReview), GET /healthz, /readyz, /metrics. Namespace state
+ * comes from the nscache; only a namespace the map does not know is looked
+ * up through sync, on the main loop, without blocking the worker.
  */
 #ifndef KPGPUD_ADMIT_SERVER_H
 #define KPGPUD_ADMIT_SERVER_H

@@ -260,8 +260,8 @@ syncconn_lookup(struct syncconn *s, const char *ns, unsigned timeout_ms,
 	memset(&m, 0, sizeof(m));
 	m.type = IPC_NS_LOOKUP;
 	snprintf(m.u.ns_lookup.ns, sizeof(m.u.ns_lookup.ns), "%s", ns);
-	a.err = ipc_client_request(ipc_sub_client(s->sub), &m, timeout_ms ? timeout_ms : 1,
-	    on_lookup, l, NULL);
+	a.err = ipc_client_request(ipc_sub_client(s->sub), &m,
+	    timeout_ms ? timeout_ms : 1, on_lookup, l, NULL);
 	if (a.err < 0) {
 		free(l);
 		cb(&a, arg);

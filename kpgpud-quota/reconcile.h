@@ -6,9 +6,9 @@
  * room old shared claims still take while they drain), and only once the
  * quota's status.hard shows them: the claim or template, the Namespace
  * label and annotations, our keys out of other quotas, stale owned objects
- * deleted. Cleaning up: Namespace, quotas, owned objects. Only kpgpud's quota keys (recorded in the quota
- * annotation PLAN_QUOTA_KEYS_ANNOT) are ever written or removed, with JSON
- * merge patches that name no other key.
+ * deleted. Cleaning up: Namespace, quotas, owned objects. Only kpgpud's
+ * quota keys (recorded in the quota annotation PLAN_QUOTA_KEYS_ANNOT) are
+ * ever written or removed, with JSON merge patches that name no other key.
  */
 #ifndef KPGPUD_QUOTA_RECONCILE_H
 #define KPGPUD_QUOTA_RECONCILE_H

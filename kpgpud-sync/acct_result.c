@@ -77,7 +77,8 @@ acct_result_event(struct acct_results *s, json_t *ev, bool deleted)
 	if (*ts == '\0')
 		ts = str_of(ev, "eventTime");
 	if (strcmp(str_of(ev, "reportingComponent"), ACCT_RESULT_SOURCE) !=
-	    0 || strcmp(str_of(ev, "type"), "Normal") == 0 || *kind == '\0' || *name == '\0' || *reason == '\0' ||
+	    0 || strcmp(str_of(ev, "type"), "Normal") == 0 ||
+	    *kind == '\0' || *name == '\0' || *reason == '\0' ||
 	    strlen(evns) > 63 || strlen(evname) > 253 || strlen(kind) > 63 ||
 	    strlen(ns) > 63 || strlen(name) > 253 || strlen(rv) > 63 ||
 	    strlen(reason) > 127 || strlen(ts) > 39)

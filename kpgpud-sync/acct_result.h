@@ -3,8 +3,9 @@
  * Event kpgpud-quota reported on it (reportingComponent kpgpud-quota:
  * InvalidGPUIsolation, DriverFeatureGateRequired, NeverAllocatable ...),
  * with the instance resourceVersion it was about. A Normal Event (a notice
- * such as ExperimentalHybridSharing: the plan was applied) is no result. One entry per instance,
- * at most ACCT_RESULTS_MAX; in memory only, a relist rebuilds it.
+ * such as ExperimentalHybridSharing: the plan was applied) is no result.
+ * One entry per instance, at most ACCT_RESULTS_MAX; in memory only, a
+ * relist rebuilds it.
  */
 #ifndef KPGPUD_SYNC_ACCT_RESULT_H
 #define KPGPUD_SYNC_ACCT_RESULT_H

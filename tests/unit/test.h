@@ -1,8 +1,9 @@
 /*
  * A small unit-test harness. Each TEST() registers itself; harness.c runs
  * them all (or those named on the command line) and ends with the line
- * "N passed, N failed, N skipped". A failed CHECK marks the test failed and goes on;
- * REQUIRE returns from the test.
+ * "N passed, N failed, N skipped". A failed CHECK marks the test failed
+ * and goes on; REQUIRE returns from the test; test_skip() reports a test
+ * that cannot run here as skipped.
  */
 #ifndef KPGPUD_TEST_H
 #define KPGPUD_TEST_H
