@@ -14,12 +14,12 @@
  *
  * 100,000 keys take 1.6 MB of entries (2.4 MB with values) and a 1 MB
  * index, and growing to them never held more: the index grows in place
- * (rehash). Removal
- * leaves a hole in the entries (key NULL) that its index slot still points
- * at: a tombstone, reused by the next put that probes past it; no other
- * entry moves outside a put. Holes and tombstones count towards the load
- * and are swept by the next rebuild (which doubles the index only when the
- * live entries need it, else rebuilds it at the same size).
+ * (rehash). Removal leaves a hole in the entries (key NULL) that its index
+ * slot still points at: a tombstone, reused by the next put that probes
+ * past it; no other entry moves outside a put. Holes and tombstones count
+ * towards the load and are swept by the next rebuild (which doubles the
+ * index only when the live entries need it, else rebuilds it at the same
+ * size).
  */
 #include <errno.h>
 #include <stdlib.h>
