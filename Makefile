@@ -56,11 +56,9 @@ PROGS    := $(DAEMONS) kpgpuctl
 # modules it uses (uses_PROG) and only their libraries, so the privilege split
 # holds in the binaries too: kpgpud-admit has no libsqlite3, libcurl or
 # libyaml (tests/integration/t_link_sets checks with ldd).
-KUBE_SRCS := $(wildcard $(addprefix common/,kube.c kube_list.c kube_watch.c \
-	kubeconfig.c kube_setup.c watchstream.c yamljson.c))
 MODULES  := common kube ipc cache $(PROGS)
-srcs_common := $(filter-out $(KUBE_SRCS),$(wildcard common/*.c))
-srcs_kube   := $(KUBE_SRCS)
+srcs_common := $(wildcard common/*.c)
+srcs_kube   := $(wildcard kube/*.c)
 srcs_ipc    := $(wildcard ipc/*.c)
 srcs_cache  := $(wildcard cache/*.c)
 $(foreach p,$(PROGS),$(eval srcs_$(p) := \

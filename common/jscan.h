@@ -92,7 +92,7 @@ bool	 jscan_str_is(const char *buf, struct jscan_span sp, const char *want);
 /*
  * The JSON primitives every reader of kpgpud-admit uses (the scanner, the
  * review loader, the head reader) and the kube client's answers to writes
- * (common/kube.c): one white-space rule, one unescaper.
+ * (kube/kube.c): one white-space rule, one unescaper.
  */
 
 /* Whether c is JSON white space. */

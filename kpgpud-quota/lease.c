@@ -13,7 +13,7 @@
 
 #include <event2/event.h>
 
-#include "common/kube.h"
+#include "kube/kube.h"
 #include "common/metrics.h"
 #include "common/util.h"
 #include "kpgpud-quota/lease.h"

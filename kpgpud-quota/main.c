@@ -18,7 +18,7 @@
 
 #include "common/config.h"
 #include "common/daemon.h"
-#include "common/kube.h"
+#include "kube/kube.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"

@@ -7,7 +7,7 @@
 
 #include "common/resolved.h"
 #include "common/util.h"
-#include "common/yamljson.h"
+#include "kube/yamljson.h"
 #include "kpgpud-quota/policies.h"
 #include "kpgpud-quota/reconcile.h"
 

@@ -12,7 +12,7 @@
 
 #include <event2/event.h>
 
-#include "common/kube.h"
+#include "kube/kube.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/resolved.h"

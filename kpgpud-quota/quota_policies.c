@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/kube.h"
+#include "kube/kube.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"

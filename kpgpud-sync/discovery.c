@@ -6,7 +6,7 @@
 
 #include <event2/event.h>
 
-#include "common/kube.h"
+#include "kube/kube.h"
 #include "common/log.h"
 #include "kpgpud-sync/discovery.h"
 #include "kpgpud-sync/syncd.h"

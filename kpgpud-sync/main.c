@@ -14,7 +14,7 @@
 
 #include "common/config.h"
 #include "common/daemon.h"
-#include "common/kube.h"
+#include "kube/kube.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/metrics_http.h"

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <jansson.h>
 
-#include "common/kube.h"
+#include "kube/kube.h"
 #include "kpgpud-sync/objects.h"
 
 struct event_base;
@@ -63,7 +63,7 @@ enum reflector_next reflector_after_watch(const struct kube_watch_end *end,
 uint64_t	 reflector_backoff_ms(unsigned failures, uint64_t base_ms,
 		    uint64_t max_ms, double jitter);
 
-/* ---- the reflector (I/O on libevent through common/kube.h) ---- */
+/* ---- the reflector (I/O on libevent through kube/kube.h) ---- */
 
 struct reflector_config {
 	unsigned	 list_limit;		/* page size [500] */

@@ -10,7 +10,7 @@
 #include <event2/event.h>
 
 #include "common/fault.h"
-#include "common/kube.h"
+#include "kube/kube.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"

@@ -1,15 +1,15 @@
 /*
- * libFuzzer target for common/kubeconfig.c: the input is kubeconfig text,
+ * libFuzzer target for kube/kubeconfig.c: the input is kubeconfig text,
  * parsed for the current context and for context "x", with and without
  * KUBE_CONFIG_ALLOW_INSECURE. Relative paths resolve under a directory
  * that does not exist.
- * fuzz-sources: common/kubeconfig.c
+ * fuzz-sources: kube/kubeconfig.c
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "common/kubeconfig.h"
+#include "kube/kubeconfig.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,15 +1,15 @@
 /*
- * libFuzzer target for common/watchstream.c: the first byte picks the read
+ * libFuzzer target for kube/watchstream.c: the first byte picks the read
  * size, the rest is a watch response body fed in pieces of that size with
  * a small line cap, drained after every piece, then ended.
- * fuzz-sources: common/watchstream.c
+ * fuzz-sources: kube/watchstream.c
  */
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "common/watchstream.h"
+#include "kube/watchstream.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /*
- * A small command-line driver of the common/kube.c client for integration
+ * A small command-line driver of the kube/kube.c client for integration
  * tests against the API simulator:
  *   kube_probe [-k KUBECONFIG] [-x CONTEXT] [-s STALL_MS] CMD ARGS
  *   request METHOD PATH [BODY]   "STATUS <code> attempts=<n> error=<e>"
@@ -19,7 +19,7 @@
  * The last line is always "METRICS requests=.. retries=.. throttled=..
  * s429=.. s5xx=.. h2=.. kicks=.. kicks_turn_max=.." (h2: responses over
  * HTTP/2; kicks: rounds of curl acting again on its sockets, see
- * common/kube.c; kicks_turn_max: the most rounds in one turn of the event
+ * kube/kube.c; kicks_turn_max: the most rounds in one turn of the event
  * loop).
  */
 #include <errno.h>
@@ -29,7 +29,7 @@
 #include <unistd.h>
 #include <event2/event.h>
 
-#include "common/kube.h"
+#include "kube/kube.h"
 
 struct probe {
 	struct event_base	*base;

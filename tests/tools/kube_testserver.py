@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A small HTTPS server for the unit tests of common/kube.c.
+"""A small HTTPS server for the unit tests of kube/kube.c.
 
 Usage: kube_testserver.py DIR
 Makes a CA and a server certificate for 127.0.0.1 in DIR (with openssl),

@@ -1,5 +1,5 @@
 /*
- * Unit tests for common/kube.c against a real HTTPS server
+ * Unit tests for kube/kube.c against a real HTTPS server
  * (tests/tools/kube_testserver.py, TLS verified with its own CA): retries
  * with Retry-After and backoff, no retry of 4xx, the rate limiter, token
  * file re-reads, response caps, pagination and watches (events split across
@@ -22,7 +22,7 @@
 #include <unistd.h>
 #include <event2/event.h>
 
-#include "common/kube.h"
+#include "kube/kube.h"
 #include "common/util.h"
 #include "tests/unit/test.h"
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests for common/kubeconfig.c: every field form (data vs path,
+ * Unit tests for kube/kubeconfig.c: every field form (data vs path,
  * token, tokenFile, client certificates), contexts, $KUBECONFIG, the
  * in-cluster service account, token re-reads, errors, and the refusal of
  * insecure-skip-tls-verify and plain http. Secrets never show up in errors.
@@ -16,8 +16,8 @@
 
 #include <event2/event.h>
 
-#include "common/kube.h"
-#include "common/kubeconfig.h"
+#include "kube/kube.h"
+#include "kube/kubeconfig.h"
 #include "tests/unit/test.h"
 #include "common/util.h"
 

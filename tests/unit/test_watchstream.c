@@ -1,5 +1,5 @@
 /*
- * Unit tests for common/watchstream.c: events split across reads at every
+ * Unit tests for kube/watchstream.c: events split across reads at every
  * byte boundary, long lines up to the cap, oversized / malformed /
  * truncated lines as errors, bookmarks and the 410 ERROR event.
  */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "common/watchstream.h"
+#include "kube/watchstream.h"
 #include "tests/unit/test.h"
 
 static const char three[] =

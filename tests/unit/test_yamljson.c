@@ -1,5 +1,5 @@
 /*
- * common/yamljson.c: YAML streams to jansson documents: core-schema typing
+ * kube/yamljson.c: YAML streams to jansson documents: core-schema typing
  * of plain scalars only, quoted and block scalars as strings, empty
  * documents left out, JSON read as YAML, and refusals (duplicate keys,
  * non-scalar keys, alias bombs, depth, broken YAML) with the place.
@@ -11,7 +11,7 @@
 
 #include <jansson.h>
 
-#include "common/yamljson.h"
+#include "kube/yamljson.h"
 #include "tests/unit/test.h"
 
 /* Parse s; the documents as compact sorted JSON text, or NULL. */

@@ -1,6 +1,6 @@
 /*
  * Watches of the Kubernetes client: chunked streams decoded line by line
- * (common/watchstream.h), events handed out after curl returns, and the
+ * (kube/watchstream.h), events handed out after curl returns, and the
  * reasons a watch ends (closed, HTTP error, 410 Expired, ERROR event,
  * parse error, stall, transport).
  */
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/kube_impl.h"
+#include "kube/kube_impl.h"
 
 /* End a watch: detach it, then tell the owner why. */
 static void

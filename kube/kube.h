@@ -12,7 +12,7 @@
  *   Every method is retried, so a POST whose first attempt did reach the
  *   server may come back 409 AlreadyExists (resp->attempts > 1 tells).
  *   TLS verification failures and over-size responses are never retried.
- * - Watches are chunked streams decoded by common/watchstream.h; a stall
+ * - Watches are chunked streams decoded by kube/watchstream.h; a stall
  *   detector ends a watch that receives no bytes for watch_stall_ms.
  * - HTTP/2 when the server negotiates it (as kube-apiserver does): every
  *   request and watch is then a stream multiplexed on one connection, a
@@ -30,8 +30,8 @@
 #include <stdint.h>
 #include <jansson.h>
 
-#include "common/kubeconfig.h"
-#include "common/watchstream.h"
+#include "kube/kubeconfig.h"
+#include "kube/watchstream.h"
 
 struct event_base;
 struct kube_client;

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/kube.h"
+#include "kube/kube.h"
 
 /* Load the configuration, switch to the token file, create the client. */
 int

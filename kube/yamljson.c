@@ -8,7 +8,7 @@
 
 #include <yaml.h>
 
-#include "common/yamljson.h"
+#include "kube/yamljson.h"
 
 struct yj {
 	yaml_document_t	*doc;

@@ -1,6 +1,6 @@
 /*
- * Internals of the Kubernetes client shared by common/kube.c (client,
- * curl glue, rate limiter, requests) and common/kube_watch.c (watches).
+ * Internals of the Kubernetes client shared by kube/kube.c (client,
+ * curl glue, rate limiter, requests) and kube/kube_watch.c (watches).
  * Not for use outside those two files.
  */
 #ifndef KPGPUD_KUBE_IMPL_H
@@ -13,7 +13,7 @@
 #include <curl/curl.h>
 #include <event2/event.h>
 
-#include "common/kube.h"
+#include "kube/kube.h"
 #include "common/tokenbucket.h"
 
 enum kx_state {

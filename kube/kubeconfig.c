@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <yaml.h>
 
-#include "common/kubeconfig.h"
+#include "kube/kubeconfig.h"
 
 #define KC_MAX_DEPTH_NAME	253
 

@@ -12,7 +12,7 @@
 #include <curl/curl.h>
 #include <event2/event.h>
 
-#include "common/kube.h"
+#include "kube/kube.h"
 
 struct kube_list {
 	struct kube_client	*c;

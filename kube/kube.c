@@ -16,7 +16,7 @@
 #include <event2/event.h>
 
 #include "common/jscan.h"
-#include "common/kube_impl.h"
+#include "kube/kube_impl.h"
 #include "common/util.h"
 
 #ifndef KPGPUD_VERSION

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/watchstream.h"
+#include "kube/watchstream.h"
 
 struct watchstream {
 	char		*buf;
