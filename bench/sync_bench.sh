@@ -7,8 +7,8 @@
 # event-to-visible latency through sync.sock (create a namespace, time
 # until a subscriber sees its CHANGE), as median and max of 50.
 : "${KPGPUD_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
-. "$KPGPUD_SRCDIR/tests/integration/lib.sh"
-. "$KPGPUD_SRCDIR/tests/integration/t_sync_lib.sh"
+. "$KPGPUD_SRCDIR/tests/integration/lib_base.sh"
+. "$KPGPUD_SRCDIR/tests/integration/lib_sync.sh"
 N=${1:-100000}
 
 sim_start --history 200000 || exit 1

@@ -1,4 +1,4 @@
-# Shell helpers shared by the integration tests (tests/integration/lib.sh)
+# Shell helpers shared by the integration tests (tests/integration/lib_base.sh)
 # and the benchmarks (bench/lib.sh); sourced, defines functions only.
 #   wait_for SECONDS CMD...	poll CMD every 50 ms until it succeeds; bounded
 #   stop_pids PID...		SIGTERM each, give each 5 s to exit, then SIGKILL

@@ -1,4 +1,4 @@
-# Helpers of the simulator's part-2 tests; source after lib.sh. Each is a
+# Helpers of the simulator's shell tests; source after lib_base.sh. Each is a
 # command, so it also works under check and wait_for.
 
 export HOME="$T/home"

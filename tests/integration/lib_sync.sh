@@ -1,5 +1,5 @@
 # Helpers for the kpgpud-sync integration tests (sourced, not run).
-# Needs lib.sh first. Gives: sync_start/sync_stop, api (admin REST calls),
+# Needs lib_base.sh first. Gives: sync_start/sync_stop, api (admin REST calls),
 # faults, stats, crd_install, and cmp_* that compare the cache file with
 # the simulator object by object (name and resourceVersion).
 

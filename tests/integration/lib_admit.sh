@@ -1,4 +1,4 @@
-# Helpers for the kpgpud-admit integration tests (sourced after lib.sh; not
+# Helpers for the kpgpud-admit integration tests (sourced after lib_base.sh; not
 # a test itself, so not executable).
 #   admit_start NAME ARGS...		start kpgpud-admit, set NAME_URL, NAME_PID
 #   review NS FIXTURE [OP] [KIND]	an AdmissionReview for a pod fixture

@@ -1,5 +1,5 @@
 # Helpers for the kpgpud-quota integration tests (sourced, not run). Needs
-# lib.sh and t_sync_lib.sh first (sync_start, api, crd_install, mk_ns ...).
+# lib_base.sh and lib_sync.sh first (sync_start, api, crd_install, mk_ns ...).
 # Gives: quota_start, agent (create with any annotation), annotate, and
 # probes of what kpgpud composed in a tenant namespace.
 

@@ -1,5 +1,5 @@
 # Shared helpers for shell integration tests. Source it first thing:
-#   . "$(dirname "$0")/../integration/lib.sh"
+#   . "$(dirname "$0")/../integration/lib_base.sh"
 # It makes a private temp dir ($T), removes it and kills what the test
 # started (register pids with t_bg) on exit, and prints the closing line
 # "N passed, N failed, N skipped". A check that cannot run on this machine

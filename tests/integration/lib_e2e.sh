@@ -1,4 +1,4 @@
-# Helpers of the end-to-end tests (sourced after lib.sh; not a test): the
+# Helpers of the end-to-end tests (sourced after lib_base.sh; not a test): the
 # whole dev stack (scripts/kpgpud-dev: simulator, kpgpud-sync, -quota and
 # -admit under their own uids when root, the webhook registered from
 # deploy/) in $T/dev, driven with real kubectl.
@@ -24,7 +24,7 @@ mkdir -p "$HOME"
 # the daemons' own uids must be able to enter the stack directory
 chmod 0711 "$T"
 
-# e2e_exit: the EXIT trap: stop the stack, then lib.sh's summary.
+# e2e_exit: the EXIT trap: stop the stack, then lib_base.sh's summary.
 e2e_exit() {
 	_e2e_rc=$?
 	"$DEVCTL" down "$E2E" >/dev/null 2>&1
