@@ -1,7 +1,10 @@
 # kpgpud — GNU make, parallel-safe.
 #
 #   make            release build into build/bin
-#   make check      test build (fault points on) + every test
+#   make check-fast unit tests, pure modules, fuzz corpus replay (< 2 min)
+#   make check      test build (fault points on) + every test, in parallel
+#   make check-all  check + asan + the long fault run, red team, study,
+#                   Debian package and OCI image checks (what CI runs)
 #   make asan       ASan+UBSan build + the same tests
 #   make fuzz       libFuzzer targets (FUZZ_SECONDS each, default 60)
 #   make demo       the walkthrough on the bundled API simulator
@@ -99,8 +102,9 @@ TOOL_BINS  := $(TOOL_SRCS:tests/tools/%.c=$(OUT)/tests/%)
 .SECONDARY:
 .DELETE_ON_ERROR:
 
-.PHONY: all deps check test-build asan fuzz demo bench install clean \
-	unit integration faults redteam study deb deb-check image image-check
+.PHONY: all deps check check-fast check-all test-build asan fuzz demo bench \
+	install clean unit integration faults faults-full redteam study deb \
+	deb-check image image-check
 
 all: $(BINS)
 
@@ -140,26 +144,58 @@ $(OUT)/tests/%: $(OUT)/obj/tests/tools/%.o $(ALL_MOD_LIBS)
 
 test-build: $(BINS) $(UNIT_BINS) $(TOOL_BINS)
 
-# check: dependencies, a test build with fault points, then every test.
+# The test tiers. tests/run runs programs in parallel (TEST_JOBS, default
+# its own: CPUs + 1) and lists the slowest; KPGPUD_TIMEOUT_SCALE widens
+# every bound on a slow machine.
+#   check-fast  while editing: the unit tests (pure modules, the fuzz
+#               corpora replayed)
+#   check       before submitting (README's test command): every test
+#   check-all   what CI runs: check, then the same tests under ASan+UBSan,
+#               the long fault run, the red team, the study, the package
+#               and the image
+TEST_JOBS ?=
+RUN_JOBS = $(if $(TEST_JOBS),-j $(TEST_JOBS))
+# the test build uses every CPU unless make was already given -j
+BUILD_JOBS = $(if $(findstring -j,$(MAKEFLAGS)),,-j$(shell nproc))
+ASAN_TIMEOUT_SCALE ?= 3
+
+check-fast:
+	@scripts/deps --check
+	$(MAKE) $(BUILD_JOBS) VARIANT=test test-build
+	tests/run $(RUN_JOBS) build/test unit
+
 check:
 	@scripts/deps --check
-	$(MAKE) VARIANT=test test-build
-	tests/run build/test
+	$(MAKE) $(BUILD_JOBS) VARIANT=test test-build
+	tests/run $(RUN_JOBS) build/test
 
+# one after another, each on the whole machine; the first failure stops it
+check-all:
+	$(MAKE) check
+	$(MAKE) deb-check
+	$(MAKE) image-check
+	$(MAKE) asan
+	$(MAKE) faults-full
+	$(MAKE) redteam
+	$(MAKE) study
+
+# asan: the sanitizers slow every daemon about threefold, so the bounds
+# are scaled by ASAN_TIMEOUT_SCALE unless KPGPUD_TIMEOUT_SCALE is set.
 asan:
 	@scripts/deps --check
-	$(MAKE) VARIANT=asan test-build
+	$(MAKE) $(BUILD_JOBS) VARIANT=asan test-build
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	tests/run build/asan
+	KPGPUD_TIMEOUT_SCALE=$${KPGPUD_TIMEOUT_SCALE:-$(ASAN_TIMEOUT_SCALE)} \
+	tests/run $(RUN_JOBS) build/asan
 
 unit:
-	$(MAKE) VARIANT=test test-build
-	tests/run build/test unit
+	$(MAKE) $(BUILD_JOBS) VARIANT=test test-build
+	tests/run $(RUN_JOBS) build/test unit
 
 integration:
-	$(MAKE) VARIANT=test test-build
-	tests/run build/test integration
+	$(MAKE) $(BUILD_JOBS) VARIANT=test test-build
+	tests/run $(RUN_JOBS) build/test integration
 
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 fuzz:
@@ -172,6 +208,11 @@ faults:
 	@scripts/deps --check
 	$(MAKE) VARIANT=test test-build
 	scripts/faults build/test
+
+faults-full:
+	@scripts/deps --check
+	$(MAKE) VARIANT=test test-build
+	FAULTS_FULL=1 scripts/faults build/test
 
 # redteam: the adversarial suite as a tenant, every configuration (the
 # default must show no escape; the others exactly their expected ones).

@@ -18,6 +18,13 @@ import time
 
 from load import Api
 
+# KPGPUD_TIMEOUT_SCALE (default 1) multiplies every bounded wait here, as in
+# the shell tests' wait_for.
+try:
+    SCALE = max(float(os.environ.get("KPGPUD_TIMEOUT_SCALE", "1")), 0.0)
+except ValueError:
+    SCALE = 1.0
+
 DAEMONS = ("sync", "quota", "admit")
 MANAGED = "app.kubernetes.io/managed-by=kpgpud"
 INSTANCES = "/apis/platform.kubeplus.io/v1alpha1/agents"
@@ -124,7 +131,7 @@ class Stack:
     def reap(self, name, limit=15.0):
         """Wait (bounded) until the daemon is gone."""
         p = self.pid(name)
-        end = time.monotonic() + limit
+        end = time.monotonic() + limit * SCALE
         while p is not None and time.monotonic() < end:
             try:
                 os.waitpid(p, os.WNOHANG)
@@ -153,7 +160,7 @@ class Stack:
         pid = self.launch(name)
         if name != "admit":
             return pid
-        end = time.monotonic() + 20
+        end = time.monotonic() + 20 * SCALE
         while time.monotonic() < end:
             if self.alive(name):
                 try:
@@ -194,7 +201,7 @@ class Stack:
             f.write("%d\n" % p.pid)
         os.rename(self.path("pid", name + ".tmp"), self.path("pid", name))
         want = os.path.basename(argv[0]).encode()
-        end = time.monotonic() + 5
+        end = time.monotonic() + 5 * SCALE
         while time.monotonic() < end:       # until setpriv has exec'd it
             try:
                 with open("/proc/%d/cmdline" % p.pid, "rb") as f:

@@ -143,7 +143,12 @@ def now():
 
 
 def wait_for(limit, fn, step=0.1):
-    """Poll FN (bounded); its last value."""
+    """Poll FN (bounded by LIMIT times KPGPUD_TIMEOUT_SCALE); its last
+    value."""
+    try:
+        limit *= float(os.environ.get("KPGPUD_TIMEOUT_SCALE", "1"))
+    except ValueError:
+        pass
     end = time.monotonic() + limit
     while True:
         v = fn()

@@ -115,9 +115,18 @@ class T:
                        out)
 
 
+def timeout_scale():
+    """KPGPUD_TIMEOUT_SCALE (default 1): what every bound is multiplied by."""
+    try:
+        return max(float(os.environ.get("KPGPUD_TIMEOUT_SCALE", "1")), 0.0)
+    except ValueError:
+        return 1.0
+
+
 def wait_for(limit, fn):
-    """Poll fn every 20 ms until it returns a true value (bounded)."""
-    end = time.monotonic() + limit
+    """Poll fn every 20 ms until it returns a true value (bounded by limit
+    times KPGPUD_TIMEOUT_SCALE)."""
+    end = time.monotonic() + limit * timeout_scale()
     while True:
         v = fn()
         if v:
