@@ -2,6 +2,12 @@
  * The parts of the Kubernetes client built only on its public API:
  * paginated lists, query-string building and the blocking helper for the
  * CLI.
+ *
+ * A list's pages are bounded by count (limit) and by bytes (the client's
+ * response cap): a page over the cap is asked for again with half the
+ * count, down to one object, and the count grows back page by page, so one
+ * namespace of huge objects neither fails the list for good nor slows the
+ * rest of it.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -19,7 +25,9 @@ struct kube_list {
 	char			*path;
 	char			*query;
 	char			*rv;
-	unsigned		 limit;
+	char			*cont;		/* continue token of the page asked */
+	unsigned		 limit;		/* objects asked for in a page */
+	unsigned		 limit_max;	/* the caller's limit */
 	struct kube_req		*cur;
 	kube_list_page_cb	 on_page;
 	kube_list_end_cb	 on_end;
@@ -72,6 +80,7 @@ list_free(struct kube_list *l)
 	free(l->path);
 	free(l->query);
 	free(l->rv);
+	free(l->cont);
 	free(l);
 }
 
@@ -82,9 +91,16 @@ static void	 list_page_cb(const struct kube_response *resp, void *arg);
 static int
 list_next(struct kube_list *l, const char *cont)
 {
-	char lim[16], *pq;
+	char lim[16], *pq, *c = NULL;
 	int r;
 
+	if (cont != NULL && cont != l->cont && (c = strdup(cont)) == NULL)
+		return -ENOMEM;
+	if (cont != l->cont) {
+		free(l->cont);
+		l->cont = c;
+	}
+	cont = l->cont;
 	snprintf(lim, sizeof(lim), "%u", l->limit);
 	if ((r = kube_path(&pq, l->path, "limit", lim, "resourceVersion",
 	    cont ? NULL : l->rv, "continue", cont, NULL)) < 0)
@@ -140,9 +156,16 @@ list_page_cb(const struct kube_response *resp, void *arg)
 	int r;
 
 	l->cur = NULL;
+	if (resp->error == -EMSGSIZE && l->limit > 1) {
+		/* over the byte cap: the same page again, half as many */
+		l->limit /= 2;
+		if ((r = list_next(l, l->cont)) < 0)
+			list_fail(l, resp, r, "cannot request the page again");
+		return;
+	}
 	items = json_object_get(resp->json, "items");
 	md = json_object_get(resp->json, "metadata");
-	if (resp->status != 200) {
+	if (resp->status != 200 || resp->error != 0) {
 		list_finish(l, resp, NULL);
 		return;
 	}
@@ -156,8 +179,12 @@ list_page_cb(const struct kube_response *resp, void *arg)
 	rv = json_is_string(v) ? json_string_value(v) : "";
 	/*
 	 * Ask for the next page before handing this one out, so the server
-	 * prepares it while the caller stores this one.
+	 * prepares it while the caller stores this one; a count that was
+	 * halved grows back.
 	 */
+	if (l->limit < l->limit_max)
+		l->limit = l->limit > l->limit_max / 2 ? l->limit_max :
+		    l->limit * 2;
 	if (*cont != '\0' && (r = list_next(l, cont)) < 0) {
 		list_fail(l, resp, r, "cannot request the next page");
 		return;
@@ -189,7 +216,7 @@ kube_list_start(struct kube_client *c, const char *path, const char *query,
 	if ((l = calloc(1, sizeof(*l))) == NULL)
 		return -ENOMEM;
 	l->c = c;
-	l->limit = limit ? limit : 500;
+	l->limit = l->limit_max = limit ? limit : 500;
 	l->on_page = on_page;
 	l->on_end = on_end;
 	l->arg = arg;

@@ -17,7 +17,8 @@ chosen by the path, so one server serves every test:
   ANY  /raw?code=C               C (default 200) answering the request's
                                  body, byte for byte, as application/json
   GET  /list?limit=L[&continue=T]  paginated list of 7 items, rv "42";
-                                 continue=expired gives 410
+                                 continue=expired gives 410; pad=N gives
+                                 each item N bytes more
   GET  /watch/NAME               chunked watch script (see WATCH below)
 """
 import json
@@ -134,7 +135,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.status(410, "Expired", "The provided continue "
                                "parameter is too old")
         start = int(cont) if cont else 0
-        items = [{"metadata": {"name": "item%d" % i}}
+        pad = "p" * int(q.get("pad", ["0"])[0])
+        items = [{"metadata": {"name": "item%d" % i}, "pad": pad}
+                 if pad else {"metadata": {"name": "item%d" % i}}
                  for i in range(start, min(7, start + limit))]
         md = {"resourceVersion": "42"}
         nxt = start + limit

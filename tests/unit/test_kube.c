@@ -827,7 +827,9 @@ struct lres {
 	bool	 done;
 	int	 pages;
 	int	 items;
+	int	 most;		/* items in the largest page */
 	long	 status;
+	int	 error;
 	char	 rv[32];
 	bool	 rv_null;
 };
@@ -840,6 +842,8 @@ lpage_cb(json_t *items, void *arg)
 
 	l->pages++;
 	l->items += (int)json_array_size(items);
+	if ((int)json_array_size(items) > l->most)
+		l->most = (int)json_array_size(items);
 }
 
 /* Record the end of a list. */
@@ -850,6 +854,7 @@ lend_cb(const struct kube_response *r, const char *rv, void *arg)
 
 	l->done = true;
 	l->status = r->status;
+	l->error = r->error;
 	l->rv_null = rv == NULL;
 	snprintf(l->rv, sizeof(l->rv), "%s", rv ? rv : "");
 }
@@ -867,6 +872,35 @@ TEST(kube_list_paginated)
 	CHECK_INT(l.pages, 3);
 	CHECK_INT(l.items, 7);
 	CHECK_STR(l.rv, "42");
+	fx_done(&f);
+}
+
+/*
+ * A page over the byte cap is asked for again with half the count, and the
+ * list still ends with every item; one item over the cap fails the list.
+ */
+TEST(kube_list_page_over_cap_halved)
+{
+	struct kube_client_opts o = { .max_response = 5000 };
+	struct fx f;
+	struct lres l = { 0 }, one = { 0 };
+
+	REQUIRE(fx_init(&f, &o, NULL));
+	/* 7 items of ~1,550 bytes: at most 3 fit in 5,000 */
+	REQUIRE(kube_list_start(f.c, "/list", "pad=1500", 7, NULL, lpage_cb,
+	    lend_cb, &l, NULL) == 0);
+	fx_run(&f, &l.done);
+	CHECK_INT(l.status, 200);
+	CHECK_INT(l.error, 0);
+	CHECK_INT(l.items, 7);
+	CHECK(l.most >= 1 && l.most <= 3);
+	CHECK_STR(l.rv, "42");
+	REQUIRE(kube_list_start(f.c, "/list", "pad=6000", 7, NULL, lpage_cb,
+	    lend_cb, &one, NULL) == 0);
+	fx_run(&f, &one.done);
+	CHECK(one.done);
+	CHECK_INT(one.error, -EMSGSIZE);
+	CHECK_INT(one.items, 0);
 	fx_done(&f);
 }
 
