@@ -1093,7 +1093,7 @@ curl_timer_fn(CURLM *m, long timeout_ms, void *arg)
 
 /* Apply defaults to zero option fields. */
 static void
-opts_defaults(struct kube_client_opts *o)
+client_opts_defaults(struct kube_client_opts *o)
 {
 	if (o->qps == 0)
 		o->qps = 5;
@@ -1138,7 +1138,7 @@ kube_client_new(struct event_base *base, struct kube_config *cfg,
 	c->cfg = cfg;
 	if (opts != NULL)
 		c->o = *opts;
-	opts_defaults(&c->o);
+	client_opts_defaults(&c->o);
 	tokenbucket_init(&c->rl, c->o.qps, c->o.burst, monotonic_usec());
 	TAILQ_INIT(&c->all);
 	TAILQ_INIT(&c->rlq);

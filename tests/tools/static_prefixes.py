@@ -5,7 +5,7 @@ A header owns a prefix when at least two of its function declarations
 (or its only one), and at least half of them, begin with PREFIX_ (ipc.h
 owns ipc_, kube.h kube_, nscache.h nscache_; util.h, a collection of
 primitives, owns none). A static function in a .c file whose name begins with a prefix
-owned by a header the file could see (common/, ipc/, cache/ and its own
+owned by a header the file could see (common/, kube/, ipc/, cache/, its own
 directory), but not by a header of its own directory, borrows that
 prefix: a reader who greps for the module's API finds it and is misled.
 
@@ -16,7 +16,7 @@ import os
 import re
 import sys
 
-SHARED = ("common", "ipc", "cache")
+SHARED = ("common", "kube", "ipc", "cache")
 PROGRAMS = ("kpgpud-admit", "kpgpud-sync", "kpgpud-quota", "kpgpuctl")
 
 DECL = re.compile(r"^[A-Za-z_][\w \t*]*?[\s*]([a-z][a-z0-9]*)_\w*\s*\(", re.M)
