@@ -14,6 +14,7 @@
 
 #include "cache/usage.h"
 #include "common/resolved.h"
+#include "common/util.h"
 #include "kpgpud-sync/acct.h"
 #include "kpgpud-sync/acct_pending.h"
 #include "kpgpud-sync/acct_result.h"
@@ -165,7 +166,7 @@ status_detail(struct page *p, const struct cache_instance *in,
 	struct cache_ns *row = NULL;
 	json_t *d = json_object(), *iso, *pend = json_array();
 	const struct acct_pending *pd;
-	const struct acct_pending_pod *e;
+	const char *names[32];
 	struct resolved res;
 	char err[128], *out, lastbuf[ACCT_RESULT_MSG_MAX + 256];
 	const struct acct_result *rs;
@@ -183,16 +184,12 @@ status_detail(struct page *p, const struct cache_instance *in,
 	*ret_held = json_array_size(p->held);
 	json_object_set_new(d, "held", p->held);
 	pd = acct_pending(p->sd->acct);
-	for (i = 0; i < pd->waiting.n; i++) {
-		e = acct_pending_at(pd, i);
-		if (strcmp(e->ns, ns) != 0 ||
-		    (msg = acct_pending_quota_msg(pd, ns, e->name)) == NULL)
-			continue;
-		if (n++ < 32)
-			json_array_append_new(pend, json_string(e->name));
-		if (json_object_get(d, "quota") == NULL)
-			json_object_set_new(d, "quota", json_string(msg));
-	}
+	msg = NULL;
+	n = acct_pending_quota_pods(pd, ns, names, nitems(names), &msg);
+	for (i = 0; i < n && i < nitems(names); i++)
+		json_array_append_new(pend, json_string(names[i]));
+	if (msg != NULL)
+		json_object_set_new(d, "quota", json_string(msg));
 	*ret_pending = n;
 	json_object_set_new(d, "pending", pend);
 	/* kpgpud-quota's newest Warning about this very version of the

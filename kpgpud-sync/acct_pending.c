@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/strmap.h"
 #include "kpgpud-sync/acct_pending.h"
 
 /* Whether status.resourceClaimStatuses names a claim for podClaim name. */
@@ -46,46 +47,78 @@ acct_pending_waits(json_t *pod)
 	return false;
 }
 
-/* The index of an entry by namespace and name, or s->n. */
-static size_t
-find(const struct acct_pod_set *s, const char *ns, const char *name)
-{
-	size_t i;
+/* One namespace's waiting Pods (name -> the name, its own key) and
+   refusals (Event name -> struct refusal), each map capped. */
+struct pend_ns {
+	struct strmap	*waiting;
+	struct strmap	*refused;
+	char		 ns[];
+};
 
-	for (i = 0; i < s->n; i++)
-		if (strcmp(s->e[i].ns, ns) == 0 &&
-		    strcmp(s->e[i].name, name) == 0)
-			return i;
-	return s->n;
-}
+/* A FailedResourceClaimCreation Event: the Pod it names and its message. */
+struct refusal {
+	char	 pod[254];
+	char	 msg[ACCT_MESSAGE_MAX + 1];
+	char	 ev[];		/* the Event's name: the map's key */
+};
 
-/* Remove entry i (order does not matter). */
+/* Free a namespace's entries and itself. */
 static void
-drop(struct acct_pod_set *s, size_t i)
+ns_free(void *v)
 {
-	s->e[i] = s->e[--s->n];
+	struct pend_ns *pn = v;
+
+	if (pn == NULL)
+		return;
+	strmap_free(pn->waiting, free);
+	strmap_free(pn->refused, free);
+	free(pn);
 }
 
-/* A new entry (NULL when full or out of memory). */
-static struct acct_pending_pod *
-add(struct acct_pod_set *s, const char *ns, const char *name)
+/* A namespace's entry; made when create is set (NULL when absent, out of
+   memory or the name is too long). */
+static struct pend_ns *
+ns_get(struct acct_pending *p, const char *ns, bool create)
 {
-	void *q;
-	size_t n;
+	struct pend_ns *pn;
+	size_t len = strlen(ns);
 
-	if (s->n >= ACCT_PENDING_MAX || strlen(ns) > 63 || strlen(name) > 253)
+	if (p->by_ns != NULL && (pn = strmap_get(p->by_ns, ns)) != NULL)
+		return pn;
+	if (!create || len > 63 || (p->by_ns == NULL &&
+	    strmap_new(0, 0, &p->by_ns) < 0))
 		return NULL;
-	if (s->n == s->alloc) {
-		n = s->alloc ? s->alloc * 2 : 16;
-		if ((q = reallocarray(s->e, n, sizeof(*s->e))) == NULL)
-			return NULL;
-		s->e = q;
-		s->alloc = n;
+	if ((pn = calloc(1, sizeof(*pn) + len + 1)) == NULL)
+		return NULL;
+	memcpy(pn->ns, ns, len + 1);
+	if (strmap_new(0, ACCT_PENDING_NS_MAX, &pn->waiting) < 0 ||
+	    strmap_new(0, ACCT_PENDING_NS_MAX, &pn->refused) < 0 ||
+	    strmap_put(p->by_ns, pn->ns, pn, NULL) < 0) {
+		ns_free(pn);
+		return NULL;
 	}
-	memset(&s->e[s->n], 0, sizeof(s->e[0]));
-	strcpy(s->e[s->n].ns, ns);
-	strcpy(s->e[s->n].name, name);
-	return &s->e[s->n++];
+	return pn;
+}
+
+/* Drop a namespace that holds nothing any more. */
+static void
+ns_release(struct acct_pending *p, struct pend_ns *pn)
+{
+	if (pn == NULL || strmap_count(pn->waiting) != 0 ||
+	    strmap_count(pn->refused) != 0)
+		return;
+	(void)strmap_remove(p->by_ns, pn->ns, NULL);
+	ns_free(pn);
+}
+
+/* Remove key from map m, freeing its value. */
+static void
+map_drop(struct strmap *m, const char *key)
+{
+	void *v;
+
+	if (strmap_remove(m, key, &v) == 0)
+		free(v);
 }
 
 /* Track or untrack a Pod. */
@@ -93,13 +126,24 @@ void
 acct_pending_pod(struct acct_pending *p, json_t *obj, const char *ns,
     const char *name)
 {
-	size_t i = find(&p->waiting, ns, name);
+	struct pend_ns *pn;
+	char *k;
 
 	if (!acct_pending_waits(obj)) {
-		if (i < p->waiting.n)
-			drop(&p->waiting, i);
-	} else if (i == p->waiting.n)
-		(void)add(&p->waiting, ns, name);
+		if ((pn = ns_get(p, ns, false)) != NULL) {
+			map_drop(pn->waiting, name);
+			ns_release(p, pn);
+		}
+		return;
+	}
+	if (strlen(name) > 253 || (pn = ns_get(p, ns, true)) == NULL ||
+	    strmap_has(pn->waiting, name))
+		return;
+	/* over the namespace's cap: that namespace's count stops growing */
+	if ((k = strdup(name)) != NULL && strmap_put(pn->waiting, k, k,
+	    NULL) < 0)
+		free(k);
+	ns_release(p, pn);
 }
 
 /* The namespace and name of an object, or false. */
@@ -118,40 +162,52 @@ void
 acct_pending_forget(struct acct_pending *p, json_t *obj)
 {
 	const char *ns, *name;
-	size_t i;
+	struct pend_ns *pn;
 
-	if (!key_of(obj, &ns, &name))
+	if (!key_of(obj, &ns, &name) || (pn = ns_get(p, ns, false)) == NULL)
 		return;
-	if ((i = find(&p->waiting, ns, name)) < p->waiting.n)
-		drop(&p->waiting, i);
+	map_drop(pn->waiting, name);
+	ns_release(p, pn);
 }
 
-/* Drop the entries a relist no longer has. */
+/* Drop the entries of one kind (refused or waiting) a relist no longer
+   has. */
 static void
-prune(struct acct_pod_set *s, const struct strset *seen)
+prune(struct acct_pending *p, const struct strset *seen, bool refused)
 {
 	char key[64 + 254 + 2];
-	size_t i = 0;
+	struct pend_ns *pn;
+	struct strmap *m;
+	const char *k, *name;
+	size_t pos = 0, i;
+	void *v;
 
-	while (i < s->n) {
-		if (strset_key(key, sizeof(key), s->e[i].ns, s->e[i].name) ==
-		    0 && !strset_has(seen, key))
-			drop(s, i);
-		else
-			i++;
+	if (p->by_ns == NULL)
+		return;
+	while (strmap_next(p->by_ns, &pos, &k, &v)) {
+		pn = v;
+		m = refused ? pn->refused : pn->waiting;
+		i = 0;
+		while (strmap_next(m, &i, &name, &v))
+			if (strset_key(key, sizeof(key), pn->ns, name) == 0 &&
+			    !strset_has(seen, key)) {
+				(void)strmap_remove(m, name, NULL);
+				free(v);
+			}
+		ns_release(p, pn);
 	}
 }
 
 void
 acct_pending_prune(struct acct_pending *p, const struct strset *seen)
 {
-	prune(&p->waiting, seen);
+	prune(p, seen, false);
 }
 
 void
 acct_pending_event_prune(struct acct_pending *p, const struct strset *seen)
 {
-	prune(&p->refused, seen);
+	prune(p, seen, true);
 }
 
 /* A FailedResourceClaimCreation Event of a Pod. */
@@ -160,15 +216,17 @@ acct_pending_event(struct acct_pending *p, json_t *ev, bool deleted)
 {
 	json_t *io = json_object_get(ev, "involvedObject");
 	const char *ns, *name, *kind, *pod, *msg, *reason;
-	struct acct_pending_pod *e;
-	size_t i;
+	struct pend_ns *pn;
+	struct refusal *e;
+	size_t i, len;
 
 	if (!key_of(ev, &ns, &name))
 		return;
-	i = find(&p->refused, ns, name);
 	if (deleted) {
-		if (i < p->refused.n)
-			drop(&p->refused, i);
+		if ((pn = ns_get(p, ns, false)) != NULL) {
+			map_drop(pn->refused, name);
+			ns_release(p, pn);
+		}
 		return;
 	}
 	kind = json_string_value(json_object_get(io, "kind"));
@@ -177,12 +235,19 @@ acct_pending_event(struct acct_pending *p, json_t *ev, bool deleted)
 	reason = json_string_value(json_object_get(ev, "reason"));
 	if (kind == NULL || strcmp(kind, "Pod") != 0 || pod == NULL ||
 	    strlen(pod) > 253 || msg == NULL || reason == NULL ||
-	    strcmp(reason, ACCT_CLAIM_EVENT) != 0)
+	    strcmp(reason, ACCT_CLAIM_EVENT) != 0 ||
+	    (len = strlen(name)) > 253 || (pn = ns_get(p, ns, true)) == NULL)
 		return;
-	if (i < p->refused.n)
-		e = &p->refused.e[i];
-	else if ((e = add(&p->refused, ns, name)) == NULL)
-		return;
+	if ((e = strmap_get(pn->refused, name)) == NULL) {
+		if ((e = calloc(1, sizeof(*e) + len + 1)) == NULL)
+			return;
+		memcpy(e->ev, name, len + 1);
+		if (strmap_put(pn->refused, e->ev, e, NULL) < 0) {
+			free(e);	/* the namespace's cap */
+			ns_release(p, pn);
+			return;
+		}
+	}
 	strcpy(e->pod, pod);
 	/* cut to the cap before a UTF-8 character that does not fit */
 	i = strlen(msg);
@@ -194,47 +259,81 @@ acct_pending_event(struct acct_pending *p, json_t *ev, bool deleted)
 	e->msg[i] = '\0';
 }
 
+/* The quota refusal of Pod name in a namespace, or NULL. */
+static const char *
+ns_quota_msg(const struct pend_ns *pn, const char *name)
+{
+	const struct refusal *e;
+	const char *k;
+	size_t pos = 0;
+	void *v;
+
+	while (strmap_next(pn->refused, &pos, &k, &v)) {
+		e = v;
+		if (strcmp(e->pod, name) == 0 &&
+		    strstr(e->msg, "exceeded quota") != NULL)
+			return e->msg;
+	}
+	return NULL;
+}
+
 /* The quota message of a waiting Pod, or NULL. */
 const char *
 acct_pending_quota_msg(const struct acct_pending *p, const char *ns,
     const char *name)
 {
-	size_t i;
+	const struct pend_ns *pn;
 
-	if (find(&p->waiting, ns, name) == p->waiting.n)
+	if (p->by_ns == NULL || (pn = strmap_get(p->by_ns, ns)) == NULL ||
+	    !strmap_has(pn->waiting, name))
 		return NULL;
-	for (i = 0; i < p->refused.n; i++)
-		if (strcmp(p->refused.e[i].ns, ns) == 0 &&
-		    strcmp(p->refused.e[i].pod, name) == 0 &&
-		    strstr(p->refused.e[i].msg, "exceeded quota") != NULL)
-			return p->refused.e[i].msg;
-	return NULL;
+	return ns_quota_msg(pn, name);
+}
+
+/* The Pods of a namespace that wait on quota: their count, some names. */
+size_t
+acct_pending_quota_pods(const struct acct_pending *p, const char *ns,
+    const char **ret_names, size_t max, const char **ret_msg)
+{
+	const struct pend_ns *pn;
+	const char *name, *msg;
+	size_t pos = 0, n = 0;
+	void *v;
+
+	if (p->by_ns == NULL || (pn = strmap_get(p->by_ns, ns)) == NULL)
+		return 0;
+	while (strmap_next(pn->waiting, &pos, &name, &v)) {
+		if ((msg = ns_quota_msg(pn, name)) == NULL)
+			continue;
+		if (n < max)
+			ret_names[n] = name;
+		if (n++ == 0 && ret_msg != NULL)
+			*ret_msg = msg;
+	}
+	return n;
 }
 
 /* How many wait on quota in a namespace. */
 size_t
 acct_pending_count(const struct acct_pending *p, const char *ns)
 {
-	size_t i, n = 0;
-
-	for (i = 0; i < p->waiting.n; i++)
-		if (strcmp(p->waiting.e[i].ns, ns) == 0 &&
-		    acct_pending_quota_msg(p, ns, p->waiting.e[i].name) != NULL)
-			n++;
-	return n;
+	return acct_pending_quota_pods(p, ns, NULL, 0, NULL);
 }
 
-/* The i-th waiting Pod. */
-const struct acct_pending_pod *
-acct_pending_at(const struct acct_pending *p, size_t i)
+/* Entries held for a namespace. */
+size_t
+acct_pending_held(const struct acct_pending *p, const char *ns)
 {
-	return &p->waiting.e[i];
+	const struct pend_ns *pn;
+
+	if (p->by_ns == NULL || (pn = strmap_get(p->by_ns, ns)) == NULL)
+		return 0;
+	return strmap_count(pn->waiting) + strmap_count(pn->refused);
 }
 
 void
 acct_pending_free(struct acct_pending *p)
 {
-	free(p->waiting.e);
-	free(p->refused.e);
+	strmap_free(p->by_ns, ns_free);
 	memset(p, 0, sizeof(*p));
 }

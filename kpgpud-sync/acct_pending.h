@@ -4,6 +4,10 @@
  * FailedResourceClaimCreation Events the resourceclaim controller gave
  * Pods: a waiting Pod whose message says "exceeded quota" is Pending on
  * quota. In memory only; a relist rebuilds both.
+ *
+ * Kept per namespace, each namespace capped on its own (a tenant's Pods
+ * and Events, forged ones included, fill only its own namespace's room and
+ * never displace another tenant's), looked up by name in O(1).
  */
 #ifndef KPGPUD_SYNC_ACCT_PENDING_H
 #define KPGPUD_SYNC_ACCT_PENDING_H
@@ -13,26 +17,16 @@
 
 #include "kpgpud-sync/reflector.h"
 
-#define ACCT_PENDING_MAX	4096	/* each set */
+#define ACCT_PENDING_NS_MAX	512	/* waiting Pods, and refusals, per
+					   namespace */
 #define ACCT_MESSAGE_MAX	511
 #define ACCT_CLAIM_EVENT	"FailedResourceClaimCreation"
 
-/* A waiting Pod (pod: its name) or a refusal (name: the Event's name). */
-struct acct_pending_pod {
-	char	 ns[64];
-	char	 name[254];
-	char	 pod[254];
-	char	 msg[ACCT_MESSAGE_MAX + 1];
-};
+struct strmap;
 
-struct acct_pod_set {
-	struct acct_pending_pod	*e;
-	size_t			 n, alloc;
-};
-
+/* Namespace name -> its waiting Pods and refusals; NULL until the first. */
 struct acct_pending {
-	struct acct_pod_set	 waiting;	/* Pods without their claim */
-	struct acct_pod_set	 refused;	/* Event messages by Pod */
+	struct strmap	*by_ns;
 };
 
 /* Whether a Pod waits for a claim from one of its templates (pure). */
@@ -51,11 +45,17 @@ void	 acct_pending_event_prune(struct acct_pending *p,
 /* The quota message of a waiting Pod, or NULL when not refused by quota. */
 const char *acct_pending_quota_msg(const struct acct_pending *p,
 	    const char *ns, const char *name);
+/*
+ * How many wait on quota in namespace ns; the names of the first max of
+ * them go to ret_names (may be NULL when max is 0) and one of their
+ * messages to *ret_msg (may be NULL; untouched when none waits).
+ */
+size_t	 acct_pending_quota_pods(const struct acct_pending *p, const char *ns,
+	    const char **ret_names, size_t max, const char **ret_msg);
 /* How many wait on quota in namespace ns. */
 size_t	 acct_pending_count(const struct acct_pending *p, const char *ns);
-/* The i-th waiting Pod (i < p->waiting.n). */
-const struct acct_pending_pod *acct_pending_at(const struct acct_pending *p,
-	    size_t i);
+/* Waiting Pods and refusals held in namespace ns (tests and figures). */
+size_t	 acct_pending_held(const struct acct_pending *p, const char *ns);
 void	 acct_pending_free(struct acct_pending *p);
 
 #endif

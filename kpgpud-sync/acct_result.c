@@ -28,6 +28,18 @@ copy_cut(char *dst, size_t len, const char *s)
 	dst[i] = '\0';
 }
 
+/* How many entries came from Events of namespace ns. */
+static size_t
+ns_count(const struct acct_results *s, const char *ns)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < s->n; i++)
+		n += strcmp(s->e[i].ev_ns, ns) == 0;
+	return n;
+}
+
+/* Remove entry i (order does not matter). */
 static void
 drop(struct acct_results *s, size_t i)
 {
@@ -78,6 +90,7 @@ acct_result_event(struct acct_results *s, json_t *ev, bool deleted)
 		ts = str_of(ev, "eventTime");
 	if (strcmp(str_of(ev, "reportingComponent"), ACCT_RESULT_SOURCE) !=
 	    0 || strcmp(str_of(ev, "type"), "Normal") == 0 ||
+	    strcmp(evns, *ns != '\0' ? ns : "default") != 0 ||
 	    *kind == '\0' || *name == '\0' || *reason == '\0' ||
 	    strlen(evns) > 63 || strlen(evname) > 253 || strlen(kind) > 63 ||
 	    strlen(ns) > 63 || strlen(name) > 253 || strlen(rv) > 63 ||
@@ -88,7 +101,7 @@ acct_result_event(struct acct_results *s, json_t *ev, bool deleted)
 		if (strcmp(e->ts, ts) > 0)	/* an older Event */
 			return;
 	} else {
-		if (s->n >= ACCT_RESULTS_MAX)
+		if (ns_count(s, evns) >= ACCT_RESULTS_NS_MAX)
 			return;
 		if (s->n == s->alloc) {
 			i = s->alloc ? s->alloc * 2 : 16;

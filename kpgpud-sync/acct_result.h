@@ -4,8 +4,14 @@
  * InvalidGPUIsolation, DriverFeatureGateRequired, NeverAllocatable ...),
  * with the instance resourceVersion it was about. A Normal Event (a notice
  * such as ExperimentalHybridSharing: the plan was applied) is no result.
- * One entry per instance, at most ACCT_RESULTS_MAX; in memory only, a
- * relist rebuilds it.
+ * One entry per instance; in memory only, a relist rebuilds it.
+ *
+ * Only an Event in the namespace kpgpud-quota writes in counts: the
+ * instance's own (a cluster-scoped instance's: "default"), so a tenant's
+ * Event naming another namespace's instance, whatever its
+ * reportingComponent, is ignored. Entries are capped per namespace of the
+ * Event (ACCT_RESULTS_NS_MAX), so the Events of one namespace never
+ * displace another's.
  */
 #ifndef KPGPUD_SYNC_ACCT_RESULT_H
 #define KPGPUD_SYNC_ACCT_RESULT_H
@@ -15,7 +21,7 @@
 
 #include "kpgpud-sync/reflector.h"
 
-#define ACCT_RESULTS_MAX	4096
+#define ACCT_RESULTS_NS_MAX	64	/* instances per Event namespace */
 #define ACCT_RESULT_MSG_MAX	255
 #define ACCT_RESULT_SOURCE	"kpgpud-quota"
 

@@ -3,6 +3,7 @@
  * their generated claim, the FailedResourceClaimCreation messages that say
  * the quota refused it, the count per namespace, caps and relist pruning.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +46,7 @@ TEST(acct_pending_quota)
 	acct_pending_pod(&p, o, "ta", "x5");
 	acct_pending_pod(&p, o, "ta", "x5");	/* a duplicate event */
 	json_decref(o);
-	CHECK_INT(p.waiting.n, 1);
+	CHECK_INT(acct_pending_held(&p, "ta"), 1);
 	/* waiting, but no refusal yet: not pending on quota */
 	CHECK_INT(acct_pending_count(&p, "ta"), 0);
 	o = event("ta", "x5.1", "x5", "PodResourceClaim kubeplus-gpu: create "
@@ -96,5 +97,54 @@ TEST(acct_pending_quota)
 	acct_pending_event_prune(&p, seen);
 	CHECK(acct_pending_quota_msg(&p, "ta", "x8") == NULL);
 	strset_free(seen);
+	acct_pending_free(&p);
+}
+
+/*
+ * One tenant's 5,000 waiting Pods and 5,000 refusals (forged Events
+ * included) fill only its own namespace's room: another tenant's Pod
+ * pending on quota is still tracked and counted, and the flooding
+ * namespace holds at most its cap of each.
+ */
+TEST(acct_pending_caps_per_namespace)
+{
+	struct acct_pending p;
+	const char *names[4], *msg = NULL;
+	char name[32], evname[40];
+	json_t *o;
+	size_t i;
+
+	memset(&p, 0, sizeof(p));
+	for (i = 0; i < 5000; i++) {
+		snprintf(name, sizeof(name), "flood-%zu", i);
+		snprintf(evname, sizeof(evname), "flood-%zu.ev", i);
+		o = pod("ta", name, "Pending", false);
+		acct_pending_pod(&p, o, "ta", name);
+		json_decref(o);
+		o = event("ta", evname, name, "exceeded quota: forged");
+		acct_pending_event(&p, o, false);
+		json_decref(o);
+	}
+	CHECK(acct_pending_held(&p, "ta") <= 2 * ACCT_PENDING_NS_MAX);
+	CHECK(acct_pending_count(&p, "ta") <= ACCT_PENDING_NS_MAX);
+	o = pod("tb", "web-0", "Pending", false);
+	acct_pending_pod(&p, o, "tb", "web-0");
+	json_decref(o);
+	o = event("tb", "web-0.1", "web-0", "create ResourceClaim: forbidden: "
+	    "exceeded quota: kpgpud-gpu");
+	acct_pending_event(&p, o, false);
+	json_decref(o);
+	CHECK_INT(acct_pending_count(&p, "tb"), 1);
+	CHECK_INT(acct_pending_quota_pods(&p, "tb", names, 4, &msg), 1);
+	CHECK_STR(names[0], "web-0");
+	CHECK(msg != NULL && strstr(msg, "kpgpud-gpu") != NULL);
+	/* a namespace that holds nothing any more is dropped */
+	o = pod("tb", "web-0", "Running", false);
+	acct_pending_pod(&p, o, "tb", "web-0");
+	json_decref(o);
+	o = event("tb", "web-0.1", "web-0", "");
+	acct_pending_event(&p, o, true);
+	json_decref(o);
+	CHECK_INT(acct_pending_held(&p, "tb"), 0);
 	acct_pending_free(&p);
 }

@@ -1,8 +1,9 @@
 /*
  * The last reconcile result of each instance (kpgpud-sync/acct_result.c):
  * kpgpud-quota's Warning Events only (a Normal notice is none), the
- * newest per instance, an older one ignored, deletion, relist pruning, the message cap (cut on a UTF-8
- * boundary) and the cap on entries.
+ * newest per instance, an older one ignored, deletion, relist pruning,
+ * the message cap (cut on a UTF-8 boundary), the cap on entries per
+ * namespace, and Events forged in another namespace.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,12 +118,71 @@ TEST(acct_result_caps)
 	put(&s, event("e2", "kpgpud-quota", "b", "1", msg,
 	    "2026-01-01T00:00:00Z", "m"), false);
 	CHECK(acct_result_get(&s, "Agent", "ta", "b") == NULL);
-	/* at most ACCT_RESULTS_MAX instances */
-	for (i = 0; i < ACCT_RESULTS_MAX + 10; i++) {
+	/* at most ACCT_RESULTS_NS_MAX instances per Event namespace */
+	for (i = 0; i < ACCT_RESULTS_NS_MAX + 10; i++) {
 		snprintf(name, sizeof(name), "i-%zu", i);
 		put(&s, event(name, "kpgpud-quota", name, "1", "R",
 		    "2026-01-01T00:00:00Z", "m"), false);
 	}
-	CHECK_INT(s.n, ACCT_RESULTS_MAX);
+	CHECK_INT(s.n, ACCT_RESULTS_NS_MAX);
+	acct_result_free(&s);
+}
+
+/*
+ * An Event a tenant forges with reportingComponent kpgpud-quota in its own
+ * namespace about another namespace's instance is no result: kpgpud-quota
+ * writes in the instance's namespace ("default" for a cluster-scoped one),
+ * so the other tenant's result is neither hidden nor replaced; and one
+ * namespace's flood of its own results leaves room for another's.
+ */
+TEST(acct_result_forged_elsewhere)
+{
+	struct acct_results s;
+	const struct acct_result *r;
+	char name[32];
+	json_t *ev;
+	size_t i;
+
+	memset(&s, 0, sizeof(s));
+	put(&s, event("e1", "kpgpud-quota", "a", "5", "InvalidGPUIsolation",
+	    "2026-01-01T00:00:02Z", "real"), false);
+	/* from namespace "evil", newer, about ta's instance */
+	ev = event("f1", "kpgpud-quota", "a", "5", "Forged",
+	    "2026-01-01T00:00:09Z", "forged");
+	json_object_set_new(json_object_get(ev, "metadata"), "namespace",
+	    json_string("evil"));
+	put(&s, ev, false);
+	r = acct_result_get(&s, "Agent", "ta", "a");
+	REQUIRE(r != NULL);
+	CHECK_STR(r->msg, "real");
+	/* a cluster-scoped instance's result lives in "default" only */
+	ev = event("f2", "kpgpud-quota", "c", "1", "Forged",
+	    "2026-01-01T00:00:09Z", "forged");
+	json_object_del(json_object_get(ev, "involvedObject"), "namespace");
+	put(&s, ev, false);
+	CHECK(acct_result_get(&s, "Agent", "", "c") == NULL);
+	ev = event("r2", "kpgpud-quota", "c", "1", "NeverAllocatable",
+	    "2026-01-01T00:00:09Z", "real");
+	json_object_del(json_object_get(ev, "involvedObject"), "namespace");
+	json_object_set_new(json_object_get(ev, "metadata"), "namespace",
+	    json_string("default"));
+	put(&s, ev, false);
+	CHECK(acct_result_get(&s, "Agent", "", "c") != NULL);
+	/* namespace ta fills its room; tb's result still lands */
+	for (i = 0; i < 5000; i++) {
+		snprintf(name, sizeof(name), "x-%zu", i);
+		put(&s, event(name, "kpgpud-quota", name, "1", "R",
+		    "2026-01-01T00:00:00Z", "m"), false);
+	}
+	ev = event("b1", "kpgpud-quota", "b", "3", "NeverAllocatable",
+	    "2026-01-01T00:00:03Z", "tb's");
+	json_object_set_new(json_object_get(ev, "metadata"), "namespace",
+	    json_string("tb"));
+	json_object_set_new(json_object_get(ev, "involvedObject"), "namespace",
+	    json_string("tb"));
+	put(&s, ev, false);
+	r = acct_result_get(&s, "Agent", "tb", "b");
+	REQUIRE(r != NULL);
+	CHECK_STR(r->msg, "tb's");
 	acct_result_free(&s);
 }
