@@ -1073,8 +1073,8 @@ events_json(const struct plan *p)
 const char *const plan_ns_annotation_keys[] = {
 	RESOLVED_ANNOTATION, PLAN_NS_TEMPLATE_ANNOT, PLAN_NS_CLAIM_ANNOT,
 	PLAN_NS_CLASS_ANNOT, PLAN_NS_MAX_ANNOT, PLAN_NS_INIT_ANNOT,
-	PLAN_NS_SIDECAR_ANNOT, PLAN_NS_TOPO_ANNOT, PLAN_NS_TOPO_STATE_ANNOT,
-	NULL,
+	PLAN_NS_SIDECAR_ANNOT, PLAN_NS_LEGACY_ANNOT, PLAN_NS_TOPO_ANNOT,
+	PLAN_NS_TOPO_STATE_ANNOT, NULL,
 };
 
 /* The Namespace annotations of the plan. */
@@ -1091,12 +1091,13 @@ plan_ns_annotations(const struct plan *p)
 	    a->pol.nsidecar_names);
 	snprintf(max, sizeof(max), "%d", a->max_devices);
 	if (init != NULL && side != NULL)
-		m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}",
+		m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
 		    RESOLVED_ANNOTATION, p->resolved, p->claim_is_template ?
 		    PLAN_NS_TEMPLATE_ANNOT : PLAN_NS_CLAIM_ANNOT,
 		    p->claim_name, PLAN_NS_CLASS_ANNOT, p->class_name,
 		    PLAN_NS_MAX_ANNOT, max, PLAN_NS_INIT_ANNOT, init,
-		    PLAN_NS_SIDECAR_ANNOT, side);
+		    PLAN_NS_SIDECAR_ANNOT, side, PLAN_NS_LEGACY_ANNOT,
+		    resolved_legacy_name(a->pol.legacy));
 	free(init);
 	free(side);
 	if (m != NULL && p->topo_domains != NULL && (json_object_set_new(m,

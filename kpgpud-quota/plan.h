@@ -33,8 +33,10 @@
  * ValidatingAdmissionPolicies (CEL cannot parse the JSON one): the name of
  * the tenant's template or shared claim (exactly one of the two), its
  * DeviceClass, the devices it may hold (decimal), the init containers
- * that get the claim ("none", "all" or a comma list) and the sidecar
- * containers that never get it ("none" or a comma list).
+ * that get the claim ("none", "all" or a comma list), the sidecar
+ * containers that never get it ("none" or a comma list) and what a
+ * device-plugin GPU request gets ("reject", "translate" or "allow": the
+ * pod policy refuses one unless "allow"; absent reads as "reject").
  */
 #define PLAN_NS_TEMPLATE_ANNOT	"kubeplus.io/gpu-claim-template"
 #define PLAN_NS_CLAIM_ANNOT	"kubeplus.io/gpu-claim"
@@ -42,6 +44,7 @@
 #define PLAN_NS_MAX_ANNOT	"kubeplus.io/gpu-max-devices"
 #define PLAN_NS_INIT_ANNOT	"kubeplus.io/gpu-init-containers"
 #define PLAN_NS_SIDECAR_ANNOT	"kubeplus.io/gpu-sidecar-containers"
+#define PLAN_NS_LEGACY_ANNOT	"kubeplus.io/gpu-legacy-gpu"
 /*
  * Topology isolation (kpgpud-quota/topology.h): the tenant's domains
  * (comma-separated ids, the durable record of the assignment) and their
