@@ -119,7 +119,7 @@ TEST(load_as_jansson)
 	static const char *const dirs[] = { "tests/fixtures/instances",
 	    "tests/fixtures/pods", "tests/fixtures/bench",
 	    "tests/fuzz/seed-review", "tests/fuzz/seed-review_diff",
-	    "tests/fuzz/seed-plan" };
+	    "tests/fuzz/seed-plan", "tests/fuzz/seed-json" };
 	static const char nul[] = "{\"kind\":\"X\",\"n\":1\0}";
 	char what[32];
 	json_t *v;
