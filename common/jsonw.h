@@ -7,8 +7,10 @@
  * JSONW_MAX_KEYS members, nesting deeper than JSONW_MAX_DEPTH), the
  * writers say so and the caller asks jansson; jsonw_dump() does that
  * itself. A value that is not an object or array is written as
- * JSON_ENCODE_ANY has jansson write it. The reader is common/jscan.h.
- * Pure: no I/O, no logging.
+ * JSON_ENCODE_ANY has jansson write it. Strings are copied as they are:
+ * jansson's dumper would refuse one that is not UTF-8, but only a _nocheck
+ * setter can put one in a tree (jscan_load() uses them on text it checked).
+ * The reader is common/jscan.h. Pure: no I/O, no logging.
  */
 #ifndef KPGPUD_JSONW_H
 #define KPGPUD_JSONW_H
