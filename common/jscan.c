@@ -1,7 +1,8 @@
 /*
- * Single-pass JSON scanner: see jscan.h. Every rule below is the one
- * jansson 2.14's json_loadb() applies with no flags, so that a body this
- * scanner accepts is exactly a body jansson accepts.
+ * Single-pass JSON scanner and the readers built on it: see jscan.h. Every
+ * rule below is the one jansson 2.14's json_loadb() applies with no flags,
+ * so that a body this scanner accepts is exactly a body jansson accepts
+ * (tests/fuzz/fuzz_json.c compares the two).
  */
 #include <errno.h>
 #include <math.h>
@@ -9,6 +10,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -659,4 +662,176 @@ jscan_str_is(const char *buf, struct jscan_span sp, const char *want)
 		return false;
 	n = jscan_unescape(raw, n, tmp);
 	return n == wl && memcmp(tmp, want, n) == 0;
+}
+
+/*
+ * The string at b[i] of accepted text, unescaped: *s and *n, in *tmp
+ * (to free) when it had escapes. The end past its quote, 0: no memory.
+ */
+static size_t
+tree_str(const char *b, size_t len, size_t i, const char **s, size_t *n,
+    char **tmp)
+{
+	size_t end = skip_string((const unsigned char *)b, len, i);
+
+	*s = b + i + 1;
+	*n = end - i - 2;
+	*tmp = NULL;
+	if (memchr(*s, '\\', *n) != NULL) {
+		if ((*tmp = malloc(*n)) == NULL)
+			return 0;
+		*n = jscan_unescape(*s, *n, *tmp);
+		*s = *tmp;
+	}
+	return end;
+}
+
+/* The number at b[i..end) of accepted text, as jansson reads it. */
+static json_t *
+tree_number(const char *b, size_t i, size_t end)
+{
+	char small[64], *t = small, *e;
+	size_t n = end - i;
+	json_t *v;
+
+	if (n >= sizeof(small) && (t = malloc(n + 1)) == NULL)
+		return NULL;
+	memcpy(t, b + i, n);
+	t[n] = '\0';
+	/* jscan accepted it: an integer in 64 bits, or a finite real */
+	if (strpbrk(t, ".eE") == NULL)
+		v = json_integer((json_int_t)strtoll(t, &e, 10));
+	else
+		v = json_real(strtod(t, &e));
+	if (t != small)
+		free(t);
+	return v;
+}
+
+static json_t	*tree_value(const char *b, size_t len, size_t *pos);
+
+/*
+ * The object or array at b[i] of accepted text, built as json_loadb()
+ * builds it (member order kept, the last of duplicate names wins in the
+ * first's place); *pos is moved past it. NULL when out of memory.
+ */
+static json_t *
+tree_container(const char *b, size_t len, size_t i, size_t *pos)
+{
+	size_t end, n;
+	const char *s;
+	json_t *v, *e;
+	char *tmp;
+	int r;
+
+	if ((v = b[i] == '{' ? json_object() : json_array()) == NULL)
+		return NULL;
+	for (i = jscan_skip_ws(b, i + 1, len); b[i] != '}' && b[i] != ']';
+	    i = jscan_skip_ws(b, i, len)) {
+		if (b[i] == ',')
+			i = jscan_skip_ws(b, i + 1, len);
+		if (json_is_array(v)) {
+			e = tree_value(b, len, &i);
+			r = e != NULL ? json_array_append_new(v, e) : -1;
+		} else {
+			if ((end = tree_str(b, len, i, &s, &n, &tmp)) == 0)
+				break;
+			i = jscan_skip_ws(b, end, len) + 1;	/* ':' */
+			e = tree_value(b, len, &i);
+			r = e != NULL ?
+			    json_object_setn_new_nocheck(v, s, n, e) : -1;
+			free(tmp);
+		}
+		if (r < 0)
+			break;
+	}
+	if (b[i] != '}' && b[i] != ']') {
+		json_decref(v);
+		return NULL;
+	}
+	*pos = i + 1;
+	return v;
+}
+
+/*
+ * The value at *pos of text jscan accepted, as json_loadb() builds it;
+ * *pos is moved past it. NULL when out of memory. Containers recurse once
+ * a level: at most JSCAN_MAX_DEPTH.
+ */
+static json_t *
+tree_value(const char *b, size_t len, size_t *pos)
+{
+	size_t i = jscan_skip_ws(b, *pos, len), end, n;
+	const char *s;
+	json_t *v;
+	char *tmp;
+
+	switch (b[i]) {
+	case '{':
+	case '[':
+		return tree_container(b, len, i, pos);
+	case '"':
+		if ((end = tree_str(b, len, i, &s, &n, &tmp)) == 0)
+			return NULL;
+		v = json_stringn_nocheck(s, n);
+		free(tmp);
+		*pos = end;
+		return v;
+	case 't':
+		*pos = i + 4;
+		return json_true();
+	case 'f':
+		*pos = i + 5;
+		return json_false();
+	case 'n':
+		*pos = i + 4;
+		return json_null();
+	default:
+		end = skip_value((const unsigned char *)b, len, i);
+		*pos = end;
+		return tree_number(b, i, end);
+	}
+}
+
+/* json_loadb(buf, len, 0, NULL), mostly without jansson; see jscan.h. */
+json_t *
+jscan_load(const char *buf, size_t len)
+{
+	size_t i = jscan_skip_ws(buf, 0, len);
+
+	if (i == len || (buf[i] != '{' && buf[i] != '['))
+		return NULL;
+	if (jscan_validate(buf, len) < 0)
+		return json_loadb(buf, len, 0, NULL);
+	return tree_value(buf, len, &i);
+}
+
+/* The deepest bracket nesting outside strings; see jscan.h. */
+int
+jscan_depth(const char *buf, size_t len)
+{
+	int depth = 0, max = 0;
+	bool in_str = false, esc = false;
+
+	for (size_t i = 0; i < len; i++) {
+		char ch = buf[i];
+
+		if (in_str) {
+			if (esc)
+				esc = false;
+			else if (ch == '\\')
+				esc = true;
+			else if (ch == '"')
+				in_str = false;
+			continue;
+		}
+		if (ch == '"')
+			in_str = true;
+		else if (ch == '{' || ch == '[') {
+			if (++depth > max)
+				max = depth;
+		} else if (ch == '}' || ch == ']')
+			depth--;
+	}
+	return max;
 }

@@ -9,7 +9,11 @@
  * member names are compared after unescaping. One difference: jansson
  * skips a single NUL byte right after a number or a literal (its stream
  * loses a pushed-back NUL); jscan refuses it, as RFC 8259 does, so a caller
- * that must answer exactly as jansson would re-parse what jscan refuses.
+ * that must answer exactly as jansson would re-parse what jscan refuses
+ * (jscan_load() does). The readers on top of it: jscan_load() builds
+ * json_loadb()'s tree from the text jscan accepted, the steppers walk it,
+ * jscan_unescape() is the one unescaper and jscan_depth() bounds what a
+ * recursive parser is handed. The one writer is common/jsonw.h.
  * Pure: no I/O, no logging. Reals are range-checked with strtod(), so
  * LC_NUMERIC must be "C".
  */
@@ -18,6 +22,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include <jansson.h>
 
 #define JSCAN_MAX_DEPTH	2048	/* jansson's JSON_PARSER_MAX_DEPTH */
 #define JSCAN_MAX_NODES	32
@@ -67,9 +73,25 @@ int	 jscan_run(const char *buf, size_t len, const struct jscan_node *nodes,
 int	 jscan_validate(const char *buf, size_t len);
 
 /*
+ * The tree json_loadb(buf, len, 0, NULL) gives, or NULL where it gives
+ * none (not JSON, or out of memory). Built from the text jscan_validate()
+ * accepted without jansson's lexer (about a tenth of its cost); what the
+ * scanner refuses goes to json_loadb(), which has the last word (a NUL
+ * after a number or a literal, above).
+ */
+json_t	*jscan_load(const char *buf, size_t len);
+
+/*
+ * The deepest nesting of brackets in buf outside strings, for any text,
+ * JSON or not: checked before a line goes to a recursive parser.
+ */
+int	 jscan_depth(const char *buf, size_t len);
+
+/*
  * Step through the elements of an array that jscan_run() accepted: *pos
  * starts at the '[' and is advanced; returns 1 with the next element in
- * *elem, 0 after the last one.
+ * *elem, 0 after the last one. len is where the array ends (its span's
+ * off + len), so that what follows it is not taken for an element.
  */
 int	 jscan_next_elem(const char *buf, size_t len, size_t *pos,
 	    struct jscan_span *elem);
@@ -78,7 +100,7 @@ int	 jscan_next_elem(const char *buf, size_t len, size_t *pos,
  * Step through the members of an object that jscan_run() accepted: *pos
  * starts at the '{' and is advanced; returns 1 with the next member's name
  * (the string with its quotes) in *key and its value in *val, 0 after the
- * last one.
+ * last one. len is where the object ends, as for jscan_next_elem().
  */
 int	 jscan_next_member(const char *buf, size_t len, size_t *pos,
 	    struct jscan_span *key, struct jscan_span *val);

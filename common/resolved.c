@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "common/jsonw.h"
 #include "common/resolved.h"
 #include "common/util.h"
 
@@ -414,7 +415,7 @@ resolved_format(const struct resolved *r)
 	bad |= json_object_set_new(o, "legacyGPU",
 	    json_string(resolved_legacy_name(r->pol.legacy)));
 	if (bad == 0)
-		s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+		s = jsonw_dump(o);
 	json_decref(o);
 	return s;
 }

@@ -441,40 +441,6 @@ buf_put_quoted(struct buf *b, const char *s)
 	return r == 0 ? buf_putc(b, '"') : r;
 }
 
-/* Append s as a JSON string; see util.h. */
-int
-buf_put_json(struct buf *b, const char *s, size_t n)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	static const char from[] = "\"\\\b\f\n\r\t", to[] = "\"\\bfnrt";
-	const unsigned char *p = (const unsigned char *)s;
-	const char *k;
-	size_t i = 0, run;
-	int r = buf_putc(b, '"');
-
-	while (r == 0 && i < n) {
-		for (run = i; run < n && p[run] >= 0x20 && p[run] != '"' &&
-		    p[run] != '\\'; run++)
-			;
-		if (run > i && (r = buf_append(b, p + i, run - i)) < 0)
-			break;
-		if ((i = run) >= n)
-			break;
-		if ((k = memchr(from, p[i], sizeof(from) - 1)) != NULL) {
-			char e[2] = { '\\', to[k - from] };
-
-			r = buf_append(b, e, sizeof(e));
-		} else {
-			char u[6] = { '\\', 'u', '0', '0', hex[p[i] >> 4],
-			    hex[p[i] & 15] };
-
-			r = buf_append(b, u, sizeof(u));
-		}
-		i++;
-	}
-	return r == 0 ? buf_putc(b, '"') : r;
-}
-
 /* Set close-on-exec on fd. */
 int
 fd_cloexec(int fd)

@@ -106,13 +106,6 @@ int	 parse_uid_list(const char *s, uid_t *ret, size_t max, size_t *ret_n,
 int	 buf_put_quoted(struct buf *b, const char *s);
 int	 str_unquote(char *s);
 
-/*
- * Append s (n bytes of UTF-8) as a JSON string, quoted and escaped exactly
- * as jansson's compact dump writes it: \" \\ \b \f \n \r \t, other
- * control characters as \u00XX, everything else (also non-ASCII) as is.
- */
-int	 buf_put_json(struct buf *b, const char *s, size_t n);
-
 /* Set FD_CLOEXEC / O_NONBLOCK on fd. 0 or -errno. */
 int	 fd_cloexec(int fd);
 int	 fd_nonblock(int fd);

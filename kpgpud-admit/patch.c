@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/jsonw.h"
 #include "kpgpud-admit/patch.h"
 
 #define PATCH_OPS_RESERVE	1024	/* an agent pod's patch: 5 operations */
@@ -98,16 +99,6 @@ patch_is_legacy_gpu(const char *resource)
 	return patch_is_legacy_gpu_n(resource, strlen(resource));
 }
 
-/* Whether the n bytes at s are their own JSON string text (no escapes). */
-static bool
-json_plain(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)s[i] < 0x20 || s[i] == '"' || s[i] == '\\')
-			return false;
-	return true;
-}
-
 /* Copy the n bytes at s to p; the byte after them. */
 static char *
 put(char *p, const char *s, size_t n)
@@ -136,7 +127,7 @@ add_op(struct patch_ctx *c, const char *op, const char *path,
 	char *p;
 	int rv;
 
-	if (json_plain(path, pl)) {
+	if (jsonw_plain(path, pl)) {
 		/* -E2BIG (the patch cap) is told apart from -ENOMEM. */
 		if ((rv = buf_reserve(b, sizeof(first) - 1 + ol +
 		    sizeof(mid) - 1 + pl + 2 + (value != NULL ?
@@ -159,7 +150,7 @@ add_op(struct patch_ctx *c, const char *op, const char *path,
 	}
 	if ((rv = buf_puts(b, head)) < 0 || (rv = buf_puts(b, op)) < 0 ||
 	    (rv = buf_puts(b, mid)) < 0 ||
-	    (rv = buf_put_json(b, path, pl)) < 0)
+	    (rv = jsonw_put_str(b, path, pl)) < 0)
 		return rv;
 	if (value != NULL && ((rv = buf_puts(b, val)) < 0 ||
 	    (rv = buf_puts(b, value)) < 0))
@@ -178,7 +169,7 @@ pod_claim(struct patch_ctx *c)
 	return buf_reserve(&c->claim, 64 + strlen(v)) |
 	    buf_puts(&c->claim, "{\"name\":\"" RESOLVED_POD_CLAIM "\",")
 	    | buf_puts(&c->claim, tmpl ? "\"resourceClaimTemplateName\":" :
-	    "\"resourceClaimName\":") | buf_put_json(&c->claim, v, strlen(v))
+	    "\"resourceClaimName\":") | jsonw_put_str(&c->claim, v, strlen(v))
 	    | buf_putc(&c->claim, '}') ? -ENOMEM : 0;
 }
 

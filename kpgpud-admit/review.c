@@ -20,6 +20,7 @@
 
 #include "common/util.h"
 #include "common/jscan.h"
+#include "common/jsonw.h"
 #include "kpgpud-admit/patch.h"
 #include "kpgpud-admit/podscan.h"
 #include "common/region.h"
@@ -592,7 +593,7 @@ answer_plain(const struct review *rv, enum review_ns ns, struct answer *an,
 static int
 put_str(struct buf *b, const char *s)
 {
-	return buf_put_json(b, s, strlen(s));
+	return jsonw_put_str(b, s, strlen(s));
 }
 
 /*

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/jsonw.h"
 #include "common/resolved.h"
 #include "common/util.h"
 #include "kpgpud-quota/reconcile.h"
@@ -199,100 +200,13 @@ reconcile_verdict(json_t *want, json_t *have, char *why, size_t whylen)
 	return RC_IMPOSTOR;
 }
 
-#define DUMP_DEPTH	32	/* nesting reconcile_dump_to writes */
-#define DUMP_KEYS	64	/* members of an object it sorts */
-
-/* strcmp order, the order of jansson's JSON_SORT_KEYS. */
-static int
-dump_key_cmp(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Append one value at nesting depth; see reconcile_dump_to. */
-static int
-dump_value(struct buf *b, json_t *v, int depth)
-{
-	const char *keys[DUMP_KEYS], *k;
-	char num[32];
-	json_t *m;
-	size_t n = 0, i;
-	int r = 0;
-
-	if (depth > DUMP_DEPTH)
-		return 1;
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
-		json_object_foreach(v, k, m) {
-			if (n == DUMP_KEYS)
-				return 1;
-			keys[n++] = k;
-		}
-		qsort(keys, n, sizeof(keys[0]), dump_key_cmp);
-		r = buf_putc(b, '{');
-		for (i = 0; i < n && r == 0; i++)
-			if ((i == 0 || (r = buf_putc(b, ',')) == 0) &&
-			    (r = buf_put_json(b, keys[i], strlen(keys[i]))) ==
-			    0 && (r = buf_putc(b, ':')) == 0)
-				r = dump_value(b, json_object_get(v, keys[i]),
-				    depth + 1);
-		return r == 0 ? buf_putc(b, '}') : r;
-	case JSON_ARRAY:
-		r = buf_putc(b, '[');
-		json_array_foreach(v, i, m) {
-			if (r != 0 || (i > 0 && (r = buf_putc(b, ',')) != 0) ||
-			    (r = dump_value(b, m, depth + 1)) != 0)
-				break;
-		}
-		return r == 0 ? buf_putc(b, ']') : r;
-	case JSON_STRING:
-		return buf_put_json(b, json_string_value(v),
-		    json_string_length(v));
-	case JSON_INTEGER:
-		snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT,
-		    json_integer_value(v));
-		return buf_puts(b, num);
-	case JSON_TRUE:
-		return buf_puts(b, "true");
-	case JSON_FALSE:
-		return buf_puts(b, "false");
-	case JSON_NULL:
-		return buf_puts(b, "null");
-	default:
-		return 1;	/* a real: jansson's formatting */
-	}
-}
-
-/* Append v as json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) writes it. */
-int
-reconcile_dump_to(struct buf *b, json_t *v)
-{
-	return dump_value(b, v, 0);
-}
-
-/* A request body: compact, sorted keys. */
-char *
-reconcile_dump(json_t *v)
-{
-	struct buf b = BUF_INIT(0);
-	int r;
-
-	if (v == NULL)
-		return NULL;
-	if ((r = buf_reserve(&b, 1024)) == 0 &&
-	    (r = reconcile_dump_to(&b, v)) == 0)
-		return buf_steal(&b, NULL);
-	buf_free(&b);
-	return r == 1 ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-}
-
 /* DeleteOptions with a uid precondition. */
 char *
 reconcile_delete_body(const char *uid)
 {
 	json_t *o = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1",
 	    "kind", "DeleteOptions", "preconditions", "uid", uid);
-	char *s = reconcile_dump(o);
+	char *s = jsonw_dump(o);
 
 	json_decref(o);
 	return s;
@@ -322,7 +236,7 @@ push(struct rc_actions *r, const char *method, const char *verb,
 	a = &r->a[r->n];
 	memset(a, 0, sizeof(*a));
 	if (body != NULL) {
-		a->body = reconcile_dump(body);
+		a->body = jsonw_dump(body);
 		json_decref(body);
 		if (a->body == NULL)
 			return -ENOMEM;

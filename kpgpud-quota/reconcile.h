@@ -156,22 +156,6 @@ bool	 reconcile_owned_ours(json_t *data);
 json_t	*reconcile_row(json_t *obj);
 /* The DeleteOptions body of a delete that must hit exactly uid. */
 char	*reconcile_delete_body(const char *uid);
-/*
- * A request body: the bytes of json_dumps(v, JSON_COMPACT |
- * JSON_SORT_KEYS), written without jansson's dumper (some 80 K
- * instructions per body, most of it its per-character encoder) whenever
- * reconcile_dump_to can. NULL on ENOMEM.
- */
-char	*reconcile_dump(json_t *v);
-/*
- * Append v to b as json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) writes it:
- * 0, 1 for a value it leaves to jansson (a real, an object of more than
- * 64 members, nesting deeper than 32; b then holds part of it), or
- * -ENOMEM / -E2BIG.
- */
-struct buf;
-int	 reconcile_dump_to(struct buf *b, json_t *v);
-
 /* Free the bodies; leaves no actions. */
 void	 reconcile_actions_clear(struct rc_actions *a);
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/jsonw.h"
 #include "common/resolved.h"
 #include "common/util.h"
 #include "kpgpud-sync/objects.h"
@@ -159,67 +160,25 @@ filter_prefix(json_t *o, const char *prefix)
 	return out;
 }
 
-#define FLAT_MAX	64	/* members dump_strings sorts on the stack */
-
-/* strcmp order, the order of json_dumps's JSON_SORT_KEYS. */
-static int
-key_cmp(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 /*
- * The members of o (NULL or not an object: none) whose key starts with
- * prefix, as dump(filter_prefix(o, prefix)) writes them, without building
- * that object or running jansson's dumper (a Namespace's labels and
- * annotations: every list item has them). 0 and *ret; 1 when a member is
- * not a string, there are more than FLAT_MAX or the text is over
- * CACHE_JSON_MAX (take the general way); -ENOMEM.
+ * dump(filter_prefix(o, prefix)) (o NULL or not an object: no members),
+ * written by jsonw without building that object or running jansson's
+ * dumper (a Namespace's labels and annotations: every list item has them);
+ * the general way when jsonw leaves it to jansson or the text is over
+ * CACHE_JSON_MAX (the row is then refused as before). NULL on ENOMEM.
  */
-static int
-dump_strings(json_t *o, const char *prefix, char **ret)
-{
-	const char *keys[FLAT_MAX], *k;
-	struct buf b = BUF_INIT(CACHE_JSON_MAX);
-	size_t n = 0, i, plen = strlen(prefix);
-	json_t *v;
-	int r = 0;
-
-	json_object_foreach(o, k, v) {
-		if (strncmp(k, prefix, plen) != 0)
-			continue;
-		if (!json_is_string(v) || n == FLAT_MAX)
-			return 1;
-		keys[n++] = k;
-	}
-	qsort(keys, n, sizeof(keys[0]), key_cmp);
-	r = buf_putc(&b, '{');
-	for (i = 0; i < n && r == 0; i++) {
-		v = json_object_get(o, keys[i]);
-		if ((i > 0 && (r = buf_putc(&b, ',')) < 0) ||
-		    (r = buf_put_json(&b, keys[i], strlen(keys[i]))) < 0 ||
-		    (r = buf_putc(&b, ':')) < 0)
-			break;
-		r = buf_put_json(&b, json_string_value(v),
-		    json_string_length(v));
-	}
-	if (r == 0 && (r = buf_putc(&b, '}')) == 0 &&
-	    (*ret = buf_steal(&b, NULL)) == NULL)
-		r = -ENOMEM;
-	buf_free(&b);
-	/* over the cap: the general way, and the row is refused as before */
-	return r == -E2BIG ? 1 : r;
-}
-
-/* dump(filter_prefix(o, prefix)), by dump_strings when it can. */
 static char *
 dump_members(json_t *o, const char *prefix)
 {
+	struct buf b = BUF_INIT(CACHE_JSON_MAX);
 	json_t *kp;
 	char *out = NULL;
-	int r = dump_strings(o, prefix, &out);
+	int r = jsonw_members_to(&b, o, prefix);
 
-	if (r <= 0)
+	if (r == 0)
+		out = buf_steal(&b, NULL);
+	buf_free(&b);
+	if (r != 1 && r != -E2BIG)
 		return out;
 	if ((kp = filter_prefix(o, prefix)) == NULL)
 		return NULL;

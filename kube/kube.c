@@ -574,154 +574,6 @@ kx_backoff_ms(struct kube_req *x)
 }
 
 /*
- * The end (past its quote) of the string at b[i] of text jscan accepted;
- * *esc: it has escapes.
- */
-static size_t
-tree_str_end(const char *b, size_t i, bool *esc)
-{
-	*esc = false;
-	for (i++; b[i] != '"'; i++)
-		if (b[i] == '\\') {
-			*esc = true;
-			i++;
-		}
-	return i + 1;
-}
-
-/*
- * The string at b[i] of accepted text, unescaped: *s and *n, in *tmp
- * (to free) when it had escapes. The end past its quote, 0: no memory.
- */
-static size_t
-tree_str(const char *b, size_t i, const char **s, size_t *n, char **tmp)
-{
-	bool esc;
-	size_t end = tree_str_end(b, i, &esc);
-
-	*s = b + i + 1;
-	*n = end - i - 2;
-	*tmp = NULL;
-	if (esc) {
-		if ((*tmp = malloc(*n)) == NULL)
-			return 0;
-		*n = jscan_unescape(*s, *n, *tmp);
-		*s = *tmp;
-	}
-	return end;
-}
-
-/* The number at b[i..end) of accepted text, as jansson reads it. */
-static json_t *
-tree_number(const char *b, size_t i, size_t end)
-{
-	char small[64], *t = small, *e;
-	size_t n = end - i;
-	json_t *v;
-
-	if (n >= sizeof(small) && (t = malloc(n + 1)) == NULL)
-		return NULL;
-	memcpy(t, b + i, n);
-	t[n] = '\0';
-	/* jscan accepted it: an integer in 64 bits, or a finite real */
-	if (strpbrk(t, ".eE") == NULL)
-		v = json_integer((json_int_t)strtoll(t, &e, 10));
-	else
-		v = json_real(strtod(t, &e));
-	if (t != small)
-		free(t);
-	return v;
-}
-
-/*
- * The value at *pos of text jscan accepted, built as json_loadb() builds
- * it (member order kept, the last of duplicate names wins in the first's
- * place); *pos is moved past it. NULL when out of memory.
- */
-static json_t *
-tree_value(const char *b, size_t len, size_t *pos)
-{
-	size_t i = jscan_skip_ws(b, *pos, len), end, n;
-	const char *s;
-	json_t *v, *e;
-	char *tmp;
-	int r;
-
-	switch (b[i]) {
-	case '{':
-	case '[':
-		if ((v = b[i] == '{' ? json_object() : json_array()) == NULL)
-			return NULL;
-		for (i = jscan_skip_ws(b, i + 1, len); b[i] != '}' &&
-		    b[i] != ']'; i = jscan_skip_ws(b, i, len)) {
-			if (b[i] == ',')
-				i = jscan_skip_ws(b, i + 1, len);
-			if (json_is_array(v)) {
-				e = tree_value(b, len, &i);
-				r = e != NULL ? json_array_append_new(v, e) : -1;
-			} else {
-				if ((end = tree_str(b, i, &s, &n, &tmp)) == 0)
-					break;
-				i = jscan_skip_ws(b, end, len) + 1;	/* ':' */
-				e = tree_value(b, len, &i);
-				r = e != NULL ? json_object_setn_new_nocheck(v,
-				    s, n, e) : -1;
-				free(tmp);
-			}
-			if (r < 0)
-				break;
-		}
-		if (b[i] != '}' && b[i] != ']') {
-			json_decref(v);
-			return NULL;
-		}
-		*pos = i + 1;
-		return v;
-	case '"':
-		if ((end = tree_str(b, i, &s, &n, &tmp)) == 0)
-			return NULL;
-		v = json_stringn_nocheck(s, n);
-		free(tmp);
-		*pos = end;
-		return v;
-	case 't':
-		*pos = i + 4;
-		return json_true();
-	case 'f':
-		*pos = i + 5;
-		return json_false();
-	case 'n':
-		*pos = i + 4;
-		return json_null();
-	default:
-		for (end = i; end < len && strchr("+-.0123456789eE",
-		    b[end]) != NULL && b[end] != '\0'; end++)
-			;
-		*pos = end;
-		return tree_number(b, i, end);
-	}
-}
-
-/*
- * Parse a body as JSON when it looks like JSON; NULL otherwise. jscan
- * validates it as json_loadb() would and the tree is built from the
- * accepted text without jansson's lexer (about a tenth of its cost); what
- * jscan refuses goes to json_loadb(), which has the last word (see
- * common/jscan.h on a NUL byte after a number).
- */
-json_t *
-kube_body_json(const char *body, size_t len)
-{
-	size_t i = jscan_skip_ws(body, 0, len);
-
-	if (i == len || (body[i] != '{' && body[i] != '['))
-		return NULL;
-	if (jscan_validate(body, len) < 0)
-		return json_loadb(body, len, 0, NULL);
-	return tree_value(body, len, &i);
-}
-
-/*
  * The members a kube_request_meta() answer keeps (kube.h): the Status
  * members kube_status_text() reads and who the object is.
  */
@@ -764,7 +616,7 @@ meta_set(json_t *o, const char *key, const char *body, struct jscan_span sp)
  * A body as kube_request_meta() hands it out (kube.h): an object scanned
  * without building its tree, keeping the string members of meta_nodes. What
  * the scanner refuses, or a top-level array, is parsed whole, so what is
- * not JSON to jansson is NULL as from kube_body_json().
+ * not JSON to jansson is NULL as from jscan_load().
  */
 json_t *
 kube_body_meta(const char *body, size_t len)
@@ -776,7 +628,7 @@ kube_body_meta(const char *body, size_t len)
 
 	if (i == len || body[i] != '{' || jscan_run(body, len, meta_nodes,
 	    nitems(meta_nodes), sp, NULL) < 0)
-		return kube_body_json(body, len);
+		return jscan_load(body, len);
 	o = json_object();
 	md = json_object();
 	for (i = 1; o != NULL && md != NULL && i < nitems(meta_nodes); i++)
@@ -849,7 +701,7 @@ kx_respond(struct kube_req *x, long status)
 	r.attempts = x->attempts;
 	if (r.error == 0 && r.body_len > 0)
 		r.json = x->meta ? kube_body_meta(r.body, r.body_len) :
-		    kube_body_json(r.body, r.body_len);
+		    jscan_load(r.body, r.body_len);
 	kube_status_text(&r, msg, sizeof(msg), kube_errtext(x));
 	kube_kx_kill(x);
 	if (cb != NULL)

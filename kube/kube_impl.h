@@ -111,8 +111,6 @@ void	 kube_client_reap(struct kube_client *c);
 int	 kube_curl_errno(const struct kube_req *x);
 /* curl's error text of a finished attempt, or ours (never NULL). */
 const char *kube_errtext(const struct kube_req *x);
-/* Parse a body as JSON when it looks like JSON; NULL otherwise. */
-json_t	*kube_body_json(const char *body, size_t len);
 /* A body as kube_request_meta() hands it out (see kube.c). */
 json_t	*kube_body_meta(const char *body, size_t len);
 /* Fill a response's message and reason (buf holds a made-up message). */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/jscan.h"
 #include "kube/kube_impl.h"
 
 /* End a watch: detach it, then tell the owner why. */
@@ -93,7 +94,7 @@ kube_watch_finish(struct kube_req *x, long status)
 	r.body = x->rbuf ? x->rbuf : "";
 	r.body_len = x->rlen;
 	if (e == 0 && r.body_len > 0)
-		r.json = kube_body_json(r.body, r.body_len);
+		r.json = jscan_load(r.body, r.body_len);
 	kube_status_text(&r, msg, sizeof(msg), kube_errtext(x));
 	end_watch(x, e != 0 && status == 0 ? KUBE_WATCH_TRANSPORT :
 	    KUBE_WATCH_HTTP_ERROR, status, e, r.message, r.reason);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/jscan.h"
 #include "kube/watchstream.h"
 
 struct watchstream {
@@ -114,36 +115,6 @@ watchstream_feed(struct watchstream *ws, const void *buf, size_t len)
 	return 0;
 }
 
-/* Nesting depth of a JSON text, ignoring brackets inside strings. */
-static int
-json_depth(const char *s, size_t len)
-{
-	int depth = 0, max = 0;
-	int in_str = 0, esc = 0;
-
-	for (size_t i = 0; i < len; i++) {
-		char ch = s[i];
-
-		if (in_str) {
-			if (esc)
-				esc = 0;
-			else if (ch == '\\')
-				esc = 1;
-			else if (ch == '"')
-				in_str = 0;
-			continue;
-		}
-		if (ch == '"')
-			in_str = 1;
-		else if (ch == '{' || ch == '[') {
-			if (++depth > max)
-				max = depth;
-		} else if (ch == '}' || ch == ']')
-			depth--;
-	}
-	return max;
-}
-
 /* Parse an event type name; 0 if unknown. */
 static enum watch_type
 parse_type(const char *s)
@@ -196,7 +167,7 @@ watchstream_decode_line(const char *line, size_t len, struct watch_event *ret,
 	json_t *root, *type, *obj;
 
 	memset(&ev, 0, sizeof(ev));
-	if (json_depth(line, len) > WATCHSTREAM_MAX_DEPTH) {
+	if (jscan_depth(line, len) > WATCHSTREAM_MAX_DEPTH) {
 		snprintf(err, errlen, "JSON nested deeper than %d",
 		    WATCHSTREAM_MAX_DEPTH);
 		return -EBADMSG;

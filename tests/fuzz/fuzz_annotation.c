@@ -7,7 +7,7 @@
  * The first byte picks the parser, the rest is the value. A rejection must
  * say why; an accepted resolved value must keep its invariants and survive
  * format -> parse unchanged; an accepted annotation must be within its caps.
- * fuzz-sources: common/resolved.c common/util.c kpgpud-quota/annotation.c
+ * fuzz-sources: common/resolved.c common/jsonw.c common/util.c kpgpud-quota/annotation.c
  */
 #include <stddef.h>
 #include <stdint.h>

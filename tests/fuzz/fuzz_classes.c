@@ -4,7 +4,7 @@
  * must only ever call a class non-GPU when the expression names
  * device.driver; the same expression behind a top-level || (or with no
  * driver listed as non-GPU) is always a GPU class: it fails closed.
- * fuzz-sources: kpgpud-quota/plan_classes.c kpgpud-quota/plan.c kpgpud-quota/plan_checks.c kpgpud-quota/annotation.c common/resolved.c common/util.c
+ * fuzz-sources: kpgpud-quota/plan_classes.c kpgpud-quota/plan.c kpgpud-quota/plan_checks.c kpgpud-quota/annotation.c common/resolved.c common/jsonw.c common/util.c
  */
 #include <stddef.h>
 #include <stdint.h>

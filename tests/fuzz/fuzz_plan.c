@@ -5,7 +5,7 @@
  * must come with a message, a gate refusal only without the gates, and an
  * accepted annotation must plan to DNS-valid names and a resolved
  * annotation that kpgpud-admit parses.
- * fuzz-sources: common/resolved.c common/util.c kpgpud-quota/annotation.c kpgpud-quota/plan.c kpgpud-quota/plan_checks.c
+ * fuzz-sources: common/resolved.c common/jsonw.c common/util.c kpgpud-quota/annotation.c kpgpud-quota/plan.c kpgpud-quota/plan_checks.c
  */
 #include <errno.h>
 #include <stddef.h>

@@ -4,7 +4,7 @@
  * when it parses, answered under each namespace state and under an
  * annotation with every policy, which runs patch.c on the pod it carries.
  * Every reply must be JSON with the request's uid.
- * fuzz-sources: common/resolved.c common/util.c kpgpud-admit/patch.c kpgpud-admit/review.c common/jscan.c kpgpud-admit/reqhead.c kpgpud-admit/podscan.c common/region.c
+ * fuzz-sources: common/resolved.c common/util.c kpgpud-admit/patch.c kpgpud-admit/review.c common/jscan.c common/jsonw.c kpgpud-admit/reqhead.c kpgpud-admit/podscan.c common/region.c
  */
 #include <errno.h>
 #include <stddef.h>

@@ -5,7 +5,7 @@
  * agree with review_parse_full() (jansson on everything): same result, same
  * error text, and, when the body parses, the same uid and namespace and the
  * same reply byte for byte under every namespace state and policy.
- * fuzz-sources: common/resolved.c common/util.c kpgpud-admit/patch.c kpgpud-admit/review.c common/jscan.c kpgpud-admit/reqhead.c kpgpud-admit/podscan.c common/region.c
+ * fuzz-sources: common/resolved.c common/util.c kpgpud-admit/patch.c kpgpud-admit/review.c common/jscan.c common/jsonw.c kpgpud-admit/reqhead.c kpgpud-admit/podscan.c common/region.c
  */
 #include <stdbool.h>
 #include <stddef.h>

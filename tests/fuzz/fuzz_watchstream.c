@@ -2,7 +2,7 @@
  * libFuzzer target for kube/watchstream.c: the first byte picks the read
  * size, the rest is a watch response body fed in pieces of that size with
  * a small line cap, drained after every piece, then ended.
- * fuzz-sources: kube/watchstream.c
+ * fuzz-sources: kube/watchstream.c common/jscan.c
  */
 #include <errno.h>
 #include <stddef.h>

@@ -27,6 +27,9 @@
 #define LLVMFuzzerTestOneInput fuzz_ipc_one
 #include "tests/fuzz/fuzz_ipc.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_json_one
+#include "tests/fuzz/fuzz_json.c"
+#undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_kubeconfig_one
 #include "tests/fuzz/fuzz_kubeconfig.c"
 #undef LLVMFuzzerTestOneInput
@@ -126,6 +129,7 @@ TEST(annotation) { run_target("annotation", fuzz_annotation_one); }
 TEST(classes) { run_target("classes", fuzz_classes_one); }
 TEST(httphead) { run_target("httphead", fuzz_httphead_one); }
 TEST(ipc) { run_target("ipc", fuzz_ipc_one); }
+TEST(json) { run_target("json", fuzz_json_one); }
 TEST(kubeconfig) { run_target("kubeconfig", fuzz_kubeconfig_one); }
 TEST(plan) { run_target("plan", fuzz_plan_one); }
 TEST(review) { run_target("review", fuzz_review_one); }

@@ -9,7 +9,6 @@
  */
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -653,123 +652,48 @@ TEST(kube_request_meta_answer)
 
 /*
  * The tree of an answer is json_loadb()'s: same JSON or none, the same
- * members in the same order, the same integers and reals (dumped at 17
- * digits), for documents on the edges of the grammar and every JSON file
- * of the fixtures and fuzz seeds (all answered by /raw).
+ * members in the same order, the same numbers (dumped at 17 digits).
+ * jscan_load() builds it (tests/unit/test_jscan.c: every edge of the
+ * grammar); this checks the client hands out that tree for a body it
+ * builds, one it leaves to jansson (a NUL after a number) and one that is
+ * not JSON.
  */
-static const char *const tree_cases[] = {
-	"{}", "[]", " [ ] ", "{\"a\":{},\"b\":[],\"c\":[[],{}]}",
-	"{\"s\":\"\",\"e\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00x\"}",
-	"{\"k\\u00e9y\":1,\"k\\\"\":2,\"\":3}",
-	"{\"a\":1,\"b\":2,\"a\":3}",
-	"[0,-0,1,-1,9223372036854775807,-9223372036854775808,0.5,-0.0,"
-	"1e5,1E+5,1e-5,2.5e-400,1.7976931348623157e308,123456789012345678.5]",
-	"[true,false,null,\"t\",[true],{\"n\":null}]",
-	"\t{\r\n\"a\" :\t[ 1 , 2 ] ,\"b\" : { \"c\" : \"d\" } }\n",
-	"[[[[[[[[[[[[[[[[[[[[\"deep\"]]]]]]]]]]]]]]]]]]]]",
-	"{\"a\":1} x", "{\"a\":01}", "{\"a\":1.}", "[9223372036854775808]",
-	"[1e400]", "{\"a\":\"\\u0000\"}", "{\"a\":\"\\ud800\"}", "[1,]",
-	"{\"a\" 1}", "\"str\"", "nul", "{\"a\":\"\xff\"}",
-};
-
-/* Compare one document's answer tree with json_loadb()'s. */
-static void
-tree_check(struct fx *f, const char *what, const char *body, size_t len)
-{
-	struct res s;
-	json_t *want = json_loadb(body, len, 0, NULL);
-	size_t fl = JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17);
-	char *a, *b;
-
-	memset(&s, 0, sizeof(s));
-	if (kube_request(f->c, "POST", "/raw", "application/json", body, len,
-	    res_cb, &s, NULL) == 0)
-		fx_run(f, &s.done);
-	if (!json_is_object(want) && !json_is_array(want)) {
-		json_decref(want);	/* not JSON to the client either */
-		want = NULL;
-	}
-	a = s.json ? json_dumps(s.json, fl) : NULL;
-	b = want ? json_dumps(want, fl) : NULL;
-	if (!s.done || (a == NULL) != (b == NULL) ||
-	    (a != NULL && strcmp(a, b) != 0))
-		test_fail(__FILE__, __LINE__, "%s: got %.200s want %.200s",
-		    what, a ? a : "NULL", b ? b : "NULL");
-	free(a);
-	free(b);
-	json_decref(want);
-	json_decref(s.json);
-}
-
-/* tree_check() every *.json file of a source directory; the count. */
-static int
-tree_dir(struct fx *f, const char *rel)
-{
-	DIR *d = opendir(test_srcpath(rel));
-	struct dirent *de;
-	char path[1024], *buf;
-	size_t len;
-	long n;
-	FILE *fp;
-	int count = 0;
-
-	CHECK(d != NULL);
-	while (d != NULL && (de = readdir(d)) != NULL) {
-		len = strlen(de->d_name);
-		if (len < 5 || strcmp(de->d_name + len - 5, ".json") != 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", test_srcpath(rel),
-		    de->d_name);
-		buf = NULL;
-		if ((fp = fopen(path, "rb")) != NULL &&
-		    fseek(fp, 0, SEEK_END) == 0 && (n = ftell(fp)) > 0 &&
-		    fseek(fp, 0, SEEK_SET) == 0 &&
-		    (buf = malloc((size_t)n)) != NULL &&
-		    fread(buf, 1, (size_t)n, fp) == (size_t)n) {
-			tree_check(f, path, buf, (size_t)n);
-			count++;
-		} else
-			test_fail(__FILE__, __LINE__, "cannot read %s", path);
-		free(buf);
-		if (fp != NULL)
-			fclose(fp);
-	}
-	if (d != NULL)
-		closedir(d);
-	return count;
-}
-
 TEST(kube_answer_tree_as_jansson)
 {
-	static const char *const dirs[] = { "tests/fixtures/instances",
-	    "tests/fixtures/pods", "tests/fixtures/bench",
-	    "tests/fuzz/seed-review", "tests/fuzz/seed-review_diff",
-	    "tests/fuzz/seed-plan" };
+	static const struct {
+		const char	*body;
+		size_t		 len;
+	} cases[] = {
+		{ "{\"a\":[1,-0.0,2.5e-400,\"\\u00e9\"],"
+		  "\"a\":{\"b\":null}}", 0 },
+		{ "{\"kind\":\"X\",\"n\":1\0}", 19 },
+		{ "[1,]", 0 },
+	};
+	size_t fl = JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17);
 	struct fx f;
-	char what[32];
-	int files = 0;
+	struct res s;
 
 	REQUIRE(fx_init(&f, NULL, NULL));
-	for (size_t i = 0; i < nitems(tree_cases); i++) {
-		snprintf(what, sizeof(what), "case %zu", i);
-		tree_check(&f, what, tree_cases[i], strlen(tree_cases[i]));
-	}
-	/* as deep as jansson reads (2048) and one level deeper */
-	for (size_t depth = 2048; depth <= 2049; depth++) {
-		char *deep = malloc(2 * depth);
+	for (size_t i = 0; i < nitems(cases); i++) {
+		const char *body = cases[i].body;
+		size_t len = cases[i].len ? cases[i].len : strlen(body);
+		json_t *want = json_loadb(body, len, 0, NULL);
+		char *a, *b;
 
-		REQUIRE(deep != NULL);
-		memset(deep, '[', depth);
-		memset(deep + depth, ']', depth);
-		snprintf(what, sizeof(what), "depth %zu", depth);
-		tree_check(&f, what, deep, 2 * depth);
-		free(deep);
+		memset(&s, 0, sizeof(s));
+		if (kube_request(f.c, "POST", "/raw", "application/json", body,
+		    len, res_cb, &s, NULL) == 0)
+			fx_run(&f, &s.done);
+		a = s.json ? json_dumps(s.json, fl) : NULL;
+		b = want ? json_dumps(want, fl) : NULL;
+		CHECK_CASE(s.done && (a == NULL) == (b == NULL) &&
+		    (a == NULL || strcmp(a, b) == 0), body);
+		CHECK_CASE((b == NULL) == (i == 2), body);
+		free(a);
+		free(b);
+		json_decref(want);
+		json_decref(s.json);
 	}
-	for (size_t i = 0; i < nitems(dirs); i++)
-		files += tree_dir(&f, dirs[i]);
-	printf("compared %zu documents and %d files\n", nitems(tree_cases),
-	    files);
-	CHECK(files >= 40);
 	fx_done(&f);
 }
 

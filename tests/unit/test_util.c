@@ -7,8 +7,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "common/util.h"
 #include "tests/unit/test.h"
 
@@ -455,33 +453,4 @@ TEST(quoting_round_trip)
 	CHECK_INT(str_unquote(bad4), -EINVAL);
 	CHECK_INT(str_unquote(ok), 0);
 	CHECK_STR(ok, "");
-}
-
-/* buf_put_json writes exactly what jansson's compact dump writes. */
-TEST(json_string_like_jansson)
-{
-	static const char *const samples[] = {
-		"", "plain", "quote \" and \\ backslash", "tab\there\n",
-		"\b\f\r\x01\x1f\x7f", "slash / stays", "caf\xc3\xa9 \xe2\x82\xac "
-		    "\xf0\x9f\x98\x80",
-	};
-	char all[128];
-	struct buf b = BUF_INIT(0);
-
-	for (int i = 1; i < 128; i++)
-		all[i - 1] = (char)i;
-	all[127] = '\0';
-	for (size_t i = 0; i <= nitems(samples); i++) {
-		const char *s = i < nitems(samples) ?
-		    samples[i] : all;
-		json_t *j = json_string(s);
-		char *want = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
-
-		buf_reset(&b);
-		CHECK_INT(buf_put_json(&b, s, strlen(s)), 0);
-		CHECK_STR(buf_str(&b), want);
-		free(want);
-		json_decref(j);
-	}
-	buf_free(&b);
 }
