@@ -618,16 +618,16 @@ config_long(struct config *c, struct config_ctx *x, int argc, char **argv,
 {
 	const char *name = argv[*i] + 2, *eq = strchr(name, '='), *val;
 	size_t n = eq ? (size_t)(eq - name) : strlen(name);
-	int idx = config_index(c, name, n);
+	int idx = config_index(c, name, n), neg = -1;
 
 	if (idx < 0 && eq == NULL && strcmp(name, "check-config") == 0) {
 		*act = CONFIG_CHECK;
 		return 0;
 	}
-	if (idx < 0 && n > 3 && strncmp(name, "no-", 3) == 0 && eq == NULL &&
-	    (idx = config_index(c, name + 3, n - 3)) >= 0 &&
-	    c->opts[idx].type == CONFIG_T_BOOL)
-		return config_save_arg(c, idx, "false");
+	if (idx < 0 && n > 3 && strncmp(name, "no-", 3) == 0 && eq == NULL)
+		neg = config_index(c, name + 3, n - 3);
+	if (neg >= 0 && c->opts[neg].type == CONFIG_T_BOOL)
+		return config_save_arg(c, neg, "false");
 	if (n == 6 && strncmp(name, "config", 6) == 0)
 		idx = -2;
 	else if (idx < 0)

@@ -265,6 +265,7 @@ TEST(flag_errors_name_option)
 	const char *a11[] = { "--workers=", NULL };
 	const char *a12[] = { "--peer-uids=1,2,3,4,5,6,7,8,9,10,11,12,13,14,"
 	    "15,16,17", NULL };
+	const char *a13[] = { "--no-workers", "5", NULL };
 
 	clear_env();
 	expect_err(a1, "unknown option --bogus", NULL);
@@ -280,6 +281,8 @@ TEST(flag_errors_name_option)
 	expect_err(a10, "unknown option -x", NULL);
 	expect_err(a11, "workers: bad integer \"\"", NULL);
 	expect_err(a12, "more than 16 uids", NULL);
+	/* --no-NAME is for flags only; it is no alias of --NAME */
+	expect_err(a13, "unknown option --no-workers", NULL);
 }
 
 TEST(env_errors_name_variable)
