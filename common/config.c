@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/opts.h"
 #include "common/util.h"
 
 #define CONFIG_LINE_MAX		(CONFIG_VALUE_MAX + 256)
@@ -583,7 +584,11 @@ config_save_arg(struct config *c, int idx, const char *val)
 	return 0;
 }
 
-/* Whether --help/-h or --version/-V appears before the operands. */
+/*
+ * Whether --help/-h or --version/-V appears before the operands. A search
+ * for two words, not a walk: "--workers --help" asks for help although a
+ * walk would read --help as the value of --workers.
+ */
 static enum config_action
 config_scan_info(const struct config *c, int argc, char **argv)
 {
@@ -601,75 +606,52 @@ config_scan_info(const struct config *c, int argc, char **argv)
 	return CONFIG_RUN;
 }
 
-/* Index of the option with short flag ch, or -1. */
-static int
-config_short_index(const struct config *c, char ch)
+/* The walker's codes of the built-in options that take part in a parse. */
+#define CONFIG_CODE_FILE	CONFIG_MAX_OPTS		/* --config FILE */
+#define CONFIG_CODE_CHECK	(CONFIG_MAX_OPTS + 1)	/* --check-config */
+
+/* The walker's table for c: every option, then --config, --check-config. */
+static size_t
+config_walk_table(const struct config *c, struct opts_opt *tab)
 {
-	for (size_t i = 0; i < c->nopts; i++)
-		if (c->opts[i].short_flag != 0 && c->opts[i].short_flag == ch)
-			return (int)i;
-	return -1;
+	size_t i;
+
+	for (i = 0; i < c->nopts; i++) {
+		const struct config_opt *o = &c->opts[i];
+		bool b = o->type == CONFIG_T_BOOL;
+
+		tab[i] = (struct opts_opt){ o->name, o->short_flag,
+		    b ? OPTS_EQ : OPTS_VALUE, b, (int)i };
+	}
+	tab[i++] = (struct opts_opt){ "config", 0, OPTS_VALUE, false,
+	    CONFIG_CODE_FILE };
+	/* OPTS_EQ: --check-config=X stays "unknown option", as it was */
+	tab[i++] = (struct opts_opt){ "check-config", 0, OPTS_EQ, false,
+	    CONFIG_CODE_CHECK };
+	return i;
 }
 
-/* Handle one long option at argv[*i]; advances *i past its value. */
+/* Take one option the walker returned (code) for this parse. */
 static int
-config_long(struct config *c, struct config_ctx *x, int argc, char **argv,
-    int *i, enum config_action *act)
+config_take(struct config *c, struct config_ctx *x, const struct opts *w,
+    int code, enum config_action *act)
 {
-	const char *name = argv[*i] + 2, *eq = strchr(name, '='), *val;
-	size_t n = eq ? (size_t)(eq - name) : strlen(name);
-	int idx = config_index(c, name, n);
-
-	if (idx < 0 && eq == NULL && strcmp(name, "check-config") == 0) {
+	if (code == OPTS_ERR)
+		return config_err(x, "command line: %s", w->err);
+	if (code == CONFIG_CODE_CHECK && w->arg != NULL)
+		return config_err(x, "command line: unknown option "
+		    "--check-config");
+	if (code == CONFIG_CODE_CHECK) {
 		*act = CONFIG_CHECK;
 		return 0;
 	}
-	if (idx < 0 && n > 3 && strncmp(name, "no-", 3) == 0 && eq == NULL &&
-	    (idx = config_index(c, name + 3, n - 3)) >= 0 &&
-	    c->opts[idx].type == CONFIG_T_BOOL)
-		return config_save_arg(c, idx, "false");
-	if (n == 6 && strncmp(name, "config", 6) == 0)
-		idx = -2;
-	else if (idx < 0)
-		return config_err(x, "command line: unknown option --%.*s",
-		    (int)(n > 64 ? 64 : n), name);
-	if (eq != NULL)
-		val = eq + 1;
-	else if (idx >= 0 && c->opts[idx].type == CONFIG_T_BOOL)
-		val = "true";
-	else if (*i + 1 < argc)
-		val = argv[++*i];
-	else
-		return config_err(x, "command line: --%.*s needs a value",
-		    (int)n, name);
-	if (idx == -2) {
+	if (code == CONFIG_CODE_FILE) {
 		free(c->file);
-		return (c->file = strdup(val)) == NULL ? -ENOMEM : 0;
+		return (c->file = strdup(w->arg)) == NULL ? -ENOMEM : 0;
 	}
-	return config_save_arg(c, idx, val);
-}
-
-/* Handle one short option at argv[*i]. */
-static int
-config_short(struct config *c, struct config_ctx *x, int argc, char **argv,
-    int *i)
-{
-	const char *a = argv[*i];
-	int idx = config_short_index(c, a[1]);
-
-	if (idx < 0)
-		return config_err(x, "command line: unknown option -%c", a[1]);
-	if (c->opts[idx].type == CONFIG_T_BOOL) {
-		if (a[2] != '\0')
-			return config_err(x, "command line: -%c takes no value",
-			    a[1]);
-		return config_save_arg(c, idx, "true");
-	}
-	if (a[2] != '\0')
-		return config_save_arg(c, idx, a + 2);
-	if (*i + 1 >= argc)
-		return config_err(x, "command line: -%c needs a value", a[1]);
-	return config_save_arg(c, idx, argv[++*i]);
+	if (w->arg != NULL)
+		return config_save_arg(c, code, w->arg);
+	return config_save_arg(c, code, w->negated ? "false" : "true");
 }
 
 /* Collect the options of argv; stops at operands or "--". */
@@ -677,32 +659,19 @@ static int
 config_scan_argv(struct config *c, struct config_ctx *x, int argc,
     char **argv, enum config_action *act)
 {
-	int i, r = 0;
+	struct opts_opt tab[CONFIG_MAX_OPTS + 2];
+	struct opts w;
+	int code, r = 0;
 
-	for (i = 1; i < argc && r == 0; i++) {
-		const char *a = argv[i];
-
-		if (strcmp(a, "--") == 0) {
-			i++;
-			break;
-		}
-		if (a[0] != '-' || a[1] == '\0') {
-			if (c->flags & CONFIG_F_ARGS)
-				break;
-			return config_err(x, "command line: unexpected "
-			    "argument \"%.64s\"", a);
-		}
-		if (a[1] == '-')
-			r = config_long(c, x, argc, argv, &i, act);
-		else
-			r = config_short(c, x, argc, argv, &i);
-	}
+	opts_start(&w, argc, argv, tab, config_walk_table(c, tab), 0);
+	while (r == 0 && (code = opts_next(&w)) != OPTS_END)
+		r = config_take(c, x, &w, code, act);
 	if (r < 0)
 		return r;
-	if (i < argc && !(c->flags & CONFIG_F_ARGS))
+	if (w.ind < argc && !(c->flags & CONFIG_F_ARGS))
 		return config_err(x, "command line: unexpected argument "
-		    "\"%.64s\"", argv[i]);
-	c->argi = i;
+		    "\"%.64s\"", argv[w.ind]);
+	c->argi = w.ind;
 	return 0;
 }
 

@@ -9,7 +9,9 @@
  *
  * The file format is `key = value` lines with `#` comment lines; keys are
  * the long flag names (see man/kpgpud.conf.5). Built-in flags: --help,
- * --version, --check-config, --config FILE.
+ * --version, --check-config, --config FILE. The command line is walked by
+ * common/opts.h under its strict rules: exact names, no clusters, options
+ * before the operands.
  *
  * Member types, checked at compile time by the CONFIG_* macros:
  *   CONFIG_STRING, CONFIG_PATH	char *  (owned by config; freed by

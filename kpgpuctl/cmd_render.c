@@ -76,26 +76,27 @@ render_opts(int argc, char **argv, struct plan_config *cfg)
 		{ "driver-gates=", 'G' },
 		{ "help", 'h' },
 	};
+	struct opts o;
 	char err[256];
 	int c;
 
-	optind = 1;
-	while ((c = opts_next(argc, argv, "h", opts, nitems(opts))) != -1) {
+	opts_init(&o, argc, argv, "h", opts, nitems(opts));
+	while ((c = opts_next(&o)) != OPTS_END) {
 		switch (c) {
 		case 'o': cfg->owner_refs = true; break;
 		case 's': cfg->strict = true; break;
-		case 'S': cfg->strict_classes = optarg; break;
-		case 'q': cfg->quota_name = optarg; break;
-		case 'p': cfg->class_prefix = optarg; break;
-		case 'g': cfg->gpu_class = optarg; break;
+		case 'S': cfg->strict_classes = o.arg; break;
+		case 'q': cfg->quota_name = o.arg; break;
+		case 'p': cfg->class_prefix = o.arg; break;
+		case 'g': cfg->gpu_class = o.arg; break;
 		case 'n':
-			if (strcmp(optarg, "namespace") == 0)
+			if (strcmp(o.arg, "namespace") == 0)
 				cfg->ns_from_namespace = true;
-			else if (strcmp(optarg, "name") != 0)
+			else if (strcmp(o.arg, "name") != 0)
 				return -1;
 			break;
 		case 'G':
-			if (plan_gates_parse(optarg, &cfg->driver_gates, err,
+			if (plan_gates_parse(o.arg, &cfg->driver_gates, err,
 			    sizeof(err)) < 0) {
 				fprintf(stderr, "kpgpuctl render: "
 				    "--driver-gates: %s\n", err);
@@ -103,10 +104,12 @@ render_opts(int argc, char **argv, struct plan_config *cfg)
 			}
 			break;
 		case 'h': return 1;
-		default: return -1;
+		default:
+			fprintf(stderr, "%s\n", o.err);	/* OPTS_ERR */
+			return -1;
 		}
 	}
-	return optind == argc ? 0 : -1;
+	return o.ind == argc ? 0 : -1;
 }
 
 /* Build and print the plan; the exit status follows ctl.h. */

@@ -311,54 +311,57 @@ usagecmd_opts(int argc, char **argv, bool status, struct usagecmd *o)
 		{ "by=", 'y' },
 		{ "format=", 'f' },
 	};
+	struct opts op;
 	uint64_t t;
 	int c, i;
 
-	optind = 1;
-	while ((c = opts_next(argc, argv, "", lo, nitems(lo))) != -1) {
-		if (status && c != 's' && c != 't')
+	opts_init(&op, argc, argv, "", lo, nitems(lo));
+	while ((c = opts_next(&op)) != OPTS_END) {
+		if (status && c != 's' && c != 't' && c != OPTS_ERR)
 			c = '?';
 		switch (c) {
 		case 's':
-			o->socket = optarg;
+			o->socket = op.arg;
 			break;
 		case 't':
-			if (parse_uint64(optarg, 600000, &t) < 0 || t == 0)
+			if (parse_uint64(op.arg, 600000, &t) < 0 || t == 0)
 				goto bad;
 			o->timeout_ms = (unsigned)t;
 			break;
 		case 'a':
 		case 'b':
-			if (parse_when(optarg, c == 'a' ? &o->since :
+			if (parse_when(op.arg, c == 'a' ? &o->since :
 			    &o->until) < 0) {
 				fprintf(stderr, "kpgpuctl usage: bad time \"%s\": "
 				    "want RFC 3339, @UNIX or a duration ago\n",
-				    optarg);
+				    op.arg);
 				return 2;
 			}
 			break;
 		case 'y':
-			for (i = 0; i < 4 && strcmp(optarg, views[i]); i++)
+			for (i = 0; i < 4 && strcmp(op.arg, views[i]); i++)
 				;
 			if (i == 4)
 				goto bad;
 			o->view = (uint32_t)i;
 			break;
 		case 'f':
-			if (strcmp(optarg, "table") == 0)
+			if (strcmp(op.arg, "table") == 0)
 				o->fmt = FMT_TABLE;
-			else if (strcmp(optarg, "csv") == 0)
+			else if (strcmp(op.arg, "csv") == 0)
 				o->fmt = FMT_CSV;
-			else if (strcmp(optarg, "json") == 0)
+			else if (strcmp(op.arg, "json") == 0)
 				o->fmt = FMT_JSON;
 			else
 				goto bad;
 			break;
 		default:
+			if (c == OPTS_ERR)
+				fprintf(stderr, "%s\n", op.err);
 			goto bad;
 		}
 	}
-	if (optind != argc || o->since >= o->until) {
+	if (op.ind != argc || o->since >= o->until) {
 		if (o->since >= o->until)
 			fprintf(stderr, "kpgpuctl usage: --since must be "
 			    "before --until\n");

@@ -129,33 +129,36 @@ parse_args(int argc, char **argv, struct ipc_server_config *sc,
 		{ "world", 'w' },
 		{ "ns=", 'n' },
 	};
+	struct opts o;
 	char *eq, bad[64];
 	int c;
 
-	while ((c = opts_next(argc, argv, "", opts, nitems(opts))) != -1) {
+	opts_init(&o, argc, argv, "", opts, nitems(opts));
+	while ((c = opts_next(&o)) != OPTS_END) {
 		switch (c) {
-		case 'p': sc->path = optarg; break;
+		case 'p': sc->path = o.arg; break;
 		case 'u':
-			if (parse_uid_list(optarg, sc->uids, IPC_UIDS_MAX,
+			if (parse_uid_list(o.arg, sc->uids, IPC_UIDS_MAX,
 			    &sc->nuids, bad, sizeof(bad)) < 0)
 				fatal("bad --uids item \"%s\"", bad);
 			break;
-		case 't': sc->allowed_types = parse_bits(optarg, type_lookup);
+		case 't': sc->allowed_types = parse_bits(o.arg, type_lookup);
 			break;
-		case 'r': sc->allowed_roles = parse_bits(optarg, role_lookup);
+		case 'r': sc->allowed_roles = parse_bits(o.arg, role_lookup);
 			break;
-		case 'f': sc->max_frame = strtoul(optarg, NULL, 10); break;
-		case 'h': sc->hello_timeout_ms = (unsigned)atoi(optarg); break;
+		case 'f': sc->max_frame = strtoul(o.arg, NULL, 10); break;
+		case 'h': sc->hello_timeout_ms = (unsigned)atoi(o.arg); break;
 		case 'w': *world = true; break;
 		case 'n':
-			if ((eq = strchr(optarg, '=')) == NULL ||
+			if ((eq = strchr(o.arg, '=')) == NULL ||
 			    ts->nns == TS_MAX_NS)
 				fatal("bad --ns");
 			*eq = '\0';
-			ts->names[ts->nns] = optarg;
+			ts->names[ts->nns] = o.arg;
 			ts->resolved[ts->nns++] = eq + 1;
 			break;
 		default:
+			fprintf(stderr, "%s\n", o.err);	/* OPTS_ERR */
 			fatal("usage: ipc_testsrv --path SOCK [options]");
 		}
 	}

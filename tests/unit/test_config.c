@@ -2,7 +2,9 @@
  * Unit tests for common/config.c: precedence defaults < file < env <
  * flags, error messages naming option and source (file:line), every value
  * type, --check-config output with redaction, --help/--version through
- * config_main, reload reporting, positional arguments.
+ * config_main, reload reporting, positional arguments, and the argv
+ * walker's rules as config uses it (no abbreviations, "--", missing and
+ * empty values, unknown options).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -265,6 +267,7 @@ TEST(flag_errors_name_option)
 	const char *a11[] = { "--workers=", NULL };
 	const char *a12[] = { "--peer-uids=1,2,3,4,5,6,7,8,9,10,11,12,13,14,"
 	    "15,16,17", NULL };
+	const char *a13[] = { "--no-workers", "5", NULL };
 
 	clear_env();
 	expect_err(a1, "unknown option --bogus", NULL);
@@ -280,6 +283,51 @@ TEST(flag_errors_name_option)
 	expect_err(a10, "unknown option -x", NULL);
 	expect_err(a11, "workers: bad integer \"\"", NULL);
 	expect_err(a12, "more than 16 uids", NULL);
+	/* --no-NAME is for flags only; it is no alias of --NAME */
+	expect_err(a13, "unknown option --no-workers", NULL);
+}
+
+/* The daemons' rules of the argv walker (common/opts.c), as config uses it. */
+TEST(walker_rules)
+{
+	const char *a1[] = { "--work=3", NULL };
+	const char *a2[] = { "--deb", NULL };
+	const char *a3[] = { "--bogus=1", NULL };
+	const char *a4[] = { "--no-workers", NULL };
+	const char *a5[] = { "--no-debug=yes", NULL };
+	const char *a6[] = { "--check-config=x", NULL };
+	const char *a7[] = { "-dx", NULL };
+	const char *a8[] = { "-w", NULL };
+	const char *a9[] = { "--config", NULL };
+	const char *a10[] = { "-w", "2", "--", "-w", NULL };
+	const char *a11[] = { "--miss-policy=", NULL };
+	const char *ok1[] = { "--name=", "--runtime-dir=", "--", NULL };
+	const char *ok2[] = { "--name", "--debug", "-n", "-w", NULL };
+	struct tcase tc;
+
+	clear_env();
+	/* no abbreviations, unlike kpgpuctl's subcommands */
+	expect_err(a1, "command line: unknown option --work", NULL);
+	expect_err(a2, "command line: unknown option --deb", NULL);
+	expect_err(a3, "command line: unknown option --bogus", NULL);
+	expect_err(a4, "command line: unknown option --no-workers", NULL);
+	expect_err(a5, "command line: unknown option --no-debug", NULL);
+	expect_err(a6, "command line: unknown option --check-config", NULL);
+	expect_err(a7, "command line: -d takes no value", NULL);
+	expect_err(a8, "command line: -w needs a value", NULL);
+	expect_err(a9, "command line: --config needs a value", NULL);
+	expect_err(a10, "command line: unexpected argument \"-w\"", NULL);
+	expect_err(a11, "miss-policy: bad value \"\" (one of: allow, deny)",
+	    NULL);
+	REQUIRE(tc_new(&tc, "kpgpud-test", 0) != NULL);
+	/* "--name=" unsets; "--" with nothing after it is fine */
+	CHECK_INT(tc_parse(&tc, ok1), 0);
+	CHECK(tc.t.name == NULL && tc.t.dir == NULL);
+	/* a value is the next word, whatever it looks like */
+	CHECK_INT(tc_parse(&tc, ok2), 0);
+	CHECK_STR(tc.t.name, "-w");
+	CHECK(!tc.t.debug);
+	config_free(tc.c);
 }
 
 TEST(env_errors_name_variable)
