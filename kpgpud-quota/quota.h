@@ -4,8 +4,8 @@
  * reconciled by reading the cache (instances, Namespace row, owned
  * objects) and the namespace's ResourceQuotas, planning (plan.c), diffing
  * (reconcile.c) and running the writes one by one, only while this replica
- * holds the Lease. quota.c is the queue and the writes, quota_src.c the
- * inputs (cache reads, change stream, resync).
+ * holds the Lease. This header is the core's outside and the calls between
+ * its parts; quota_int.h is the inside of the queue and the writes.
  */
 #ifndef KPGPUD_QUOTA_QUOTA_H
 #define KPGPUD_QUOTA_QUOTA_H
@@ -176,21 +176,26 @@ int	 quotad_classes_get(struct quotad_classes *s, struct cache *c,
 	    const char *drivers);
 void	 quotad_classes_free(struct quotad_classes *s);
 
-/* quota.c: queue a namespace (or the class collector) and run work. */
-void	 quotad_enqueue(struct quotad *q, const char *key);
-void	 quotad_enqueue_ns(struct quotad *q, const char *ns);
-void	 quotad_kick(struct quotad *q);
+/* quota.c: whether this replica may write now. */
+bool	 quotad_may_write(const struct quotad *q);
+
+/*
+ * queue.c: queue a key (a namespace, the class collector, the policies)
+ * and look at the queue from the event loop soon.
+ */
+void	 queue_enqueue(struct quotad *q, const char *key);
+void	 queue_enqueue_ns(struct quotad *q, const char *ns);
+void	 queue_kick(struct quotad *q);
 /*
  * sync streamed a change of an object in tenant namespace ns (not a
  * delete): queue the tenant unless the change is our own last write
  * (own.c); a change of the tenant in process is looked at when it is done.
  */
-void	 quotad_change_ns(struct quotad *q, const struct ipc_change *ch,
+void	 queue_change_ns(struct quotad *q, const struct ipc_change *ch,
 	    const char *ns);
-/* Whether this replica may write now. */
-bool	 quotad_may_write(const struct quotad *q);
-/* sync streamed a change of Namespace ns: its cache row is current. */
-void	 quotad_ns_seen(struct quotad *q, const char *ns);
+
+/* work.c: sync streamed a change of Namespace ns: its cache row is current. */
+void	 work_ns_seen(struct quotad *q, const char *ns);
 
 /*
  * quota_policies.c: one pass over cfg.policies, reading each object and
