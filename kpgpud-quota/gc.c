@@ -231,13 +231,14 @@ gc_push_params(struct qwork *w)
  * is listed from the API only when there is a class to delete.
  */
 int
-gc_start(struct qwork *w, struct cache *c)
+gc_start(struct qwork *w, struct cache *c, const char *rest)
 {
 	struct quotad_classes *cl = &w->q->classes;
 	struct gc_ctx *g;
 	bool listed;
 	int r;
 
+	(void)rest;
 	/* a class list still coming from sync: nothing deleted meanwhile */
 	r = quotad_classes_get(cl, c, w->q->cfg.gpu_drivers);
 	if (r < 0 && r != -EAGAIN)

@@ -1,9 +1,9 @@
 /*
  * kpgpud-quota's queue (see quota_int.h): keys queued from sync's changes,
  * the resync and leadership; one key in process at a time, handed out by
- * the kick event while this replica may write, started by its kind, and
- * finished here: counted, forgotten or backed off, and the tenant's
- * changes that came meanwhile looked at.
+ * the kick event while this replica may write, started by its kind from a
+ * table, and finished here: counted, forgotten or backed off, and the
+ * tenant's changes that came meanwhile looked at.
  */
 #include "kpgpud-quota/quota_int.h"
 
@@ -197,13 +197,65 @@ policies_done(int r, bool requeue, void *arg)
 	queue_finish(w, r == -EPERM ? QUOTAD_NOT_LEADER : r);
 }
 
+/* The file's admission policies, one pass (no cache needed). */
+static int
+policies_start(struct qwork *w, struct cache *c, const char *rest)
+{
+	(void)c;
+	(void)rest;
+	return qpol_start(w->q, policies_done, w, &w->pol);
+}
+
+/* A key of no known kind: nothing to write. */
+static int
+other_start(struct qwork *w, struct cache *c, const char *rest)
+{
+	(void)c;
+	(void)rest;
+	work_next(w);
+	return 0;
+}
+
+/*
+ * The kinds of keys: the whole key, or with prefix its beginning (rest is
+ * the key after it); a kind that is cached starts inside a read
+ * transaction of the cache. The first that matches starts the key; the
+ * last matches every key.
+ */
+static const struct queue_kind {
+	const char	*key;
+	bool		 prefix;
+	bool		 cached;
+	int		(*start)(struct qwork *w, struct cache *c,
+			    const char *rest);
+} queue_kinds[] = {
+	{ QUOTAD_POLICIES_KEY,	false,	false,	policies_start },
+	{ QUOTAD_GC_KEY,	false,	true,	gc_start },
+	{ QUOTAD_NS_PREFIX,	true,	true,	work_ns },
+	{ "",			true,	true,	other_start },
+};
+
+/* The kind of a key. */
+static const struct queue_kind *
+kind_of(const char *key)
+{
+	const struct queue_kind *k = queue_kinds;
+
+	for (; k < queue_kinds + nitems(queue_kinds) - 1; k++)
+		if (k->prefix ? strncmp(key, k->key, strlen(k->key)) == 0 :
+		    strcmp(key, k->key) == 0)
+			break;
+	return k;
+}
+
 /* Start processing a key handed out by the queue. */
 static void
 item_start(struct quotad *q, const char *key)
 {
+	const struct queue_kind *k = kind_of(key);
 	struct qwork *w;
-	struct cache *c;
-	bool tx;
+	struct cache *c = NULL;
+	bool tx = false;
 	int r;
 
 	if ((w = item_new(q)) == NULL) {
@@ -214,13 +266,7 @@ item_start(struct quotad *q, const char *key)
 	w->q = q;
 	snprintf(w->key, sizeof(w->key), "%s", key);
 	q->cur = w;
-	if (strcmp(key, QUOTAD_POLICIES_KEY) == 0) {
-		/* the file's objects only: no cache needed */
-		if ((r = qpol_start(q, policies_done, w, &w->pol)) < 0)
-			queue_finish(w, r);
-		return;
-	}
-	if ((c = quotad_cache(q)) == NULL) {
+	if (k->cached && (c = quotad_cache(q)) == NULL) {
 		queue_finish(w, -ENOENT);
 		return;
 	}
@@ -229,13 +275,9 @@ item_start(struct quotad *q, const char *key)
 	 * they share, instead of reading them again for every statement
 	 * after sync wrote (without it, each read is a snapshot of its own).
 	 */
-	tx = cache_begin(c) == 0;
-	if (strcmp(key, QUOTAD_GC_KEY) == 0)
-		r = gc_start(w, c);
-	else if (strncmp(key, QUOTAD_NS_PREFIX, strlen(QUOTAD_NS_PREFIX)) == 0)
-		r = work_ns(w, c, key + strlen(QUOTAD_NS_PREFIX));
-	else
-		r = 0, work_next(w);
+	if (c != NULL)
+		tx = cache_begin(c) == 0;
+	r = k->start(w, c, key + strlen(k->key));
 	if (tx && cache_commit(c) < 0)
 		cache_rollback(c);
 	if (r < 0)

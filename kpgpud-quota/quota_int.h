@@ -4,9 +4,9 @@
  *   quota.c   start and stop, the Lease's leadership, the periodic
  *             resync, the metrics;
  *   queue.c   the queue's driver: keys handed out one at a time while
- *             this replica may write, started by their kind (tenant
- *             namespace, DeviceClass collector, admission policies),
- *             finished: counted, forgotten or backed off;
+ *             this replica may write, started by their kind from a table
+ *             (tenant namespace, DeviceClass collector, admission
+ *             policies), finished: counted, forgotten or backed off;
  *   work.c    the work of one key: a tenant namespace read, planned and
  *             diffed, the plans kept for tenants back soon, and the
  *             writes of every kind of key run in order;
@@ -105,7 +105,10 @@ void	 work_plans_free(struct quotad *q);
 /* verify.c: a create of ours, a, refused as the name is taken: verify. */
 void	 verify_start(struct qwork *w, const struct rc_action *a);
 
-/* gc.c: start the DeviceClass collector. 0, or -errno (key not ended). */
-int	 gc_start(struct qwork *w, struct cache *c);
+/*
+ * gc.c: start the DeviceClass collector (rest: unused). 0, or -errno and
+ * the key is not ended.
+ */
+int	 gc_start(struct qwork *w, struct cache *c, const char *rest);
 
 #endif
