@@ -123,6 +123,54 @@ verify_read(struct qwork *w, const struct rc_action *a,
 	verify_send(w, VS_DELETE, "DELETE", a->item, w->vbody);
 }
 
+/* What held the name is deleted (or gone): report it, create ours. */
+static void
+verify_deleted(struct qwork *w, const struct rc_action *a,
+    const struct kube_response *resp)
+{
+	if (resp->status < 200 || (resp->status >= 300 &&
+	    resp->status != 404)) {
+		log_warn("replacing %s failed status=%ld message=%s",
+		    a->what, resp->status, log_q(resp->message));
+		queue_finish(w, -EAGAIN);
+		return;
+	}
+	if (w->vimpostor && resp->status != 404)
+		metric_inc(w->q->m.impostors, a->verify_kind, NULL);
+	if (w->vimpostor) {
+		verify_report(w, a, VS_CREATE);
+		return;
+	}
+	verify_send(w, VS_CREATE, "POST", a->path, a->body);
+}
+
+/* Our create after the delete answered (resp NULL: send it now). */
+static void
+verify_created(struct qwork *w, const struct rc_action *a,
+    const struct kube_response *resp)
+{
+	if (resp == NULL) {
+		verify_send(w, VS_CREATE, "POST", a->path, a->body);
+		return;
+	}
+	w->vstep = VS_NONE;
+	if (resp->status == 409) {
+		/* deleted but still there (in use): look again later */
+		log_info("%s still terminating key=%s", a->what,
+		    log_q(w->key));
+		w->requeue = true;
+	} else if (resp->status < 200 || resp->status >= 300) {
+		log_warn("create failed %s status=%ld message=%s",
+		    a->what, resp->status, log_q(resp->message));
+		queue_finish(w, -EIO);
+		return;
+	} else {
+		log_notice("replaced %s key=%s", a->what, log_q(w->key));
+		quotad_own_wrote(w->q, "POST", resp->json);
+	}
+	work_next(w);
+}
+
 /*
  * The steps after a 409 on a create of ours: read the object of that
  * name; if it is not ours as planned, delete exactly it (uid
@@ -133,7 +181,6 @@ verify_cb(const struct kube_response *resp, void *arg)
 {
 	struct qwork *w = arg;
 	const struct rc_action *a = cur_action(w);
-	const char *kind = a->verify_kind;
 
 	w->req = NULL;
 	switch (w->vstep) {
@@ -141,20 +188,7 @@ verify_cb(const struct kube_response *resp, void *arg)
 		verify_read(w, a, resp);
 		return;
 	case VS_DELETE:
-		if (resp->status < 200 || (resp->status >= 300 &&
-		    resp->status != 404)) {
-			log_warn("replacing %s failed status=%ld message=%s",
-			    a->what, resp->status, log_q(resp->message));
-			queue_finish(w, -EAGAIN);
-			return;
-		}
-		if (w->vimpostor && resp->status != 404)
-			metric_inc(w->q->m.impostors, kind, NULL);
-		if (w->vimpostor) {
-			verify_report(w, a, VS_CREATE);
-			return;
-		}
-		verify_send(w, VS_CREATE, "POST", a->path, a->body);
+		verify_deleted(w, a, resp);
 		return;
 	case VS_EVENT:
 		if (resp != NULL && (resp->status < 200 || resp->status >= 300) &&
@@ -169,27 +203,7 @@ verify_cb(const struct kube_response *resp, void *arg)
 		verify_send(w, VS_CREATE, "POST", a->path, a->body);
 		return;
 	case VS_CREATE:
-		if (resp == NULL) {
-			verify_send(w, VS_CREATE, "POST", a->path, a->body);
-			return;
-		}
-		w->vstep = VS_NONE;
-		if (resp->status == 409) {
-			/* deleted but still there (in use): look again later */
-			log_info("%s still terminating key=%s", a->what,
-			    log_q(w->key));
-			w->requeue = true;
-		} else if (resp->status < 200 || resp->status >= 300) {
-			log_warn("create failed %s status=%ld message=%s",
-			    a->what, resp->status, log_q(resp->message));
-			queue_finish(w, -EIO);
-			return;
-		} else {
-			log_notice("replaced %s key=%s", a->what,
-			    log_q(w->key));
-			quotad_own_wrote(w->q, "POST", resp->json);
-		}
-		work_next(w);
+		verify_created(w, a, resp);
 		return;
 	case VS_NONE:	/* from verify_report without an event */
 		work_next(w);

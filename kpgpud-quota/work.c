@@ -347,6 +347,29 @@ work_plans_free(struct quotad *q)
 }
 
 /*
+ * The annotation of the instance planned for was refused (r, why: err):
+ * report it; the last good state is kept.
+ */
+static void
+work_refused(struct qwork *w, const struct plan_instance *in, const char *rv,
+    int r, const char *err)
+{
+	char msg[512];
+
+	log_debug("annotation refused kind=%s name=%s reason=%s",
+	    in->kind, log_q(in->name), log_q(err));
+	if (r == -EINVAL)
+		snprintf(msg, sizeof(msg), "invalid %s annotation: %s; "
+		    "the last good state is kept", ANNOTATION_KEY, err);
+	else
+		snprintf(msg, sizeof(msg), "%s; nothing of this %s is "
+		    "composed, the last good state is kept", err,
+		    ANNOTATION_KEY);
+	work_event(w, in, rv, NULL, plan_refusal_reason(r), msg);
+	w->result = "invalid";
+}
+
+/*
  * Pick the oldest candidate, warn the others, and plan for it: the plan
  * kept from the tenant's last reconcile when built from the same inputs.
  */
@@ -395,18 +418,7 @@ work_plan(struct qwork *w, const char *ns, const struct quotad_cands *c,
 		r = plan_build(&c->in[win], &pc, &w->plan, err, sizeof(err));
 	}
 	if (r == -EINVAL || r == PLAN_EGATE || r == PLAN_ENEVER) {
-		log_debug("annotation refused kind=%s name=%s reason=%s",
-		    c->in[win].kind, log_q(c->in[win].name), log_q(err));
-		if (r == -EINVAL)
-			snprintf(msg, sizeof(msg), "invalid %s annotation: %s; "
-			    "the last good state is kept", ANNOTATION_KEY, err);
-		else
-			snprintf(msg, sizeof(msg), "%s; nothing of this %s is "
-			    "composed, the last good state is kept", err,
-			    ANNOTATION_KEY);
-		work_event(w, &c->in[win], c->rv[win], NULL,
-		    plan_refusal_reason(r), msg);
-		w->result = "invalid";
+		work_refused(w, &c->in[win], c->rv[win], r, err);
 		*ret_keep = true;
 		return 0;
 	}
