@@ -6,6 +6,38 @@
  * (reconcile.c) and running the writes one by one, only while this replica
  * holds the Lease. This header is the core's outside and the calls between
  * its parts; quota_int.h is the inside of the queue and the writes.
+ *
+ * FILE MAP of kpgpud-quota/:
+ *   main.c            the daemon: options, config file, kube client, metrics
+ *   quota.h           the core: struct quotad, its config, its parts' calls
+ *   quota_int.h       the inside of the queue and writes: the work item
+ *   quota.c           the core's start and stop, leadership, resync, metrics
+ *   queue.c           the queue's driver: dispatch by kind, finish, backoff
+ *   work.c            one key's work: a tenant planned and diffed; the writes
+ *   verify.c          a create refused (409/403): verify, replace impostors
+ *   gc.c              the DeviceClass collector, the parameter ConfigMap
+ *   quota_src.c       the inputs: cache, sync's change stream, full enqueue
+ *   quota_policies.c  one pass over the admission policies (their key)
+ *   own.c             our own writes streamed back wake no reconcile
+ *   classes.c         the cluster's DeviceClasses, read again on change
+ *   workqueue.h       the rate-limited work queue of string keys, pure
+ *   workqueue.c       the queue itself: keys, ready FIFO, delays, bucket
+ *   lease.h           leader election through a coordination.k8s.io Lease
+ *   lease.c           the election's pure decision and its driver
+ *   annotation.h      the gpu-isolation annotation's fields and limits
+ *   annotation.c      the annotation parsed and validated, pure
+ *   plan.h            the plan: instance + annotation -> objects, pure
+ *   plan.c            the plan's objects, quota keys and Namespace metadata
+ *   plan_checks.c     the plan's refusals: feature gates, never allocatable
+ *   plan_classes.c    which DeviceClasses are GPU classes (strict quota)
+ *   reconcile.h       plan + observed -> ordered writes, pure
+ *   reconcile.c       the diff, the write bodies, the ownership verdicts
+ *   policies.h        the admission policies' file: read, check, compare
+ *   policies.c        the file read and checked, objects compared, pure
+ *   topology.h        topology isolation's pure half: domains, selectors
+ *   topology.c        the fleet, the domains assigned, the selectors
+ *   topology_src.h    topology isolation's cache half: its index
+ *   topology_src.c    the index read from the cache, a tenant's topology
  */
 #ifndef KPGPUD_QUOTA_QUOTA_H
 #define KPGPUD_QUOTA_QUOTA_H
