@@ -223,7 +223,7 @@ quotad_own_settle(struct quotad *q)
 		if (quotad_own_echo(q, c, ch))
 			metric_inc(q->m.own, NULL, NULL);
 		else
-			quotad_enqueue_ns(q, ch->topic == IPC_TOPIC_NAMESPACES ?
+			queue_enqueue_ns(q, ch->topic == IPC_TOPIC_NAMESPACES ?
 			    ch->name : ch->ns);
 	}
 }

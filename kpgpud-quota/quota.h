@@ -4,8 +4,40 @@
  * reconciled by reading the cache (instances, Namespace row, owned
  * objects) and the namespace's ResourceQuotas, planning (plan.c), diffing
  * (reconcile.c) and running the writes one by one, only while this replica
- * holds the Lease. quota.c is the queue and the writes, quota_src.c the
- * inputs (cache reads, change stream, resync).
+ * holds the Lease. This header is the core's outside and the calls between
+ * its parts; quota_int.h is the inside of the queue and the writes.
+ *
+ * FILE MAP of kpgpud-quota/:
+ *   main.c            the daemon: options, config file, kube client, metrics
+ *   quota.h           the core: struct quotad, its config, its parts' calls
+ *   quota_int.h       the inside of the queue and writes: the work item
+ *   quota.c           the core's start and stop, leadership, resync, metrics
+ *   queue.c           the queue's driver: dispatch by kind, finish, backoff
+ *   work.c            one key's work: a tenant planned and diffed; the writes
+ *   verify.c          a create refused (409/403): verify, replace impostors
+ *   gc.c              the DeviceClass collector, the parameter ConfigMap
+ *   quota_src.c       the inputs: cache, sync's change stream, full enqueue
+ *   quota_policies.c  one pass over the admission policies (their key)
+ *   own.c             our own writes streamed back wake no reconcile
+ *   classes.c         the cluster's DeviceClasses, read again on change
+ *   workqueue.h       the rate-limited work queue of string keys, pure
+ *   workqueue.c       the queue itself: keys, ready FIFO, delays, bucket
+ *   lease.h           leader election through a coordination.k8s.io Lease
+ *   lease.c           the election's pure decision and its driver
+ *   annotation.h      the gpu-isolation annotation's fields and limits
+ *   annotation.c      the annotation parsed and validated, pure
+ *   plan.h            the plan: instance + annotation -> objects, pure
+ *   plan.c            the plan's objects, quota keys and Namespace metadata
+ *   plan_checks.c     the plan's refusals: feature gates, never allocatable
+ *   plan_classes.c    which DeviceClasses are GPU classes (strict quota)
+ *   reconcile.h       plan + observed -> ordered writes, pure
+ *   reconcile.c       the diff, the write bodies, the ownership verdicts
+ *   policies.h        the admission policies' file: read, check, compare
+ *   policies.c        the file read and checked, objects compared, pure
+ *   topology.h        topology isolation's pure half: domains, selectors
+ *   topology.c        the fleet, the domains assigned, the selectors
+ *   topology_src.h    topology isolation's cache half: its index
+ *   topology_src.c    the index read from the cache, a tenant's topology
  */
 #ifndef KPGPUD_QUOTA_QUOTA_H
 #define KPGPUD_QUOTA_QUOTA_H
@@ -176,21 +208,26 @@ int	 quotad_classes_get(struct quotad_classes *s, struct cache *c,
 	    const char *drivers);
 void	 quotad_classes_free(struct quotad_classes *s);
 
-/* quota.c: queue a namespace (or the class collector) and run work. */
-void	 quotad_enqueue(struct quotad *q, const char *key);
-void	 quotad_enqueue_ns(struct quotad *q, const char *ns);
-void	 quotad_kick(struct quotad *q);
+/* quota.c: whether this replica may write now. */
+bool	 quotad_may_write(const struct quotad *q);
+
+/*
+ * queue.c: queue a key (a namespace, the class collector, the policies)
+ * and look at the queue from the event loop soon.
+ */
+void	 queue_enqueue(struct quotad *q, const char *key);
+void	 queue_enqueue_ns(struct quotad *q, const char *ns);
+void	 queue_kick(struct quotad *q);
 /*
  * sync streamed a change of an object in tenant namespace ns (not a
  * delete): queue the tenant unless the change is our own last write
  * (own.c); a change of the tenant in process is looked at when it is done.
  */
-void	 quotad_change_ns(struct quotad *q, const struct ipc_change *ch,
+void	 queue_change_ns(struct quotad *q, const struct ipc_change *ch,
 	    const char *ns);
-/* Whether this replica may write now. */
-bool	 quotad_may_write(const struct quotad *q);
-/* sync streamed a change of Namespace ns: its cache row is current. */
-void	 quotad_ns_seen(struct quotad *q, const char *ns);
+
+/* work.c: sync streamed a change of Namespace ns: its cache row is current. */
+void	 work_ns_seen(struct quotad *q, const char *ns);
 
 /*
  * quota_policies.c: one pass over cfg.policies, reading each object and

@@ -154,7 +154,7 @@ static int
 all_ns_cb(const struct cache_ns *ns, void *arg)
 {
 	if (ns->isolated || ns->resolved != NULL)
-		quotad_enqueue_ns(arg, ns->name);
+		queue_enqueue_ns(arg, ns->name);
 	return 0;
 }
 
@@ -164,7 +164,7 @@ all_inst_cb(const struct cache_instance *ci, void *arg)
 {
 	struct quotad *q = arg;
 
-	quotad_enqueue_ns(q, quotad_tenant_ns(q, ci->ns, ci->name));
+	queue_enqueue_ns(q, quotad_tenant_ns(q, ci->ns, ci->name));
 	return 0;
 }
 
@@ -173,7 +173,7 @@ static int
 all_owned_cb(const struct cache_owned *o, void *arg)
 {
 	if (o->ns[0] != '\0' && strcmp(o->kind, CACHE_KIND_ALLOC) != 0)
-		quotad_enqueue_ns(arg, o->ns);
+		queue_enqueue_ns(arg, o->ns);
 	return 0;
 }
 
@@ -184,13 +184,13 @@ quotad_enqueue_all(struct quotad *q)
 	struct cache *c;
 
 	if (q->cfg.policies != NULL)
-		quotad_enqueue(q, QUOTAD_POLICIES_KEY);
+		queue_enqueue(q, QUOTAD_POLICIES_KEY);
 	if ((c = quotad_cache(q)) == NULL)
 		return;
 	(void)cache_ns_foreach(c, 0, all_ns_cb, q);
 	(void)cache_instance_foreach(c, NULL, 0, all_inst_cb, q);
 	(void)cache_owned_foreach(c, NULL, NULL, 0, all_owned_cb, q);
-	quotad_enqueue(q, QUOTAD_GC_KEY);
+	queue_enqueue(q, QUOTAD_GC_KEY);
 }
 
 /* One change from sync: queue what it affects. */
@@ -199,12 +199,12 @@ on_change(struct quotad *q, const struct ipc_change *ch)
 {
 	switch (ch->topic) {
 	case IPC_TOPIC_NAMESPACES:
-		quotad_ns_seen(q, ch->name);
-		quotad_change_ns(q, ch, ch->name);
+		work_ns_seen(q, ch->name);
+		queue_change_ns(q, ch, ch->name);
 		break;
 	case IPC_TOPIC_INSTANCES:
-		quotad_enqueue_ns(q, quotad_tenant_ns(q, ch->ns, ch->name));
-		quotad_enqueue(q, QUOTAD_GC_KEY);
+		queue_enqueue_ns(q, quotad_tenant_ns(q, ch->ns, ch->name));
+		queue_enqueue(q, QUOTAD_GC_KEY);
 		break;
 	case IPC_TOPIC_OWNED:
 		/* a fleet change moves topology domains of every tenant */
@@ -216,10 +216,10 @@ on_change(struct quotad *q, const struct ipc_change *ch)
 		/* allocations count when domains are handed out (resync) */
 		if (strcmp(ch->kind, CACHE_KIND_ALLOC) == 0)
 			break;
-		quotad_change_ns(q, ch, ch->ns);
+		queue_change_ns(q, ch, ch->ns);
 		/* a claim or template gone may have held the last use */
 		if (ch->deleted && strcmp(ch->kind, CACHE_KIND_QUOTA) != 0)
-			quotad_enqueue(q, QUOTAD_GC_KEY);
+			queue_enqueue(q, QUOTAD_GC_KEY);
 		break;
 	default:
 		break;
