@@ -1,6 +1,6 @@
 /*
  * Reconcile, the pure half: plan + observed -> ordered writes. Nothing here
- * does I/O; quota.c runs the writes one after another and stops at the
+ * does I/O; work.c runs the writes one after another and stops at the
  * first failure, so a later step never runs before an earlier one is done
  * (the Namespace is labelled only once the claim and the quota exist).
  */
