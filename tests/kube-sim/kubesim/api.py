@@ -8,7 +8,7 @@ import random
 import time
 import uuid
 
-from . import checks, dravalid, patch as patchmod, schema, selector
+from . import checks, patch as patchmod, schema, selector
 from . import validation
 from .hooks import (AdmissionContext, ApiError, Caller,
                     err_already_exists, err_bad_request, err_conflict,
@@ -303,23 +303,36 @@ class Api:
             raise err
 
     def _validate(self, res, obj, old):
-        """Built-in validation; raises 422."""
+        """The kind's validation (kinds.py); raises 422."""
         errs = checks.validate(res, obj, old)
-        if old is None and res.namespaced:
-            ns = self.store.get(self.res.get("namespaces"), "",
-                                obj["metadata"].get("namespace", ""))
-            labels = ns.obj["metadata"].get("labels") if ns else None
-            errs = dravalid.admin_access_errors(res, obj, labels) + errs
+        create_checks = res.desc.create_checks
+        if old is None and create_checks is not None:
+            labels = None
+            if res.namespaced:
+                ns = self.store.get(self.res.get("namespaces"), "",
+                                    obj["metadata"].get("namespace", ""))
+                labels = ns.obj["metadata"].get("labels") if ns else None
+            errs = create_checks(obj, labels) + errs
         if errs:
             raise err_invalid(res, obj["metadata"].get("name", ""), errs)
 
+    @staticmethod
+    def _default(res, obj):
+        """The kind's defaults (idempotent)."""
+        if res.desc.default is not None:
+            res.desc.default(obj)
+
+    @staticmethod
+    def _drop_disabled(res, obj, old):
+        """Drop the fields of features that are off."""
+        if res.desc.drop_disabled is not None:
+            res.desc.drop_disabled(obj, old)
+
     def _post_defaults(self, res, obj):
-        """Defaults that depend on the final name."""
-        validation.apply_defaults(res, obj)
-        if res.key == "namespaces":
-            md = obj["metadata"]
-            md.setdefault("labels", {})["kubernetes.io/metadata.name"] = \
-                md.get("name", "")
+        """Defaults again, and those that depend on the final name."""
+        self._default(res, obj)
+        if res.desc.default_named is not None:
+            res.desc.default_named(obj)
 
     def _generate_name(self, res, ns, md):
         """Pick metadata.name from generateName (retrying collisions)."""
@@ -346,7 +359,7 @@ class Api:
             md.pop(f, None)
         if "status" in res.subresources:
             body.pop("status", None)
-        validation.apply_defaults(res, body)
+        self._default(res, body)
         ctx = self._admission("CREATE", res, ns, name, body, None, who)
         self.hooks.run_mutating(ctx)
         who.warnings.extend(ctx.warnings)
@@ -356,7 +369,7 @@ class Api:
             md["name"] = self._generate_name(res, ns, md)
         name = md.get("name") or ""
         self._post_defaults(res, body)
-        dravalid.drop_disabled(res, body, None)
+        self._drop_disabled(res, body, None)
         self._validate(res, body, None)
         md["uid"] = str(uuid.uuid4())
         md["creationTimestamp"] = now_rfc3339()
@@ -476,13 +489,13 @@ class Api:
         old = cur.obj
         new = self._merge_subresource(res, old, body, sub)
         self._keep_system_meta(new["metadata"], old["metadata"])
-        validation.apply_defaults(res, new)
+        self._default(res, new)
         ctx = self._admission("UPDATE", res, ns, name, new, old, who, sub)
         self.hooks.run_mutating(ctx)
         who.warnings.extend(ctx.warnings)
         new = ctx.object
         self._post_defaults(res, new)
-        dravalid.drop_disabled(res, new, old)
+        self._drop_disabled(res, new, old)
         self._keep_system_meta(new["metadata"], old["metadata"])
         self._bump_generation(res, new, old)
         self._validate(res, new, old)

@@ -13,8 +13,8 @@ import threading
 import time
 import urllib.parse
 
+from . import kinds, tables, tenants
 from . import resources as resmod
-from . import tables, tenants
 from .api import Who
 from .hooks import (ApiError, default_groups, err_bad_request, err_internal,
                     err_not_found, qualified)
@@ -383,6 +383,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if route is None:
                 return self._nonresource(path)
             self._authorize(verb, route)
+            if not route.sub and verb not in route.res.verbs:
+                raise ApiError(405, "MethodNotAllowed", "the server does "
+                               "not allow this method on the requested "
+                               "resource")
             getattr(self, "_do_" + verb)(route)
         except ApiError as e:
             if self.code:
@@ -454,8 +458,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             return None
         ns = ""
-        if rest[0] == "namespaces" and len(rest) >= 3 and \
-                rest[2] not in ("status", "finalize"):
+        if rest[0] == kinds.NAMESPACE.plural and len(rest) >= 3 and \
+                kinds.NAMESPACE.subresource(rest[2]) is None:
             ns, rest = rest[1], rest[2:]
         if len(rest) > 3:
             raise ApiError(404, "NotFound", "404 page not found",

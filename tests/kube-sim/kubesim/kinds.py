@@ -1,0 +1,325 @@
+"""The kinds the simulator serves, one descriptor (Kind) each.
+
+Everything the generic code (resources.py, api.py, server.py, tables.py,
+proto.py) needs to know about a kind is in its Kind: names, group and
+versions (with the releases that serve each version), scope, verbs,
+subresources, metadata.generation, the delete reply, field selectors, and
+references to its per-kind functions.  Adding a kind is adding one Kind
+here and naming it in BUILTIN; a CRD's kind is made by custom_kind().
+"""
+
+import copy
+import functools
+from dataclasses import dataclass, field
+
+from . import checks, crdvalidate, dravalid, validation
+
+VERBS = ("create", "delete", "deletecollection", "get", "list", "patch",
+         "update", "watch")
+
+# The Kubernetes release the simulator serves (server.VERSION says 1.34).
+RELEASE = "1.34"
+
+
+def release_key(release):
+    """'1.34' as (1, 34), for comparing releases."""
+    return tuple(int(x) for x in release.split("."))
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version of a kind's group and the releases that serve it:
+    from SINCE (a release such as "1.35"; None: every earlier one too) to
+    UNTIL (the last release serving it; None: every later one too)."""
+
+    name: str
+    since: str = None
+    until: str = None
+
+    def served_in(self, release):
+        """True when RELEASE ("1.34") serves this version."""
+        r = release_key(release)
+        return ((self.since is None or release_key(self.since) <= r) and
+                (self.until is None or r <= release_key(self.until)))
+
+
+@dataclass(frozen=True)
+class Subresource:
+    """A subresource: its name, verbs and what a write through it does:
+    write(old, body) is the object the write produces from the stored
+    object OLD and the request's BODY (body.metadata.resourceVersion is
+    the precondition)."""
+
+    name: str
+    verbs: tuple
+    write: object
+
+
+def _write_status(old, body):
+    """PUT/PATCH .../status: only status changes."""
+    new = copy.deepcopy(old)
+    new["status"] = body.get("status")
+    if new["status"] is None:
+        new.pop("status")
+    new["metadata"]["resourceVersion"] = body["metadata"].get(
+        "resourceVersion")
+    return new
+
+
+def _write_finalize(old, body):
+    """PUT namespaces/X/finalize: only spec.finalizers changes."""
+    new = copy.deepcopy(old)
+    fins = (body.get("spec") or {}).get("finalizers") or []
+    new.setdefault("spec", {})["finalizers"] = fins
+    new["metadata"]["resourceVersion"] = body["metadata"].get(
+        "resourceVersion")
+    return new
+
+
+STATUS = Subresource("status", ("get", "patch", "update"), _write_status)
+FINALIZE = Subresource("finalize", ("update",), _write_finalize)
+
+
+@dataclass(frozen=True, eq=False)
+class Kind:
+    """One served kind.
+
+    kind, plural, group   "Pod", "pods", "" (the core group)
+    versions              Version entries; a release serves those whose
+                          range includes it
+    storage               the version objects are stored (and preferred)
+                          in; None: the first one served
+    namespaced            scope: True namespaced, False cluster-scoped
+    short_names, categories, singular (default: kind in lower case)
+    verbs                 verbs of the resource itself (discovery; others
+                          are 405 MethodNotAllowed)
+    subresources          Subresource entries (STATUS, FINALIZE)
+    generation            when metadata.generation moves: None (never),
+                          "spec", "spec+annotations", "nonmeta" (any
+                          change outside metadata, and status when
+                          status is a subresource)
+    return_deleted        DELETE answers the object (True) or a Success
+                          Status
+    field_selectors       fields beyond metadata.name/namespace
+    builtin               False for a CRD's kind
+    crd, openapi          the CRD object of a custom kind, and its
+                          openAPIV3Schema by version
+
+    The per-kind functions (None: nothing to do):
+    name_rule(name, path, errs)   the metadata.name rule (validation.py)
+    default(obj)          defaults, applied before mutating admission and
+                          again after it (idempotent)
+    default_named(obj)    defaults that need the final name (after
+                          admission and generateName)
+    drop_disabled(obj, old)  drops fields of features that are off
+    validate(obj, old, errs)  the kind's validation (old None on create;
+                          the metadata is checked for every kind)
+    create_checks(obj, ns_labels) -> [FieldError]  create-time checks
+                          that read the namespace's labels
+    """
+
+    kind: str
+    plural: str
+    group: str = ""
+    versions: tuple = (Version("v1"),)
+    storage: str = None
+    namespaced: bool = True
+    short_names: tuple = ()
+    categories: tuple = ()
+    singular: str = ""
+    verbs: tuple = VERBS
+    subresources: tuple = ()
+    generation: str = None
+    return_deleted: bool = True
+    field_selectors: tuple = ()
+    builtin: bool = True
+    crd: dict = field(default=None, repr=False)
+    openapi: dict = field(default=None, repr=False)
+    name_rule: object = validation.dns_subdomain
+    default: object = None
+    default_named: object = None
+    drop_disabled: object = None
+    validate: object = None
+    create_checks: object = None
+
+    @property
+    def key(self):
+        """'plural[.group]', the name kubectl and the internal API use."""
+        return self.plural + ("." + self.group if self.group else "")
+
+    def served_versions(self, release=RELEASE):
+        """Names of the versions RELEASE serves."""
+        return [v.name for v in self.versions if v.served_in(release)]
+
+    def storage_version(self, release=RELEASE):
+        """The version RELEASE stores objects in, or None if it serves
+        the kind in no version."""
+        served = self.served_versions(release)
+        if self.storage in served:
+            return self.storage
+        return served[0] if served else None
+
+    def subresource(self, name):
+        """The Subresource NAME, or None."""
+        for s in self.subresources:
+            if s.name == name:
+                return s
+        return None
+
+
+# --- the built-in kinds of a 1.34 API server --------------------------------
+
+RS = "resource.k8s.io"
+ADMISSION = "admissionregistration.k8s.io"
+RBAC = "rbac.authorization.k8s.io"
+
+NAMESPACE = Kind(
+    "Namespace", "namespaces", namespaced=False, short_names=("ns",),
+    subresources=(STATUS, FINALIZE), field_selectors=("status.phase",),
+    name_rule=validation.dns_label, default=validation.default_namespace,
+    default_named=validation.label_namespace_name)
+POD = Kind(
+    "Pod", "pods", short_names=("po",), subresources=(STATUS,),
+    generation="spec", categories=("all",), field_selectors=(
+        "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+        "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
+        "status.podIP", "status.nominatedNodeName"),
+    default=validation.default_pod, validate=checks.validate_pod)
+RESOURCE_QUOTA = Kind(
+    "ResourceQuota", "resourcequotas", short_names=("quota",),
+    subresources=(STATUS,), return_deleted=False)
+EVENT = Kind(
+    "Event", "events", short_names=("ev",), return_deleted=False,
+    field_selectors=(
+        "involvedObject.kind", "involvedObject.namespace",
+        "involvedObject.name", "involvedObject.uid",
+        "involvedObject.apiVersion", "involvedObject.resourceVersion",
+        "involvedObject.fieldPath", "reason", "reportingComponent",
+        "source", "type"),
+    name_rule=validation.no_name_rule,
+    validate=checks.on_create_and_update(checks.validate_event))
+LEASE = Kind(
+    "Lease", "leases", "coordination.k8s.io", return_deleted=False,
+    name_rule=validation.no_name_rule)
+DEVICE_CLASS = Kind(
+    "DeviceClass", "deviceclasses", RS, namespaced=False, generation="spec",
+    drop_disabled=dravalid.drop_disabled_class,
+    validate=checks.validate_device_class)
+RESOURCE_CLAIM_TEMPLATE = Kind(
+    "ResourceClaimTemplate", "resourceclaimtemplates", RS,
+    default=validation.default_claim_template,
+    drop_disabled=functools.partial(dravalid.drop_disabled,
+                                    dravalid.template_claim_spec),
+    validate=checks.validate_claim_template,
+    create_checks=functools.partial(dravalid.admin_access_errors,
+                                    dravalid.template_claim_spec))
+RESOURCE_CLAIM = Kind(
+    "ResourceClaim", "resourceclaims", RS, subresources=(STATUS,),
+    default=validation.default_claim,
+    drop_disabled=functools.partial(dravalid.drop_disabled,
+                                    dravalid.claim_spec),
+    validate=checks.validate_claim,
+    create_checks=functools.partial(dravalid.admin_access_errors,
+                                    dravalid.claim_spec))
+RESOURCE_SLICE = Kind(
+    "ResourceSlice", "resourceslices", RS, namespaced=False,
+    generation="spec", return_deleted=False,
+    field_selectors=("spec.nodeName", "spec.driver"),
+    validate=checks.on_create_and_update(checks.validate_slice))
+MUTATING_WEBHOOK_CONFIGURATION = Kind(
+    "MutatingWebhookConfiguration", "mutatingwebhookconfigurations",
+    ADMISSION, namespaced=False, generation="spec", return_deleted=False,
+    default=validation.default_webhooks,
+    validate=checks.on_create_and_update(checks.validate_webhooks))
+# The policy kinds' spec checks are the vap plug-in's (vap.py): with the
+# plug-in off they are stored unchecked, as documented.
+VALIDATING_ADMISSION_POLICY = Kind(
+    "ValidatingAdmissionPolicy", "validatingadmissionpolicies", ADMISSION,
+    namespaced=False, subresources=(STATUS,), generation="spec",
+    return_deleted=False, categories=("api-extensions",),
+    default=validation.default_policy)
+VALIDATING_ADMISSION_POLICY_BINDING = Kind(
+    "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings",
+    ADMISSION, namespaced=False, generation="spec", return_deleted=False,
+    categories=("api-extensions",),
+    default=validation.default_policy_binding)
+CUSTOM_RESOURCE_DEFINITION = Kind(
+    "CustomResourceDefinition", "customresourcedefinitions",
+    "apiextensions.k8s.io", namespaced=False, short_names=("crd", "crds"),
+    subresources=(STATUS,), generation="spec", return_deleted=False,
+    default=validation.default_crd,
+    validate=checks.on_create_and_update(checks.validate_crd))
+
+# The kinds a deployment manifest uses (core, apps, policy, RBAC): the
+# delete reply is the object for ServiceAccounts and Services (whose
+# storage sets ReturnDeletedObject), a Success Status for the others.
+SERVICE_ACCOUNT = Kind(
+    "ServiceAccount", "serviceaccounts", short_names=("sa",))
+SECRET = Kind(
+    "Secret", "secrets", return_deleted=False, field_selectors=("type",),
+    default=validation.default_secret)
+CONFIG_MAP = Kind(
+    "ConfigMap", "configmaps", short_names=("cm",), return_deleted=False)
+SERVICE = Kind(
+    "Service", "services", short_names=("svc",), subresources=(STATUS,),
+    categories=("all",), name_rule=validation.dns1035_label,
+    default=validation.default_service,
+    validate=checks.on_create_and_update(checks.validate_service))
+DEPLOYMENT = Kind(
+    "Deployment", "deployments", "apps", short_names=("deploy",),
+    subresources=(STATUS,), generation="spec+annotations",
+    return_deleted=False, categories=("all",),
+    default=validation.default_deployment,
+    validate=checks.on_create_and_update(checks.validate_deployment))
+POD_DISRUPTION_BUDGET = Kind(
+    "PodDisruptionBudget", "poddisruptionbudgets", "policy",
+    short_names=("pdb",), subresources=(STATUS,), generation="spec",
+    return_deleted=False)
+# RBAC names are path segments ("system:foo" is fine).
+ROLE = Kind("Role", "roles", RBAC, return_deleted=False,
+            name_rule=validation.path_segment)
+ROLE_BINDING = Kind(
+    "RoleBinding", "rolebindings", RBAC, return_deleted=False,
+    name_rule=validation.path_segment, validate=checks.validate_binding)
+CLUSTER_ROLE = Kind("ClusterRole", "clusterroles", RBAC, namespaced=False,
+                    return_deleted=False, name_rule=validation.path_segment)
+CLUSTER_ROLE_BINDING = Kind(
+    "ClusterRoleBinding", "clusterrolebindings", RBAC, namespaced=False,
+    return_deleted=False, name_rule=validation.path_segment,
+    validate=checks.validate_cluster_role_binding)
+
+# Every built-in kind, in registration order.
+BUILTIN = (
+    NAMESPACE, POD, RESOURCE_QUOTA, EVENT, LEASE, DEVICE_CLASS,
+    RESOURCE_CLAIM_TEMPLATE, RESOURCE_CLAIM, RESOURCE_SLICE,
+    MUTATING_WEBHOOK_CONFIGURATION, VALIDATING_ADMISSION_POLICY,
+    VALIDATING_ADMISSION_POLICY_BINDING, CUSTOM_RESOURCE_DEFINITION,
+    SERVICE_ACCOUNT, SECRET, CONFIG_MAP, SERVICE, DEPLOYMENT,
+    POD_DISRUPTION_BUDGET, ROLE, ROLE_BINDING, CLUSTER_ROLE,
+    CLUSTER_ROLE_BINDING)
+
+
+# --- custom resources -------------------------------------------------------
+
+def custom_kind(crd):
+    """The Kind a (valid) CRD object defines: its served versions, in
+    every release."""
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    served = [v for v in spec.get("versions") or [] if v.get("served")]
+    storage = ([v for v in served if v.get("storage")] or served)[0]
+    subs = (STATUS,) if "status" in (storage.get("subresources") or {}) \
+        else ()
+    openapi = {v["name"]: (v.get("schema") or {}).get("openAPIV3Schema")
+               for v in served}
+    return Kind(
+        names.get("kind"), names.get("plural"), spec.get("group", ""),
+        versions=tuple(Version(v["name"]) for v in served),
+        storage=storage["name"],
+        namespaced=spec.get("scope") != "Cluster",
+        short_names=tuple(names.get("shortNames") or ()),
+        categories=tuple(names.get("categories") or ()),
+        singular=names.get("singular") or "", subresources=subs,
+        generation="nonmeta", return_deleted=False, builtin=False, crd=crd,
+        openapi=openapi,
+        validate=functools.partial(crdvalidate.validate, openapi))
