@@ -251,12 +251,7 @@ class Api:
 
     def _prune(self, res, body, who):
         """Drop unknown fields; Strict turns them into a 400."""
-        if res.builtin:
-            sch = schema.builtin_schema(res.key)
-        else:
-            ver = body["apiVersion"].rpartition("/")[2]
-            sch = schema.crd_schema(res.schemas.get(ver) or
-                                    res.schemas.get(res.version))
+        sch = res.known_fields(body["apiVersion"].rpartition("/")[2])
         if sch is None:
             return
         walk = schema.prune(body, sch, walk=schema.Walk(res.kind))

@@ -12,7 +12,7 @@ import copy
 import functools
 from dataclasses import dataclass, field
 
-from . import checks, crdvalidate, dravalid, validation
+from . import checks, crdvalidate, dravalid, proto, schema, validation
 
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch",
          "update", "watch")
@@ -102,8 +102,14 @@ class Kind:
                           Status
     field_selectors       fields beyond metadata.name/namespace
     builtin               False for a CRD's kind
+    schema                the known fields beyond apiVersion, kind and
+                          metadata (schema.py form; unknown ones are
+                          dropped or refused per fieldValidation); None:
+                          anything goes
+    proto                 the protobuf message (proto.py form) of a kind
+                          clients may send as protobuf
     crd, openapi          the CRD object of a custom kind, and its
-                          openAPIV3Schema by version
+                          openAPIV3Schema by version (its known fields)
 
     The per-kind functions (None: nothing to do):
     name_rule(name, path, errs)   the metadata.name rule (validation.py)
@@ -133,6 +139,8 @@ class Kind:
     return_deleted: bool = True
     field_selectors: tuple = ()
     builtin: bool = True
+    schema: dict = field(default=None, repr=False)
+    proto: dict = field(default=None, repr=False)
     crd: dict = field(default=None, repr=False)
     openapi: dict = field(default=None, repr=False)
     name_rule: object = validation.dns_subdomain
@@ -177,17 +185,20 @@ NAMESPACE = Kind(
     "Namespace", "namespaces", namespaced=False, short_names=("ns",),
     subresources=(STATUS, FINALIZE), field_selectors=("status.phase",),
     name_rule=validation.dns_label, default=validation.default_namespace,
-    default_named=validation.label_namespace_name)
+    default_named=validation.label_namespace_name,
+    schema=schema.NAMESPACE, proto=proto.NAMESPACE)
 POD = Kind(
     "Pod", "pods", short_names=("po",), subresources=(STATUS,),
     generation="spec", categories=("all",), field_selectors=(
         "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
         "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
         "status.podIP", "status.nominatedNodeName"),
-    default=validation.default_pod, validate=checks.validate_pod)
+    default=validation.default_pod, validate=checks.validate_pod,
+    schema=schema.POD)
 RESOURCE_QUOTA = Kind(
     "ResourceQuota", "resourcequotas", short_names=("quota",),
-    subresources=(STATUS,), return_deleted=False)
+    subresources=(STATUS,), return_deleted=False,
+    schema=schema.RESOURCE_QUOTA, proto=proto.QUOTA)
 EVENT = Kind(
     "Event", "events", short_names=("ev",), return_deleted=False,
     field_selectors=(
@@ -197,14 +208,17 @@ EVENT = Kind(
         "involvedObject.fieldPath", "reason", "reportingComponent",
         "source", "type"),
     name_rule=validation.no_name_rule,
-    validate=checks.on_create_and_update(checks.validate_event))
+    validate=checks.on_create_and_update(checks.validate_event),
+    schema=schema.EVENT)
 LEASE = Kind(
     "Lease", "leases", "coordination.k8s.io", return_deleted=False,
-    name_rule=validation.no_name_rule)
+    name_rule=validation.no_name_rule,
+    schema=schema.LEASE)
 DEVICE_CLASS = Kind(
     "DeviceClass", "deviceclasses", RS, namespaced=False, generation="spec",
     drop_disabled=dravalid.drop_disabled_class,
-    validate=checks.validate_device_class)
+    validate=checks.validate_device_class,
+    schema=schema.DEVICE_CLASS)
 RESOURCE_CLAIM_TEMPLATE = Kind(
     "ResourceClaimTemplate", "resourceclaimtemplates", RS,
     default=validation.default_claim_template,
@@ -212,7 +226,8 @@ RESOURCE_CLAIM_TEMPLATE = Kind(
                                     dravalid.template_claim_spec),
     validate=checks.validate_claim_template,
     create_checks=functools.partial(dravalid.admin_access_errors,
-                                    dravalid.template_claim_spec))
+                                    dravalid.template_claim_spec),
+    schema=schema.RESOURCE_CLAIM_TEMPLATE)
 RESOURCE_CLAIM = Kind(
     "ResourceClaim", "resourceclaims", RS, subresources=(STATUS,),
     default=validation.default_claim,
@@ -220,73 +235,89 @@ RESOURCE_CLAIM = Kind(
                                     dravalid.claim_spec),
     validate=checks.validate_claim,
     create_checks=functools.partial(dravalid.admin_access_errors,
-                                    dravalid.claim_spec))
+                                    dravalid.claim_spec),
+    schema=schema.RESOURCE_CLAIM)
 RESOURCE_SLICE = Kind(
     "ResourceSlice", "resourceslices", RS, namespaced=False,
     generation="spec", return_deleted=False,
     field_selectors=("spec.nodeName", "spec.driver"),
-    validate=checks.on_create_and_update(checks.validate_slice))
+    validate=checks.on_create_and_update(checks.validate_slice),
+    schema=schema.RESOURCE_SLICE)
 MUTATING_WEBHOOK_CONFIGURATION = Kind(
     "MutatingWebhookConfiguration", "mutatingwebhookconfigurations",
     ADMISSION, namespaced=False, generation="spec", return_deleted=False,
     default=validation.default_webhooks,
-    validate=checks.on_create_and_update(checks.validate_webhooks))
+    validate=checks.on_create_and_update(checks.validate_webhooks),
+    schema=schema.MUTATING_WEBHOOK_CONFIGURATION)
 # The policy kinds' spec checks are the vap plug-in's (vap.py): with the
 # plug-in off they are stored unchecked, as documented.
 VALIDATING_ADMISSION_POLICY = Kind(
     "ValidatingAdmissionPolicy", "validatingadmissionpolicies", ADMISSION,
     namespaced=False, subresources=(STATUS,), generation="spec",
     return_deleted=False, categories=("api-extensions",),
-    default=validation.default_policy)
+    default=validation.default_policy,
+    schema=schema.VALIDATING_ADMISSION_POLICY)
 VALIDATING_ADMISSION_POLICY_BINDING = Kind(
     "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings",
     ADMISSION, namespaced=False, generation="spec", return_deleted=False,
     categories=("api-extensions",),
-    default=validation.default_policy_binding)
+    default=validation.default_policy_binding,
+    schema=schema.VALIDATING_ADMISSION_POLICY_BINDING)
 CUSTOM_RESOURCE_DEFINITION = Kind(
     "CustomResourceDefinition", "customresourcedefinitions",
     "apiextensions.k8s.io", namespaced=False, short_names=("crd", "crds"),
     subresources=(STATUS,), generation="spec", return_deleted=False,
     default=validation.default_crd,
-    validate=checks.on_create_and_update(checks.validate_crd))
+    validate=checks.on_create_and_update(checks.validate_crd),
+    schema=schema.CUSTOM_RESOURCE_DEFINITION)
 
 # The kinds a deployment manifest uses (core, apps, policy, RBAC): the
 # delete reply is the object for ServiceAccounts and Services (whose
 # storage sets ReturnDeletedObject), a Success Status for the others.
 SERVICE_ACCOUNT = Kind(
-    "ServiceAccount", "serviceaccounts", short_names=("sa",))
+    "ServiceAccount", "serviceaccounts", short_names=("sa",),
+    schema=schema.SERVICE_ACCOUNT, proto=proto.SERVICEACCOUNT)
 SECRET = Kind(
     "Secret", "secrets", return_deleted=False, field_selectors=("type",),
-    default=validation.default_secret)
+    default=validation.default_secret,
+    schema=schema.SECRET, proto=proto.SECRET)
 CONFIG_MAP = Kind(
-    "ConfigMap", "configmaps", short_names=("cm",), return_deleted=False)
+    "ConfigMap", "configmaps", short_names=("cm",), return_deleted=False,
+    schema=schema.CONFIG_MAP, proto=proto.CONFIGMAP)
 SERVICE = Kind(
     "Service", "services", short_names=("svc",), subresources=(STATUS,),
     categories=("all",), name_rule=validation.dns1035_label,
     default=validation.default_service,
-    validate=checks.on_create_and_update(checks.validate_service))
+    validate=checks.on_create_and_update(checks.validate_service),
+    schema=schema.SERVICE)
 DEPLOYMENT = Kind(
     "Deployment", "deployments", "apps", short_names=("deploy",),
     subresources=(STATUS,), generation="spec+annotations",
     return_deleted=False, categories=("all",),
     default=validation.default_deployment,
-    validate=checks.on_create_and_update(checks.validate_deployment))
+    validate=checks.on_create_and_update(checks.validate_deployment),
+    schema=schema.DEPLOYMENT)
 POD_DISRUPTION_BUDGET = Kind(
     "PodDisruptionBudget", "poddisruptionbudgets", "policy",
     short_names=("pdb",), subresources=(STATUS,), generation="spec",
-    return_deleted=False)
+    return_deleted=False,
+    schema=schema.POD_DISRUPTION_BUDGET)
 # RBAC names are path segments ("system:foo" is fine).
 ROLE = Kind("Role", "roles", RBAC, return_deleted=False,
-            name_rule=validation.path_segment)
+            name_rule=validation.path_segment,
+    schema=schema.ROLE, proto=proto.ROLE)
 ROLE_BINDING = Kind(
     "RoleBinding", "rolebindings", RBAC, return_deleted=False,
-    name_rule=validation.path_segment, validate=checks.validate_binding)
+    name_rule=validation.path_segment, validate=checks.validate_binding,
+    schema=schema.ROLE_BINDING, proto=proto.BINDING)
 CLUSTER_ROLE = Kind("ClusterRole", "clusterroles", RBAC, namespaced=False,
-                    return_deleted=False, name_rule=validation.path_segment)
+                    return_deleted=False, name_rule=validation.path_segment,
+    schema=schema.CLUSTER_ROLE, proto=proto.CLUSTERROLE)
 CLUSTER_ROLE_BINDING = Kind(
     "ClusterRoleBinding", "clusterrolebindings", RBAC, namespaced=False,
     return_deleted=False, name_rule=validation.path_segment,
-    validate=checks.validate_cluster_role_binding)
+    validate=checks.validate_cluster_role_binding,
+    schema=schema.CLUSTER_ROLE_BINDING, proto=proto.BINDING)
 
 # Every built-in kind, in registration order.
 BUILTIN = (
@@ -297,6 +328,15 @@ BUILTIN = (
     SERVICE_ACCOUNT, SECRET, CONFIG_MAP, SERVICE, DEPLOYMENT,
     POD_DISRUPTION_BUDGET, ROLE, ROLE_BINDING, CLUSTER_ROLE,
     CLUSTER_ROLE_BINDING)
+
+
+_PROTO = {k.kind: k.proto for k in BUILTIN if k.proto is not None}
+
+
+def proto_message(kind):
+    """The protobuf message schema of the built-in kind KIND (a kind
+    name such as "Namespace"), or None."""
+    return _PROTO.get(kind)
 
 
 # --- custom resources -------------------------------------------------------

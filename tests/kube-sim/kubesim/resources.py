@@ -6,7 +6,7 @@ import hashlib
 import json
 import threading
 
-from . import kinds
+from . import kinds, schema
 from .hooks import ApiError
 
 _META_FIELDS = {"metadata.name", "metadata.namespace"}
@@ -37,6 +37,7 @@ class ResourceInfo:
         self.key = desc.key
         self.api_version = self.api_version_for(self.version)
         self.list_kind = desc.kind + "List"
+        self._known = schema.builtin_schema(desc.schema)
 
     def __repr__(self):
         return "<ResourceInfo %s>" % self.key
@@ -44,6 +45,17 @@ class ResourceInfo:
     def api_version_for(self, version):
         """apiVersion string for one served version."""
         return (self.group + "/" + version) if self.group else version
+
+    def known_fields(self, version):
+        """The schema (schema.py form) of the fields an object of VERSION
+        may have, or None: anything goes.  A custom resource's comes from
+        its CRD's openAPIV3Schema of that version (else the storage
+        version's)."""
+        openapi = self.desc.openapi
+        if openapi is None:
+            return self._known
+        return schema.crd_schema(openapi.get(version) or
+                                 openapi.get(self.version))
 
 
 def crd_resource(crd):
