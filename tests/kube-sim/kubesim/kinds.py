@@ -12,7 +12,8 @@ import copy
 import functools
 from dataclasses import dataclass, field
 
-from . import checks, crdvalidate, dravalid, proto, schema, validation
+from . import (checks, crdvalidate, dravalid, proto, schema, tables,
+               validation)
 
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch",
          "update", "watch")
@@ -108,8 +109,13 @@ class Kind:
                           anything goes
     proto                 the protobuf message (proto.py form) of a kind
                           clients may send as protobuf
+    columns               (column definitions, row function) of the
+                          Table kubectl get receives (tables.py); None:
+                          NAME and AGE
     crd, openapi          the CRD object of a custom kind, and its
                           openAPIV3Schema by version (its known fields)
+    printer_columns       a custom kind's additionalPrinterColumns by
+                          version (its columns)
 
     The per-kind functions (None: nothing to do):
     name_rule(name, path, errs)   the metadata.name rule (validation.py)
@@ -141,8 +147,10 @@ class Kind:
     builtin: bool = True
     schema: dict = field(default=None, repr=False)
     proto: dict = field(default=None, repr=False)
+    columns: tuple = field(default=None, repr=False)
     crd: dict = field(default=None, repr=False)
     openapi: dict = field(default=None, repr=False)
+    printer_columns: dict = field(default=None, repr=False)
     name_rule: object = validation.dns_subdomain
     default: object = None
     default_named: object = None
@@ -186,7 +194,8 @@ NAMESPACE = Kind(
     subresources=(STATUS, FINALIZE), field_selectors=("status.phase",),
     name_rule=validation.dns_label, default=validation.default_namespace,
     default_named=validation.label_namespace_name,
-    schema=schema.NAMESPACE, proto=proto.NAMESPACE)
+    schema=schema.NAMESPACE, proto=proto.NAMESPACE,
+    columns=tables.NAMESPACE)
 POD = Kind(
     "Pod", "pods", short_names=("po",), subresources=(STATUS,),
     generation="spec", categories=("all",), field_selectors=(
@@ -194,7 +203,8 @@ POD = Kind(
         "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
         "status.podIP", "status.nominatedNodeName"),
     default=validation.default_pod, validate=checks.validate_pod,
-    schema=schema.POD)
+    schema=schema.POD,
+    columns=tables.POD)
 RESOURCE_QUOTA = Kind(
     "ResourceQuota", "resourcequotas", short_names=("quota",),
     subresources=(STATUS,), return_deleted=False,
@@ -209,11 +219,13 @@ EVENT = Kind(
         "source", "type"),
     name_rule=validation.no_name_rule,
     validate=checks.on_create_and_update(checks.validate_event),
-    schema=schema.EVENT)
+    schema=schema.EVENT,
+    columns=tables.EVENT)
 LEASE = Kind(
     "Lease", "leases", "coordination.k8s.io", return_deleted=False,
     name_rule=validation.no_name_rule,
-    schema=schema.LEASE)
+    schema=schema.LEASE,
+    columns=tables.LEASE)
 DEVICE_CLASS = Kind(
     "DeviceClass", "deviceclasses", RS, namespaced=False, generation="spec",
     drop_disabled=dravalid.drop_disabled_class,
@@ -236,19 +248,22 @@ RESOURCE_CLAIM = Kind(
     validate=checks.validate_claim,
     create_checks=functools.partial(dravalid.admin_access_errors,
                                     dravalid.claim_spec),
-    schema=schema.RESOURCE_CLAIM)
+    schema=schema.RESOURCE_CLAIM,
+    columns=tables.RESOURCE_CLAIM)
 RESOURCE_SLICE = Kind(
     "ResourceSlice", "resourceslices", RS, namespaced=False,
     generation="spec", return_deleted=False,
     field_selectors=("spec.nodeName", "spec.driver"),
     validate=checks.on_create_and_update(checks.validate_slice),
-    schema=schema.RESOURCE_SLICE)
+    schema=schema.RESOURCE_SLICE,
+    columns=tables.RESOURCE_SLICE)
 MUTATING_WEBHOOK_CONFIGURATION = Kind(
     "MutatingWebhookConfiguration", "mutatingwebhookconfigurations",
     ADMISSION, namespaced=False, generation="spec", return_deleted=False,
     default=validation.default_webhooks,
     validate=checks.on_create_and_update(checks.validate_webhooks),
-    schema=schema.MUTATING_WEBHOOK_CONFIGURATION)
+    schema=schema.MUTATING_WEBHOOK_CONFIGURATION,
+    columns=tables.MUTATING_WEBHOOK_CONFIGURATION)
 # The policy kinds' spec checks are the vap plug-in's (vap.py): with the
 # plug-in off they are stored unchecked, as documented.
 VALIDATING_ADMISSION_POLICY = Kind(
@@ -256,68 +271,81 @@ VALIDATING_ADMISSION_POLICY = Kind(
     namespaced=False, subresources=(STATUS,), generation="spec",
     return_deleted=False, categories=("api-extensions",),
     default=validation.default_policy,
-    schema=schema.VALIDATING_ADMISSION_POLICY)
+    schema=schema.VALIDATING_ADMISSION_POLICY,
+    columns=tables.VALIDATING_ADMISSION_POLICY)
 VALIDATING_ADMISSION_POLICY_BINDING = Kind(
     "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings",
     ADMISSION, namespaced=False, generation="spec", return_deleted=False,
     categories=("api-extensions",),
     default=validation.default_policy_binding,
-    schema=schema.VALIDATING_ADMISSION_POLICY_BINDING)
+    schema=schema.VALIDATING_ADMISSION_POLICY_BINDING,
+    columns=tables.VALIDATING_ADMISSION_POLICY_BINDING)
 CUSTOM_RESOURCE_DEFINITION = Kind(
     "CustomResourceDefinition", "customresourcedefinitions",
     "apiextensions.k8s.io", namespaced=False, short_names=("crd", "crds"),
     subresources=(STATUS,), generation="spec", return_deleted=False,
     default=validation.default_crd,
     validate=checks.on_create_and_update(checks.validate_crd),
-    schema=schema.CUSTOM_RESOURCE_DEFINITION)
+    schema=schema.CUSTOM_RESOURCE_DEFINITION,
+    columns=tables.CUSTOM_RESOURCE_DEFINITION)
 
 # The kinds a deployment manifest uses (core, apps, policy, RBAC): the
 # delete reply is the object for ServiceAccounts and Services (whose
 # storage sets ReturnDeletedObject), a Success Status for the others.
 SERVICE_ACCOUNT = Kind(
     "ServiceAccount", "serviceaccounts", short_names=("sa",),
-    schema=schema.SERVICE_ACCOUNT, proto=proto.SERVICEACCOUNT)
+    schema=schema.SERVICE_ACCOUNT, proto=proto.SERVICEACCOUNT,
+    columns=tables.SERVICE_ACCOUNT)
 SECRET = Kind(
     "Secret", "secrets", return_deleted=False, field_selectors=("type",),
     default=validation.default_secret,
-    schema=schema.SECRET, proto=proto.SECRET)
+    schema=schema.SECRET, proto=proto.SECRET,
+    columns=tables.SECRET)
 CONFIG_MAP = Kind(
     "ConfigMap", "configmaps", short_names=("cm",), return_deleted=False,
-    schema=schema.CONFIG_MAP, proto=proto.CONFIGMAP)
+    schema=schema.CONFIG_MAP, proto=proto.CONFIGMAP,
+    columns=tables.CONFIG_MAP)
 SERVICE = Kind(
     "Service", "services", short_names=("svc",), subresources=(STATUS,),
     categories=("all",), name_rule=validation.dns1035_label,
     default=validation.default_service,
     validate=checks.on_create_and_update(checks.validate_service),
-    schema=schema.SERVICE)
+    schema=schema.SERVICE,
+    columns=tables.SERVICE)
 DEPLOYMENT = Kind(
     "Deployment", "deployments", "apps", short_names=("deploy",),
     subresources=(STATUS,), generation="spec+annotations",
     return_deleted=False, categories=("all",),
     default=validation.default_deployment,
     validate=checks.on_create_and_update(checks.validate_deployment),
-    schema=schema.DEPLOYMENT)
+    schema=schema.DEPLOYMENT,
+    columns=tables.DEPLOYMENT)
 POD_DISRUPTION_BUDGET = Kind(
     "PodDisruptionBudget", "poddisruptionbudgets", "policy",
     short_names=("pdb",), subresources=(STATUS,), generation="spec",
     return_deleted=False,
-    schema=schema.POD_DISRUPTION_BUDGET)
+    schema=schema.POD_DISRUPTION_BUDGET,
+    columns=tables.POD_DISRUPTION_BUDGET)
 # RBAC names are path segments ("system:foo" is fine).
 ROLE = Kind("Role", "roles", RBAC, return_deleted=False,
             name_rule=validation.path_segment,
-    schema=schema.ROLE, proto=proto.ROLE)
+    schema=schema.ROLE, proto=proto.ROLE,
+    columns=tables.ROLE)
 ROLE_BINDING = Kind(
     "RoleBinding", "rolebindings", RBAC, return_deleted=False,
     name_rule=validation.path_segment, validate=checks.validate_binding,
-    schema=schema.ROLE_BINDING, proto=proto.BINDING)
+    schema=schema.ROLE_BINDING, proto=proto.BINDING,
+    columns=tables.ROLE_BINDING)
 CLUSTER_ROLE = Kind("ClusterRole", "clusterroles", RBAC, namespaced=False,
                     return_deleted=False, name_rule=validation.path_segment,
-    schema=schema.CLUSTER_ROLE, proto=proto.CLUSTERROLE)
+    schema=schema.CLUSTER_ROLE, proto=proto.CLUSTERROLE,
+    columns=tables.CLUSTER_ROLE)
 CLUSTER_ROLE_BINDING = Kind(
     "ClusterRoleBinding", "clusterrolebindings", RBAC, namespaced=False,
     return_deleted=False, name_rule=validation.path_segment,
     validate=checks.validate_cluster_role_binding,
-    schema=schema.CLUSTER_ROLE_BINDING, proto=proto.BINDING)
+    schema=schema.CLUSTER_ROLE_BINDING, proto=proto.BINDING,
+    columns=tables.CLUSTER_ROLE_BINDING)
 
 # Every built-in kind, in registration order.
 BUILTIN = (
@@ -352,6 +380,8 @@ def custom_kind(crd):
         else ()
     openapi = {v["name"]: (v.get("schema") or {}).get("openAPIV3Schema")
                for v in served}
+    printer = {v["name"]: v.get("additionalPrinterColumns") or []
+               for v in served}
     return Kind(
         names.get("kind"), names.get("plural"), spec.get("group", ""),
         versions=tuple(Version(v["name"]) for v in served),
@@ -361,5 +391,5 @@ def custom_kind(crd):
         categories=tuple(names.get("categories") or ()),
         singular=names.get("singular") or "", subresources=subs,
         generation="nonmeta", return_deleted=False, builtin=False, crd=crd,
-        openapi=openapi,
+        openapi=openapi, printer_columns=printer,
         validate=functools.partial(crdvalidate.validate, openapi))

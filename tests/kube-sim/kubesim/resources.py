@@ -60,13 +60,7 @@ class ResourceInfo:
 
 def crd_resource(crd):
     """The ResourceInfo a (valid) CRD object defines."""
-    r = ResourceInfo(kinds.custom_kind(crd))
-    r.schemas = r.desc.openapi
-    spec = crd.get("spec") or {}
-    served = [v for v in spec.get("versions") or [] if v.get("served")]
-    r.printer_columns = {v["name"]: v.get("additionalPrinterColumns") or []
-                         for v in served}
-    return r
+    return ResourceInfo(kinds.custom_kind(crd))
 
 
 class Registry:
