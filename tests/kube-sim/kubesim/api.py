@@ -370,8 +370,8 @@ class Api:
         md["creationTimestamp"] = now_rfc3339()
         if res.generation:
             md["generation"] = 1
-        if res.key == "customresourcedefinitions.apiextensions.k8s.io":
-            self._crd_status(body)
+        if res.desc.on_create is not None:
+            res.desc.on_create(body, md["creationTimestamp"])
         with self.store.lock:
             # Validating admission runs before storage finds the name
             # taken, as on kube-apiserver (a denial wins over a 409).
@@ -385,46 +385,24 @@ class Api:
                 return Entry(res, body, self.store.rv)
             md["resourceVersion"] = str(self.store.next_rv())
             entry = self.store.commit("ADDED", res, body, None)
-            if res.key == "customresourcedefinitions.apiextensions.k8s.io":
-                self.res.add_crd(body)
+            self._committed(res, entry, "ADDED")
         return entry
 
-    def _crd_status(self, crd):
-        """Mark a CRD established, as the apiextensions server does."""
-        spec = crd.get("spec") or {}
-        t = now_rfc3339()
-        crd["status"] = {
-            "conditions": [
-                {"type": "NamesAccepted", "status": "True", "reason":
-                 "NoConflicts", "message": "no conflicts found",
-                 "lastTransitionTime": t},
-                {"type": "Established", "status": "True", "reason":
-                 "InitialNamesAccepted", "message": "the initial names have "
-                 "been accepted", "lastTransitionTime": t}],
-            "acceptedNames": spec.get("names") or {},
-            "storedVersions": [v["name"] for v in spec.get("versions") or []
-                               if v.get("storage")]}
+    def _committed(self, res, entry, etype):
+        """The kind's reaction to a stored write (a CRD's resource served
+        or gone), under the store lock."""
+        if res.desc.on_commit is not None:
+            res.desc.on_commit(self, entry, etype)
 
     def _merge_subresource(self, res, old, body, sub):
         """The object an update of the main resource or a subresource
-        produces: status and spec changes go only through their endpoint."""
-        if sub == "status":
-            new = copy.deepcopy(old)
-            new["status"] = body.get("status")
-            if new["status"] is None:
-                new.pop("status")
-            new["metadata"]["resourceVersion"] = body["metadata"].get(
-                "resourceVersion")
-            return new
-        if sub == "finalize":
-            new = copy.deepcopy(old)
-            fins = (body.get("spec") or {}).get("finalizers") or []
-            new.setdefault("spec", {})["finalizers"] = fins
-            new["metadata"]["resourceVersion"] = body["metadata"].get(
-                "resourceVersion")
-            return new
+        produces: status and spec changes go only through their endpoint
+        (a subresource's write is its Subresource's, kinds.py)."""
         if sub:
-            raise err_not_found(res, old["metadata"]["name"])
+            subres = res.desc.subresource(sub)
+            if subres is None:
+                raise err_not_found(res, old["metadata"]["name"])
+            return subres.write(old, body)
         if "status" in res.subresources:
             if "status" in old:
                 body["status"] = copy.deepcopy(old["status"])
@@ -501,9 +479,13 @@ class Api:
         md = obj["metadata"]
         if not md.get("deletionTimestamp") or md.get("finalizers"):
             return False
-        if res.key == "namespaces":
-            return not (obj.get("spec") or {}).get("finalizers")
-        return True
+        return not self._held(res, obj)
+
+    @staticmethod
+    def _held(res, obj):
+        """True while the kind keeps a deleted object for a reason beyond
+        metadata.finalizers (a Namespace's spec.finalizers)."""
+        return res.desc.held is not None and res.desc.held(obj)
 
     def _commit_update(self, res, ns, name, cur, new, who, sub):
         """Steps 7-8 of an update; returns (entry, retry)."""
@@ -526,16 +508,8 @@ class Api:
             new["metadata"]["resourceVersion"] = str(self.store.next_rv())
             etype = "DELETED" if self._finalized(res, new) else "MODIFIED"
             entry = self.store.commit(etype, res, new, cur.obj)
-            if res.key == "customresourcedefinitions.apiextensions.k8s.io":
-                self._crd_changed(entry, etype)
+            self._committed(res, entry, etype)
             return entry, False
-
-    def _crd_changed(self, entry, etype):
-        """Serve or stop serving a CRD's resource after a write."""
-        r = self.res.add_crd(entry.obj)
-        if etype == "DELETED":
-            self.store.drop_resource(r)
-            self.res.remove(r.key)
 
     def _update_loop(self, res, ns, name, who, sub, make_body):
         """Read-modify-write with retries when another write raced."""
@@ -635,8 +609,8 @@ class Api:
                "Orphan": "orphan"}.get(pol)
         if fin and fin not in (md.get("finalizers") or []):
             md["finalizers"] = (md.get("finalizers") or []) + [fin]
-        if res.key == "namespaces":
-            new.setdefault("status", {})["phase"] = "Terminating"
+        if res.desc.terminating is not None:
+            res.desc.terminating(new)
         return new
 
     @_counted
@@ -661,9 +635,8 @@ class Api:
         who.warnings.extend(ctx.warnings)
         old = cur.obj
         keep = bool(old["metadata"].get("finalizers")) or \
-            who.options.get("propagationPolicy") in ("Foreground", "Orphan")
-        if res.key == "namespaces":
-            keep = keep or bool((old.get("spec") or {}).get("finalizers"))
+            who.options.get("propagationPolicy") in ("Foreground", "Orphan") \
+            or self._held(res, old)
         new = self._deleting_state(res, old, who) if keep else \
             copy.deepcopy(old)
         if keep and new == old:
@@ -673,9 +646,7 @@ class Api:
         new["metadata"]["resourceVersion"] = str(self.store.next_rv())
         etype = "MODIFIED" if keep else "DELETED"
         entry = self.store.commit(etype, res, new, old)
-        if res.key == "customresourcedefinitions.apiextensions.k8s.io" \
-                and not keep:
-            self._crd_changed(entry, "DELETED")
+        self._committed(res, entry, etype)
         return entry, not keep
 
     def key_of(self, res, ns, name):

@@ -81,6 +81,44 @@ STATUS = Subresource("status", ("get", "patch", "update"), _write_status)
 FINALIZE = Subresource("finalize", ("update",), _write_finalize)
 
 
+# --- lifecycle functions of single kinds ------------------------------------
+
+def _namespace_terminating(ns):
+    """A deleted Namespace is Terminating until it is finalized."""
+    ns.setdefault("status", {})["phase"] = "Terminating"
+
+
+def _namespace_held(ns):
+    """A Namespace stays until spec.finalizers is empty (the namespace
+    controller empties it through finalize)."""
+    return bool((ns.get("spec") or {}).get("finalizers"))
+
+
+def _crd_established(crd, now):
+    """Mark a new CRD established, as the apiextensions server does."""
+    spec = crd.get("spec") or {}
+    crd["status"] = {
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason":
+             "NoConflicts", "message": "no conflicts found",
+             "lastTransitionTime": now},
+            {"type": "Established", "status": "True", "reason":
+             "InitialNamesAccepted", "message": "the initial names have "
+             "been accepted", "lastTransitionTime": now}],
+        "acceptedNames": spec.get("names") or {},
+        "storedVersions": [v["name"] for v in spec.get("versions") or []
+                           if v.get("storage")]}
+
+
+def _crd_serve(api, entry, etype):
+    """Serve a stored CRD's resource (again, as now defined); once the CRD
+    is gone, drop its objects and stop serving it."""
+    r = api.res.add_crd(entry.obj)
+    if etype == "DELETED":
+        api.store.drop_resource(r)
+        api.res.remove(r.key)
+
+
 @dataclass(frozen=True, eq=False)
 class Kind:
     """One served kind.
@@ -128,6 +166,15 @@ class Kind:
                           the metadata is checked for every kind)
     create_checks(obj, ns_labels) -> [FieldError]  create-time checks
                           that read the namespace's labels
+    on_create(obj, now)   what the server sets on a new object besides
+                          metadata (a CRD's established status)
+    on_commit(api, entry, etype)  after a write is stored, under the
+                          store lock (a CRD's resource served or gone)
+    terminating(obj)      marks an object whose deletion waits (a
+                          Namespace's phase Terminating)
+    held(obj) -> bool     True while something beyond metadata.finalizers
+                          keeps a deleted object (a Namespace's
+                          spec.finalizers, emptied through finalize)
     """
 
     kind: str
@@ -157,6 +204,10 @@ class Kind:
     drop_disabled: object = None
     validate: object = None
     create_checks: object = None
+    on_create: object = None
+    on_commit: object = None
+    terminating: object = None
+    held: object = None
 
     @property
     def key(self):
@@ -194,6 +245,7 @@ NAMESPACE = Kind(
     subresources=(STATUS, FINALIZE), field_selectors=("status.phase",),
     name_rule=validation.dns_label, default=validation.default_namespace,
     default_named=validation.label_namespace_name,
+    terminating=_namespace_terminating, held=_namespace_held,
     schema=schema.NAMESPACE, proto=proto.NAMESPACE,
     columns=tables.NAMESPACE)
 POD = Kind(
@@ -286,6 +338,7 @@ CUSTOM_RESOURCE_DEFINITION = Kind(
     subresources=(STATUS,), generation="spec", return_deleted=False,
     default=validation.default_crd,
     validate=checks.on_create_and_update(checks.validate_crd),
+    on_create=_crd_established, on_commit=_crd_serve,
     schema=schema.CUSTOM_RESOURCE_DEFINITION,
     columns=tables.CUSTOM_RESOURCE_DEFINITION)
 
