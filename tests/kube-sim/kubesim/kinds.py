@@ -240,6 +240,11 @@ RS = "resource.k8s.io"
 ADMISSION = "admissionregistration.k8s.io"
 RBAC = "rbac.authorization.k8s.io"
 
+# The order in which /apis lists the built-in groups (others follow,
+# sorted by name).
+GROUP_ORDER = ("apps", "policy", RBAC, ADMISSION, "apiextensions.k8s.io",
+               "coordination.k8s.io", RS)
+
 NAMESPACE = Kind(
     "Namespace", "namespaces", namespaced=False, short_names=("ns",),
     subresources=(STATUS, FINALIZE), field_selectors=("status.phase",),

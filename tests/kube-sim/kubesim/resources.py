@@ -163,9 +163,7 @@ def _group_doc(group, versions):
 def discovery_apis(reg):
     """GET /apis (legacy APIGroupList)."""
     groups = reg.group_versions()
-    order = ["apps", "policy", "rbac.authorization.k8s.io",
-             "admissionregistration.k8s.io", "apiextensions.k8s.io",
-             "coordination.k8s.io", "resource.k8s.io"]
+    order = kinds.GROUP_ORDER
     names = [g for g in order if g in groups] + sorted(
         g for g in groups if g not in order)
     return {"kind": "APIGroupList", "apiVersion": "v1",

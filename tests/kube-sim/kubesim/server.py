@@ -30,10 +30,13 @@ VERSION = {"major": "1", "minor": "34", "gitVersion": "v1.34.0",
            "platform": "linux/amd64"}
 READ_VERBS = {"get", "list", "watch"}
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
-WRITER_RESOURCES = {"deviceclasses.resource.k8s.io",
-                    "resourceclaimtemplates.resource.k8s.io",
-                    "resourceclaims.resource.k8s.io", "resourcequotas",
-                    "leases.coordination.k8s.io", "events", "configmaps"}
+# The writer role (kpgpud-quota's needs): the write verbs it may use on a
+# resource (not on its subresources).
+WRITER = dict.fromkeys((
+    "deviceclasses.resource.k8s.io", "resourceclaimtemplates.resource.k8s.io",
+    "resourceclaims.resource.k8s.io", "resourcequotas",
+    "leases.coordination.k8s.io", "events", "configmaps"), WRITE_VERBS)
+WRITER["namespaces"] = {"update", "patch"}
 PATCH_TYPES = {"application/json-patch+json": "json",
                "application/merge-patch+json": "merge",
                "application/strategic-merge-patch+json": "strategic"}
@@ -60,9 +63,7 @@ def authorized(role, verb, res, sub):
         return True
     if role != "writer" or sub:
         return False
-    if res.key in WRITER_RESOURCES:
-        return True
-    return res.key == "namespaces" and verb in ("update", "patch")
+    return verb in WRITER.get(res.key, ())
 
 
 def forbidden_message(user, verb, res, sub, ns, name):
@@ -432,7 +433,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _authorize(self, verb, r):
         """403 unless the role may do verb on the resource."""
-        ns = r.ns or (r.name if r.res.key == "namespaces" else "")
+        ns = r.ns or (r.name if r.res.desc is kinds.NAMESPACE else "")
         if self.role == "tenant":
             ok = tenants.allowed(self.tenant, verb, r.res, r.sub, ns)
         else:
