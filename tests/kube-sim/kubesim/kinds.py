@@ -4,8 +4,9 @@ Everything the generic code (resources.py, api.py, server.py, tables.py,
 proto.py) needs to know about a kind is in its Kind: names, group and
 versions (with the releases that serve each version), scope, verbs,
 subresources, metadata.generation, the delete reply, field selectors, and
-references to its per-kind functions.  Adding a kind is adding one Kind
-here and naming it in BUILTIN; a CRD's kind is made by custom_kind().
+references to its per-kind functions.  Adding a built-in kind is adding
+one Kind below (every Kind defined in that section is served); a CRD's
+kind is made by custom_kind().
 """
 
 import copy
@@ -405,16 +406,8 @@ CLUSTER_ROLE_BINDING = Kind(
     schema=schema.CLUSTER_ROLE_BINDING, proto=proto.BINDING,
     columns=tables.CLUSTER_ROLE_BINDING)
 
-# Every built-in kind, in registration order.
-BUILTIN = (
-    NAMESPACE, POD, RESOURCE_QUOTA, EVENT, LEASE, DEVICE_CLASS,
-    RESOURCE_CLAIM_TEMPLATE, RESOURCE_CLAIM, RESOURCE_SLICE,
-    MUTATING_WEBHOOK_CONFIGURATION, VALIDATING_ADMISSION_POLICY,
-    VALIDATING_ADMISSION_POLICY_BINDING, CUSTOM_RESOURCE_DEFINITION,
-    SERVICE_ACCOUNT, SECRET, CONFIG_MAP, SERVICE, DEPLOYMENT,
-    POD_DISRUPTION_BUDGET, ROLE, ROLE_BINDING, CLUSTER_ROLE,
-    CLUSTER_ROLE_BINDING)
-
+# Every built-in kind: each Kind defined above, in the order defined.
+BUILTIN = tuple(k for k in list(globals().values()) if isinstance(k, Kind))
 
 _PROTO = {k.kind: k.proto for k in BUILTIN if k.proto is not None}
 

@@ -13,8 +13,9 @@ _META_FIELDS = {"metadata.name", "metadata.namespace"}
 
 
 class ResourceInfo:
-    """A Kind (kinds.py) as the server serves it in one release: the
-    versions served and the names the rest of the simulator reads."""
+    """A Kind (kinds.py) as the server serves it in one release that
+    serves it: the versions served and the names the rest of the
+    simulator reads."""
 
     def __init__(self, desc, release=kinds.RELEASE):
         self.desc = desc
@@ -64,17 +65,18 @@ def crd_resource(crd):
 
 
 class Registry:
-    """Thread-safe map of served resources, by key, by group/version."""
+    """Thread-safe map of served resources, by key, by group/version: the
+    BUILTIN kinds that RELEASE serves in some version, and the CRDs'."""
 
-    def __init__(self):
+    def __init__(self, release=kinds.RELEASE, builtin=kinds.BUILTIN):
         self.lock = threading.Lock()
+        self.release = release
         self.by_key = {}
         self.builtin_keys = []
-        for k in kinds.BUILTIN:
-            r = ResourceInfo(k)
-            if r.versions:
-                self.by_key[r.key] = r
-                self.builtin_keys.append(r.key)
+        for k in builtin:
+            if k.served_versions(release):
+                self.by_key[k.key] = ResourceInfo(k, release)
+                self.builtin_keys.append(k.key)
         self.generation = 0
 
     def add_crd(self, crd):
