@@ -37,7 +37,7 @@ AdmissionContext fields
   operation    "CREATE" | "UPDATE" | "DELETE"
   resource     ResourceInfo (group, version, resource, kind, namespaced,
                key such as "pods" or "resourceclaims.resource.k8s.io",
-               subresources)
+               subresources; desc, the kind's descriptor in kinds.py)
   subresource  "" or "status", "finalize", ...
   namespace    "" for cluster-scoped objects
   name         object name ("" on CREATE with generateName in mutating hooks)
