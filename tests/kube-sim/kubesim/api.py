@@ -8,7 +8,7 @@ import random
 import time
 import uuid
 
-from . import checks, dravalid, patch as patchmod, schema, selector
+from . import checks, patch as patchmod, schema, selector
 from . import validation
 from .hooks import (AdmissionContext, ApiError, Caller,
                     err_already_exists, err_bad_request, err_conflict,
@@ -251,12 +251,7 @@ class Api:
 
     def _prune(self, res, body, who):
         """Drop unknown fields; Strict turns them into a 400."""
-        if res.builtin:
-            sch = schema.builtin_schema(res.key)
-        else:
-            ver = body["apiVersion"].rpartition("/")[2]
-            sch = schema.crd_schema(res.schemas.get(ver) or
-                                    res.schemas.get(res.version))
+        sch = res.known_fields(body["apiVersion"].rpartition("/")[2])
         if sch is None:
             return
         walk = schema.prune(body, sch, walk=schema.Walk(res.kind))
@@ -303,23 +298,36 @@ class Api:
             raise err
 
     def _validate(self, res, obj, old):
-        """Built-in validation; raises 422."""
+        """The kind's validation (kinds.py); raises 422."""
         errs = checks.validate(res, obj, old)
-        if old is None and res.namespaced:
-            ns = self.store.get(self.res.get("namespaces"), "",
-                                obj["metadata"].get("namespace", ""))
-            labels = ns.obj["metadata"].get("labels") if ns else None
-            errs = dravalid.admin_access_errors(res, obj, labels) + errs
+        create_checks = res.desc.create_checks
+        if old is None and create_checks is not None:
+            labels = None
+            if res.namespaced:
+                ns = self.store.get(self.res.get("namespaces"), "",
+                                    obj["metadata"].get("namespace", ""))
+                labels = ns.obj["metadata"].get("labels") if ns else None
+            errs = create_checks(obj, labels) + errs
         if errs:
             raise err_invalid(res, obj["metadata"].get("name", ""), errs)
 
+    @staticmethod
+    def _default(res, obj):
+        """The kind's defaults (idempotent)."""
+        if res.desc.default is not None:
+            res.desc.default(obj)
+
+    @staticmethod
+    def _drop_disabled(res, obj, old):
+        """Drop the fields of features that are off."""
+        if res.desc.drop_disabled is not None:
+            res.desc.drop_disabled(obj, old)
+
     def _post_defaults(self, res, obj):
-        """Defaults that depend on the final name."""
-        validation.apply_defaults(res, obj)
-        if res.key == "namespaces":
-            md = obj["metadata"]
-            md.setdefault("labels", {})["kubernetes.io/metadata.name"] = \
-                md.get("name", "")
+        """Defaults again, and those that depend on the final name."""
+        self._default(res, obj)
+        if res.desc.default_named is not None:
+            res.desc.default_named(obj)
 
     def _generate_name(self, res, ns, md):
         """Pick metadata.name from generateName (retrying collisions)."""
@@ -346,7 +354,7 @@ class Api:
             md.pop(f, None)
         if "status" in res.subresources:
             body.pop("status", None)
-        validation.apply_defaults(res, body)
+        self._default(res, body)
         ctx = self._admission("CREATE", res, ns, name, body, None, who)
         self.hooks.run_mutating(ctx)
         who.warnings.extend(ctx.warnings)
@@ -356,14 +364,14 @@ class Api:
             md["name"] = self._generate_name(res, ns, md)
         name = md.get("name") or ""
         self._post_defaults(res, body)
-        dravalid.drop_disabled(res, body, None)
+        self._drop_disabled(res, body, None)
         self._validate(res, body, None)
         md["uid"] = str(uuid.uuid4())
         md["creationTimestamp"] = now_rfc3339()
         if res.generation:
             md["generation"] = 1
-        if res.key == "customresourcedefinitions.apiextensions.k8s.io":
-            self._crd_status(body)
+        if res.desc.on_create is not None:
+            res.desc.on_create(body, md["creationTimestamp"])
         with self.store.lock:
             # Validating admission runs before storage finds the name
             # taken, as on kube-apiserver (a denial wins over a 409).
@@ -377,46 +385,24 @@ class Api:
                 return Entry(res, body, self.store.rv)
             md["resourceVersion"] = str(self.store.next_rv())
             entry = self.store.commit("ADDED", res, body, None)
-            if res.key == "customresourcedefinitions.apiextensions.k8s.io":
-                self.res.add_crd(body)
+            self._committed(res, entry, "ADDED")
         return entry
 
-    def _crd_status(self, crd):
-        """Mark a CRD established, as the apiextensions server does."""
-        spec = crd.get("spec") or {}
-        t = now_rfc3339()
-        crd["status"] = {
-            "conditions": [
-                {"type": "NamesAccepted", "status": "True", "reason":
-                 "NoConflicts", "message": "no conflicts found",
-                 "lastTransitionTime": t},
-                {"type": "Established", "status": "True", "reason":
-                 "InitialNamesAccepted", "message": "the initial names have "
-                 "been accepted", "lastTransitionTime": t}],
-            "acceptedNames": spec.get("names") or {},
-            "storedVersions": [v["name"] for v in spec.get("versions") or []
-                               if v.get("storage")]}
+    def _committed(self, res, entry, etype):
+        """The kind's reaction to a stored write (a CRD's resource served
+        or gone), under the store lock."""
+        if res.desc.on_commit is not None:
+            res.desc.on_commit(self, entry, etype)
 
     def _merge_subresource(self, res, old, body, sub):
         """The object an update of the main resource or a subresource
-        produces: status and spec changes go only through their endpoint."""
-        if sub == "status":
-            new = copy.deepcopy(old)
-            new["status"] = body.get("status")
-            if new["status"] is None:
-                new.pop("status")
-            new["metadata"]["resourceVersion"] = body["metadata"].get(
-                "resourceVersion")
-            return new
-        if sub == "finalize":
-            new = copy.deepcopy(old)
-            fins = (body.get("spec") or {}).get("finalizers") or []
-            new.setdefault("spec", {})["finalizers"] = fins
-            new["metadata"]["resourceVersion"] = body["metadata"].get(
-                "resourceVersion")
-            return new
+        produces: status and spec changes go only through their endpoint
+        (a subresource's write is its Subresource's, kinds.py)."""
         if sub:
-            raise err_not_found(res, old["metadata"]["name"])
+            subres = res.desc.subresource(sub)
+            if subres is None:
+                raise err_not_found(res, old["metadata"]["name"])
+            return subres.write(old, body)
         if "status" in res.subresources:
             if "status" in old:
                 body["status"] = copy.deepcopy(old["status"])
@@ -476,13 +462,13 @@ class Api:
         old = cur.obj
         new = self._merge_subresource(res, old, body, sub)
         self._keep_system_meta(new["metadata"], old["metadata"])
-        validation.apply_defaults(res, new)
+        self._default(res, new)
         ctx = self._admission("UPDATE", res, ns, name, new, old, who, sub)
         self.hooks.run_mutating(ctx)
         who.warnings.extend(ctx.warnings)
         new = ctx.object
         self._post_defaults(res, new)
-        dravalid.drop_disabled(res, new, old)
+        self._drop_disabled(res, new, old)
         self._keep_system_meta(new["metadata"], old["metadata"])
         self._bump_generation(res, new, old)
         self._validate(res, new, old)
@@ -493,9 +479,13 @@ class Api:
         md = obj["metadata"]
         if not md.get("deletionTimestamp") or md.get("finalizers"):
             return False
-        if res.key == "namespaces":
-            return not (obj.get("spec") or {}).get("finalizers")
-        return True
+        return not self._held(res, obj)
+
+    @staticmethod
+    def _held(res, obj):
+        """True while the kind keeps a deleted object for a reason beyond
+        metadata.finalizers (a Namespace's spec.finalizers)."""
+        return res.desc.held is not None and res.desc.held(obj)
 
     def _commit_update(self, res, ns, name, cur, new, who, sub):
         """Steps 7-8 of an update; returns (entry, retry)."""
@@ -518,16 +508,8 @@ class Api:
             new["metadata"]["resourceVersion"] = str(self.store.next_rv())
             etype = "DELETED" if self._finalized(res, new) else "MODIFIED"
             entry = self.store.commit(etype, res, new, cur.obj)
-            if res.key == "customresourcedefinitions.apiextensions.k8s.io":
-                self._crd_changed(entry, etype)
+            self._committed(res, entry, etype)
             return entry, False
-
-    def _crd_changed(self, entry, etype):
-        """Serve or stop serving a CRD's resource after a write."""
-        r = self.res.add_crd(entry.obj)
-        if etype == "DELETED":
-            self.store.drop_resource(r)
-            self.res.remove(r.key)
 
     def _update_loop(self, res, ns, name, who, sub, make_body):
         """Read-modify-write with retries when another write raced."""
@@ -627,8 +609,8 @@ class Api:
                "Orphan": "orphan"}.get(pol)
         if fin and fin not in (md.get("finalizers") or []):
             md["finalizers"] = (md.get("finalizers") or []) + [fin]
-        if res.key == "namespaces":
-            new.setdefault("status", {})["phase"] = "Terminating"
+        if res.desc.terminating is not None:
+            res.desc.terminating(new)
         return new
 
     @_counted
@@ -653,9 +635,8 @@ class Api:
         who.warnings.extend(ctx.warnings)
         old = cur.obj
         keep = bool(old["metadata"].get("finalizers")) or \
-            who.options.get("propagationPolicy") in ("Foreground", "Orphan")
-        if res.key == "namespaces":
-            keep = keep or bool((old.get("spec") or {}).get("finalizers"))
+            who.options.get("propagationPolicy") in ("Foreground", "Orphan") \
+            or self._held(res, old)
         new = self._deleting_state(res, old, who) if keep else \
             copy.deepcopy(old)
         if keep and new == old:
@@ -665,9 +646,7 @@ class Api:
         new["metadata"]["resourceVersion"] = str(self.store.next_rv())
         etype = "MODIFIED" if keep else "DELETED"
         entry = self.store.commit(etype, res, new, old)
-        if res.key == "customresourcedefinitions.apiextensions.k8s.io" \
-                and not keep:
-            self._crd_changed(entry, "DELETED")
+        self._committed(res, entry, etype)
         return entry, not keep
 
     def key_of(self, res, ns, name):

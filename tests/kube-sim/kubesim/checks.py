@@ -1,7 +1,7 @@
 """Kind-specific validation: Pods (resource claims), resource.k8s.io/v1,
 CRDs, webhook configurations and Events."""
 
-from . import crdvalidate, dravalid
+from . import dravalid
 from .selector import match_label_selector_obj
 from .validation import (FieldError, GoValue, dns_label, dns_subdomain,
                          validate_meta)
@@ -500,16 +500,15 @@ def validate_deployment(obj, errs):
                                "match template `labels`"))
 
 
-def validate_binding(res, obj, old, errs):
-    """ValidateRoleBinding / ClusterRoleBinding: roleRef, immutable."""
+def validate_binding(obj, old, errs, kinds=("Role", "ClusterRole")):
+    """ValidateRoleBinding / ClusterRoleBinding: roleRef (naming one of
+    KINDS), immutable."""
     ref = obj.get("roleRef") or {}
     group = "rbac.authorization.k8s.io"
     if ref.get("apiGroup") != group:
         errs.append(FieldError("NotSupported", "roleRef.apiGroup",
                                ref.get("apiGroup") or "",
                                'supported values: "%s"' % group))
-    kinds = ["ClusterRole"] if res.kind == "ClusterRoleBinding" else \
-        ["Role", "ClusterRole"]
     if ref.get("kind") not in kinds:
         errs.append(FieldError("NotSupported", "roleRef.kind",
                                ref.get("kind") or "", "supported values: " +
@@ -523,48 +522,49 @@ def validate_binding(res, obj, old, errs):
                 ref.get("name", ""))), "cannot change roleRef"))
 
 
+def validate_cluster_role_binding(obj, old, errs):
+    """ValidateClusterRoleBinding: roleRef names a ClusterRole."""
+    validate_binding(obj, old, errs, kinds=("ClusterRole",))
+
+
+def validate_claim(obj, old, errs):
+    """ResourceClaim: the spec on create; an update only checks that the
+    spec is unchanged (ValidateResourceClaimUpdate:
+    ValidateImmutableField)."""
+    if old is None:
+        validate_claim_spec(obj.get("spec"), "spec", errs)
+    elif obj.get("spec") != old.get("spec"):
+        errs.append(FieldError("Invalid", "spec", GoValue(
+            "resource.ResourceClaimSpec{...}"), "field is immutable"))
+
+
+def validate_claim_template(obj, old, errs):
+    """ResourceClaimTemplate: the claim spec on create; immutable after
+    (ValidateResourceClaimTemplateUpdate)."""
+    if old is None:
+        validate_claim_spec((obj.get("spec") or {}).get("spec"),
+                            "spec.spec", errs)
+    elif obj.get("spec") != old.get("spec"):
+        errs.append(FieldError("Invalid", "spec", GoValue(
+            "resource.ResourceClaimTemplateSpec{...}"),
+            "field is immutable"))
+
+
+def on_create_and_update(check):
+    """A validate(obj, old, errs) making CHECK(obj, errs)'s checks on a
+    create and on an update alike."""
+    def validate(obj, old, errs):
+        check(obj, errs)
+    validate.__doc__ = check.__doc__
+    return validate
+
+
 def validate(res, obj, old):
-    """All validation errors of an object (a list of FieldError)."""
+    """All validation errors of an object (a list of FieldError): the
+    metadata, with the name rule of its kind, then the kind's own
+    validate (res.desc, kinds.py)."""
     errs = []
-    validate_meta(obj, res, errs, label_name=(res.key == "namespaces"))
-    k = res.key
-    if k == "pods":
-        validate_pod(obj, old, errs)
-    elif k == "resourceclaims.resource.k8s.io":
-        # An update only checks that the spec is unchanged
-        # (ValidateResourceClaimUpdate: ValidateImmutableField).
-        if old is None:
-            validate_claim_spec(obj.get("spec"), "spec", errs)
-        elif obj.get("spec") != old.get("spec"):
-            errs.append(FieldError("Invalid", "spec", GoValue(
-                "resource.ResourceClaimSpec{...}"), "field is immutable"))
-    elif k == "resourceclaimtemplates.resource.k8s.io":
-        # ValidateResourceClaimTemplateUpdate: the spec is immutable.
-        if old is None:
-            validate_claim_spec((obj.get("spec") or {}).get("spec"),
-                                "spec.spec", errs)
-        elif obj.get("spec") != old.get("spec"):
-            errs.append(FieldError("Invalid", "spec", GoValue(
-                "resource.ResourceClaimTemplateSpec{...}"),
-                "field is immutable"))
-    elif k == "deviceclasses.resource.k8s.io":
-        validate_device_class(obj, old, errs)
-    elif k == "resourceslices.resource.k8s.io":
-        validate_slice(obj, errs)
-    elif k == "customresourcedefinitions.apiextensions.k8s.io":
-        validate_crd(obj, errs)
-    elif k == ("mutatingwebhookconfigurations."
-               "admissionregistration.k8s.io"):
-        validate_webhooks(obj, errs)
-    elif k == "events":
-        validate_event(obj, errs)
-    elif k == "services":
-        validate_service(obj, errs)
-    elif k == "deployments.apps":
-        validate_deployment(obj, errs)
-    elif k in ("rolebindings.rbac.authorization.k8s.io",
-               "clusterrolebindings.rbac.authorization.k8s.io"):
-        validate_binding(res, obj, old, errs)
-    elif not res.builtin:
-        crdvalidate.validate(res, obj, errs)
+    validate_meta(obj, res.desc.name_rule, errs)
+    if res.desc.validate is not None:
+        res.desc.validate(obj, old, errs)
     return errs

@@ -87,10 +87,12 @@ def check(s, v, path, errs):
             check(s["items"], x, "%s[%d]" % (path, i), errs)
 
 
-def validate(res, obj, errs):
-    """Schema errors of a custom resource (metadata is checked elsewhere)."""
+def validate(schemas, obj, old, errs):
+    """Schema errors of a custom resource (metadata is checked elsewhere)
+    against SCHEMAS, its CRD's openAPIV3Schema by version; on a create
+    and an update (OLD) alike."""
     ver = obj.get("apiVersion", "").rpartition("/")[2]
-    sch = (getattr(res, "schemas", {}) or {}).get(ver)
+    sch = (schemas or {}).get(ver)
     if not isinstance(sch, dict):
         return
     props = sch.get("properties") or {}

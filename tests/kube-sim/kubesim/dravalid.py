@@ -251,22 +251,24 @@ def raw_parameters(params, path, errs):
 
 # ------------------------------------------------------------ admin access
 
-def _claim_spec(res, obj):
-    """The ResourceClaimSpec of a claim or template, or None."""
-    if res.key == "resourceclaims.resource.k8s.io":
-        spec = obj.get("spec")
-    elif res.key == "resourceclaimtemplates.resource.k8s.io":
-        spec = (obj.get("spec") or {}).get("spec")
-    else:
-        return None
+def claim_spec(obj):
+    """The ResourceClaimSpec of a ResourceClaim, or None."""
+    spec = obj.get("spec")
     return spec if isinstance(spec, dict) else None
 
 
-def admin_access_errors(res, obj, ns_labels):
-    """AuthorizedForAdmin: adminAccess on a request needs the namespace
-    label resource.kubernetes.io/admin-access=true (checked on create;
-    the spec is immutable afterwards)."""
-    spec = _claim_spec(res, obj)
+def template_claim_spec(obj):
+    """The ResourceClaimSpec of a ResourceClaimTemplate, or None."""
+    spec = (obj.get("spec") or {}).get("spec")
+    return spec if isinstance(spec, dict) else None
+
+
+def admin_access_errors(spec_of, obj, ns_labels):
+    """AuthorizedForAdmin: adminAccess on a request of the claim spec
+    SPEC_OF(obj) needs the namespace label
+    resource.kubernetes.io/admin-access=true (checked on create; the spec
+    is immutable afterwards)."""
+    spec = spec_of(obj)
     if spec is None:
         return []
     reqs = (spec.get("devices") or {}).get("requests") or []
@@ -313,20 +315,25 @@ GATED = (("tolerations", "request", "DRADeviceTaints"),
          ("distinctAttribute", "constraint", "DRAConsumableCapacity"))
 
 
-def drop_disabled(res, obj, old):
+def drop_disabled_class(obj, old):
+    """Drop a DeviceClass's extendedResourceName (an alpha field a
+    default 1.34 apiserver drops) unless the stored object already uses
+    it."""
+    spec = obj.get("spec")
+    was = (old or {}).get("spec") or {}
+    if isinstance(spec, dict) and "extendedResourceName" in spec and \
+            not was.get("extendedResourceName"):
+        del spec["extendedResourceName"]
+
+
+def drop_disabled(spec_of, obj, old):
     """Drop the fields of alpha features that a default 1.34 apiserver
-    has off, unless the stored object already uses them."""
-    if res.key == "deviceclasses.resource.k8s.io":
-        spec = obj.get("spec")
-        was = (old or {}).get("spec") or {}
-        if isinstance(spec, dict) and "extendedResourceName" in spec and \
-                not was.get("extendedResourceName"):
-            del spec["extendedResourceName"]
-        return
-    spec = _claim_spec(res, obj)
+    has off from the claim spec SPEC_OF(obj), unless the stored object
+    already uses them."""
+    spec = spec_of(obj)
     if spec is None:
         return
-    old_spec = _claim_spec(res, old) if old else None
+    old_spec = spec_of(old) if old else None
     for field, where, _gate in GATED:
         if old_spec is not None and _uses(old_spec, lambda x: x[0] == where
                                           and x[1].get(field) is not None):

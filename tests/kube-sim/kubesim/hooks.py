@@ -37,7 +37,7 @@ AdmissionContext fields
   operation    "CREATE" | "UPDATE" | "DELETE"
   resource     ResourceInfo (group, version, resource, kind, namespaced,
                key such as "pods" or "resourceclaims.resource.k8s.io",
-               subresources)
+               subresources; desc, the kind's descriptor in kinds.py)
   subresource  "" or "status", "finalize", ...
   namespace    "" for cluster-scoped objects
   name         object name ("" on CREATE with generateName in mutating hooks)
@@ -76,7 +76,8 @@ Writes run the full pipeline above (admission hooks included) as ``user``
   api.update(key, namespace, obj, subresource="", user=...) -> dict
         (resourceVersion in obj, if set, is a precondition -> 409 Conflict;
          subresource "status" changes only status; "finalize" on namespaces
-         changes only spec.finalizers)
+         changes only spec.finalizers; a subresource the kind does not
+         have is ApiError 404, as over HTTP)
   api.patch(key, namespace, name, patch, patch_type="merge",
             subresource="", user=...) -> dict
         (patch_type "merge" | "json" | "strategic"; patch is a dict/list)

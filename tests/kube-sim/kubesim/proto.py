@@ -1,6 +1,7 @@
 """Decoding of the Kubernetes protobuf encoding for the kinds typed clients
 (kubectl create namespace / quota / configmap / secret / serviceaccount /
-role / rolebinding / clusterrole / clusterrolebinding) send as protobuf.
+role / rolebinding / clusterrole / clusterrolebinding) send as protobuf:
+the messages below, which kinds.py names in their kinds' descriptors.
 
 Envelope: b"k8s\\x00" + runtime.Unknown{typeMeta=1{apiVersion=1, kind=2},
 raw=2, contentEncoding=3, contentType=4}; raw is the kind's message."""
@@ -68,13 +69,6 @@ BINDING = {1: ("metadata", META),
                                     4: ("namespace", "str")})),
            3: ("roleRef", {1: ("apiGroup", "str"), 2: ("kind", "str"),
                            3: ("name", "str")})}
-KINDS = {"Namespace": NAMESPACE, "ResourceQuota": QUOTA,
-         "ConfigMap": CONFIGMAP, "Secret": SECRET,
-         "ServiceAccount": SERVICEACCOUNT, "Role": ROLE,
-         "ClusterRole": CLUSTERROLE, "RoleBinding": BINDING,
-         "ClusterRoleBinding": BINDING}
-
-
 def _varint(buf, i):
     """Read a varint at i; returns (value, next index)."""
     shift = val = 0
@@ -168,11 +162,12 @@ def decode_object(body):
     if not body.startswith(MAGIC):
         raise err_bad_request("the object provided is unrecognized: missing "
                               "protobuf envelope")
+    from .kinds import proto_message  # kinds.py imports this module
     try:
         env = {n: v for n, _, v in fields(body[len(MAGIC):])}
         tm = {n: bytes(v).decode() for n, _, v in fields(env.get(1, b""))}
         av, kind = tm.get(1, ""), tm.get(2, "")
-        schema = KINDS.get(kind)
+        schema = proto_message(kind)
         if schema is None:
             raise err_bad_request("protobuf encoding of %s is not supported "
                                   "by the simulator; send JSON" % kind)

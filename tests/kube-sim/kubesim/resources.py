@@ -1,43 +1,44 @@
-"""The resource types the simulator serves: built-ins plus registered CRDs,
-and the discovery and OpenAPI documents kubectl reads about them."""
+"""The resource types the simulator serves (the kinds of kinds.py in its
+release, plus those of registered CRDs), and the discovery and OpenAPI
+documents kubectl reads about them."""
 
 import hashlib
 import json
 import threading
 
+from . import kinds, schema
 from .hooks import ApiError
-
-VERBS = ["create", "delete", "deletecollection", "get", "list", "patch",
-         "update", "watch"]
 
 _META_FIELDS = {"metadata.name", "metadata.namespace"}
 
 
 class ResourceInfo:
-    """One served resource type (group, version, plural, kind, scope ...)."""
+    """A Kind (kinds.py) as the server serves it in one release that
+    serves it: the versions served and the names the rest of the
+    simulator reads."""
 
-    def __init__(self, group, version, resource, kind, namespaced,
-                 short_names=(), subresources=(), generation=None,
-                 return_deleted=True, fields=(), builtin=True,
-                 versions=None, crd=None, categories=()):
-        self.group = group
-        self.version = version
-        self.resource = resource
-        self.kind = kind
-        self.namespaced = namespaced
-        self.singular = kind.lower()
-        self.short_names = list(short_names)
-        self.subresources = set(subresources)
-        self.generation = generation
-        self.return_deleted = return_deleted
-        self.fields = set(fields) | _META_FIELDS
-        self.builtin = builtin
-        self.versions = versions or [version]
-        self.crd = crd
-        self.categories = list(categories)
-        self.key = resource + ("." + group if group else "")
-        self.api_version = (group + "/" + version) if group else version
-        self.list_kind = kind + "List"
+    def __init__(self, desc, release=kinds.RELEASE):
+        self.desc = desc
+        self.group = desc.group
+        self.versions = desc.served_versions(release)
+        self.version = desc.storage_version(release)
+        self.resource = desc.plural
+        self.kind = desc.kind
+        self.namespaced = desc.namespaced
+        self.singular = desc.singular or desc.kind.lower()
+        self.short_names = list(desc.short_names)
+        self.subresources = {s.name for s in desc.subresources}
+        self.verbs = list(desc.verbs)
+        self.generation = desc.generation
+        self.return_deleted = desc.return_deleted
+        self.fields = set(desc.field_selectors) | _META_FIELDS
+        self.builtin = desc.builtin
+        self.crd = desc.crd
+        self.categories = list(desc.categories)
+        self.key = desc.key
+        self.api_version = self.api_version_for(self.version)
+        self.list_kind = desc.kind + "List"
+        self._known = schema.builtin_schema(desc.schema)
 
     def __repr__(self):
         return "<ResourceInfo %s>" % self.key
@@ -46,124 +47,36 @@ class ResourceInfo:
         """apiVersion string for one served version."""
         return (self.group + "/" + version) if self.group else version
 
-
-def _builtins():
-    """The built-in resource types of the simulated 1.34 API server."""
-    pod_fields = ("spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
-                  "spec.serviceAccountName", "spec.hostNetwork",
-                  "status.phase", "status.podIP", "status.nominatedNodeName")
-    ev_fields = ("involvedObject.kind", "involvedObject.namespace",
-                 "involvedObject.name", "involvedObject.uid",
-                 "involvedObject.apiVersion", "involvedObject.resourceVersion",
-                 "involvedObject.fieldPath", "reason", "reportingComponent",
-                 "source", "type")
-    rs = "resource.k8s.io"
-    return [
-        ResourceInfo("", "v1", "namespaces", "Namespace", False, ["ns"],
-                     ["status", "finalize"], fields=["status.phase"]),
-        ResourceInfo("", "v1", "pods", "Pod", True, ["po"], ["status"],
-                     generation="spec", fields=pod_fields,
-                     categories=["all"]),
-        ResourceInfo("", "v1", "resourcequotas", "ResourceQuota", True,
-                     ["quota"], ["status"], return_deleted=False),
-        ResourceInfo("", "v1", "events", "Event", True, ["ev"],
-                     fields=ev_fields, return_deleted=False),
-        ResourceInfo("coordination.k8s.io", "v1", "leases", "Lease", True,
-                     return_deleted=False),
-        ResourceInfo(rs, "v1", "deviceclasses", "DeviceClass", False,
-                     generation="spec"),
-        ResourceInfo(rs, "v1", "resourceclaimtemplates",
-                     "ResourceClaimTemplate", True),
-        ResourceInfo(rs, "v1", "resourceclaims", "ResourceClaim", True,
-                     subresources=["status"]),
-        ResourceInfo(rs, "v1", "resourceslices", "ResourceSlice", False,
-                     generation="spec", return_deleted=False,
-                     fields=["spec.nodeName", "spec.driver"]),
-        ResourceInfo("admissionregistration.k8s.io", "v1",
-                     "mutatingwebhookconfigurations",
-                     "MutatingWebhookConfiguration", False,
-                     generation="spec", return_deleted=False),
-        ResourceInfo("admissionregistration.k8s.io", "v1",
-                     "validatingadmissionpolicies",
-                     "ValidatingAdmissionPolicy", False, subresources=[
-                         "status"], generation="spec", return_deleted=False,
-                     categories=["api-extensions"]),
-        ResourceInfo("admissionregistration.k8s.io", "v1",
-                     "validatingadmissionpolicybindings",
-                     "ValidatingAdmissionPolicyBinding", False,
-                     generation="spec", return_deleted=False,
-                     categories=["api-extensions"]),
-        ResourceInfo("apiextensions.k8s.io", "v1",
-                     "customresourcedefinitions", "CustomResourceDefinition",
-                     False, ["crd", "crds"], ["status"], generation="spec",
-                     return_deleted=False),
-    ] + _workload_builtins()
-
-
-def _workload_builtins():
-    """The kinds a deployment manifest uses (core, apps, policy, RBAC):
-    scope, short names, status subresources, generation and the delete
-    reply (the object for ServiceAccounts and Services, whose storage sets
-    ReturnDeletedObject; a Success Status for the others) as in 1.34."""
-    rbac = "rbac.authorization.k8s.io"
-    return [
-        ResourceInfo("", "v1", "serviceaccounts", "ServiceAccount", True,
-                     ["sa"]),
-        ResourceInfo("", "v1", "secrets", "Secret", True,
-                     return_deleted=False, fields=["type"]),
-        ResourceInfo("", "v1", "configmaps", "ConfigMap", True, ["cm"],
-                     return_deleted=False),
-        ResourceInfo("", "v1", "services", "Service", True, ["svc"],
-                     ["status"], categories=["all"]),
-        ResourceInfo("apps", "v1", "deployments", "Deployment", True,
-                     ["deploy"], ["status"], generation="spec+annotations",
-                     return_deleted=False, categories=["all"]),
-        ResourceInfo("policy", "v1", "poddisruptionbudgets",
-                     "PodDisruptionBudget", True, ["pdb"], ["status"],
-                     generation="spec", return_deleted=False),
-        ResourceInfo(rbac, "v1", "roles", "Role", True,
-                     return_deleted=False),
-        ResourceInfo(rbac, "v1", "rolebindings", "RoleBinding", True,
-                     return_deleted=False),
-        ResourceInfo(rbac, "v1", "clusterroles", "ClusterRole", False,
-                     return_deleted=False),
-        ResourceInfo(rbac, "v1", "clusterrolebindings", "ClusterRoleBinding",
-                     False, return_deleted=False),
-    ]
+    def known_fields(self, version):
+        """The schema (schema.py form) of the fields an object of VERSION
+        may have, or None: anything goes.  A custom resource's comes from
+        its CRD's openAPIV3Schema of that version (else the storage
+        version's)."""
+        openapi = self.desc.openapi
+        if openapi is None:
+            return self._known
+        return schema.crd_schema(openapi.get(version) or
+                                 openapi.get(self.version))
 
 
 def crd_resource(crd):
     """The ResourceInfo a (valid) CRD object defines."""
-    spec = crd.get("spec") or {}
-    names = spec.get("names") or {}
-    served = [v for v in spec.get("versions") or [] if v.get("served")]
-    storage = [v for v in served if v.get("storage")] or served
-    ver = storage[0]
-    subs = ["status"] if "status" in (ver.get("subresources") or {}) else []
-    r = ResourceInfo(spec.get("group", ""), ver["name"], names.get("plural"),
-                     names.get("kind"), spec.get("scope") != "Cluster",
-                     names.get("shortNames") or [], subs, generation="nonmeta",
-                     return_deleted=False, builtin=False,
-                     versions=[v["name"] for v in served], crd=crd,
-                     categories=names.get("categories") or [])
-    r.singular = names.get("singular") or r.kind.lower()
-    r.schemas = {v["name"]: (v.get("schema") or {}).get("openAPIV3Schema")
-                 for v in served}
-    r.printer_columns = {v["name"]: v.get("additionalPrinterColumns") or []
-                         for v in served}
-    return r
+    return ResourceInfo(kinds.custom_kind(crd))
 
 
 class Registry:
-    """Thread-safe map of served resources, by key, by group/version."""
+    """Thread-safe map of served resources, by key, by group/version: the
+    BUILTIN kinds that RELEASE serves in some version, and the CRDs'."""
 
-    def __init__(self):
+    def __init__(self, release=kinds.RELEASE, builtin=kinds.BUILTIN):
         self.lock = threading.Lock()
+        self.release = release
         self.by_key = {}
         self.builtin_keys = []
-        for r in _builtins():
-            self.by_key[r.key] = r
-            self.builtin_keys.append(r.key)
+        for k in builtin:
+            if k.served_versions(release):
+                self.by_key[k.key] = ResourceInfo(k, release)
+                self.builtin_keys.append(k.key)
         self.generation = 0
 
     def add_crd(self, crd):
@@ -252,9 +165,7 @@ def _group_doc(group, versions):
 def discovery_apis(reg):
     """GET /apis (legacy APIGroupList)."""
     groups = reg.group_versions()
-    order = ["apps", "policy", "rbac.authorization.k8s.io",
-             "admissionregistration.k8s.io", "apiextensions.k8s.io",
-             "coordination.k8s.io", "resource.k8s.io"]
+    order = kinds.GROUP_ORDER
     names = [g for g in order if g in groups] + sorted(
         g for g in groups if g not in order)
     return {"kind": "APIGroupList", "apiVersion": "v1",
@@ -279,18 +190,16 @@ def discovery_resources(reg, group, version):
     out = []
     for r in sorted(rs, key=lambda x: x.resource):
         e = {"name": r.resource, "singularName": r.singular,
-             "namespaced": r.namespaced, "kind": r.kind, "verbs": VERBS}
+             "namespaced": r.namespaced, "kind": r.kind, "verbs": r.verbs}
         if r.short_names:
             e["shortNames"] = r.short_names
         if r.categories:
             e["categories"] = r.categories
         out.append(e)
-        for s in sorted(r.subresources):
-            verbs = ["update"] if s == "finalize" else ["get", "patch",
-                                                         "update"]
-            out.append({"name": r.resource + "/" + s, "singularName": "",
-                        "namespaced": r.namespaced, "kind": r.kind,
-                        "verbs": verbs})
+        for s in sorted(r.desc.subresources, key=lambda x: x.name):
+            out.append({"name": r.resource + "/" + s.name,
+                        "singularName": "", "namespaced": r.namespaced,
+                        "kind": r.kind, "verbs": list(s.verbs)})
     gv = (group + "/" + version) if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1",
             "groupVersion": gv, "resources": out}

@@ -91,59 +91,56 @@ _MATCH_RESOURCES = {"__go__": "MatchResources", "namespaceSelector": ANY,
                     "matchPolicy": S}
 _NAMED_EXPR = {"name": S, "expression": S}
 
-_SPECS = {
-    "namespaces": {"spec": {"__go__": "NamespaceSpec", "finalizers": [S]},
-                   "status": ANY},
-    "pods": {"spec": _POD_SPEC, "status": ANY},
-    "resourcequotas": {"spec": {"hard": ANY, "scopes": ANY,
-                                "scopeSelector": ANY}, "status": ANY},
-    "events": {f: ANY for f in (
-        "involvedObject", "reason", "message", "source", "firstTimestamp",
-        "lastTimestamp", "count", "type", "eventTime", "series", "action",
-        "related", "reportingComponent", "reportingInstance")},
-    "leases.coordination.k8s.io": {"spec": {f: ANY for f in (
-        "holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime",
-        "leaseTransitions", "strategy", "preferredHolder")}},
-    "deviceclasses.resource.k8s.io": {"spec": {
-        "selectors": [_SELECTOR], "config": [{"opaque": _OPAQUE}],
-        "extendedResourceName": ANY}},
-    "resourceclaims.resource.k8s.io": {"spec": _CLAIM_SPEC, "status": ANY},
-    "resourceclaimtemplates.resource.k8s.io": {"spec": {
-        "metadata": META, "spec": _CLAIM_SPEC}},
-    "resourceslices.resource.k8s.io": {"spec": {
-        "__go__": "ResourceSliceSpec",
-        "driver": S, "pool": {"__go__": "ResourcePool", "name": S,
-                              "generation": I, "resourceSliceCount": I},
-        "nodeName": S, "nodeSelector": ANY, "allNodes": B,
-        "perDeviceNodeSelection": ANY, "devices": [_DEVICE],
-        "sharedCounters": ANY}},
-    "mutatingwebhookconfigurations.admissionregistration.k8s.io": {
-        "webhooks": ANY},
-    "validatingadmissionpolicies.admissionregistration.k8s.io": {
-        "spec": {"__go__": "ValidatingAdmissionPolicySpec",
-                 "paramKind": {"__go__": "ParamKind", "apiVersion": S,
-                               "kind": S},
-                 "matchConstraints": _MATCH_RESOURCES,
-                 "validations": [{"__go__": "Validation", "expression": S,
-                                  "message": S, "reason": S,
-                                  "messageExpression": S}],
-                 "failurePolicy": S,
-                 "auditAnnotations": [{"__go__": "AuditAnnotation",
-                                       "key": S, "valueExpression": S}],
-                 "matchConditions": [_NAMED_EXPR],
-                 "variables": [_NAMED_EXPR]},
-        "status": ANY},
-    "validatingadmissionpolicybindings.admissionregistration.k8s.io": {
-        "spec": {"__go__": "ValidatingAdmissionPolicyBindingSpec",
-                 "policyName": S,
-                 "paramRef": {"__go__": "ParamRef", "name": S,
-                              "namespace": S, "selector": ANY,
-                              "parameterNotFoundAction": S},
-                 "matchResources": _MATCH_RESOURCES,
-                 "validationActions": [S]}},
-    "customresourcedefinitions.apiextensions.k8s.io": {"spec": ANY,
-                                                       "status": ANY},
-}
+# The known fields of each built-in kind beyond apiVersion, kind and
+# metadata (kinds.py names one of these in each Kind).
+NAMESPACE = {"spec": {"__go__": "NamespaceSpec", "finalizers": [S]},
+             "status": ANY}
+POD = {"spec": _POD_SPEC, "status": ANY}
+RESOURCE_QUOTA = {"spec": {"hard": ANY, "scopes": ANY, "scopeSelector": ANY},
+                  "status": ANY}
+EVENT = {f: ANY for f in (
+    "involvedObject", "reason", "message", "source", "firstTimestamp",
+    "lastTimestamp", "count", "type", "eventTime", "series", "action",
+    "related", "reportingComponent", "reportingInstance")}
+LEASE = {"spec": {f: ANY for f in (
+    "holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime",
+    "leaseTransitions", "strategy", "preferredHolder")}}
+DEVICE_CLASS = {"spec": {
+    "selectors": [_SELECTOR], "config": [{"opaque": _OPAQUE}],
+    "extendedResourceName": ANY}}
+RESOURCE_CLAIM = {"spec": _CLAIM_SPEC, "status": ANY}
+RESOURCE_CLAIM_TEMPLATE = {"spec": {"metadata": META, "spec": _CLAIM_SPEC}}
+RESOURCE_SLICE = {"spec": {
+    "__go__": "ResourceSliceSpec",
+    "driver": S, "pool": {"__go__": "ResourcePool", "name": S,
+                          "generation": I, "resourceSliceCount": I},
+    "nodeName": S, "nodeSelector": ANY, "allNodes": B,
+    "perDeviceNodeSelection": ANY, "devices": [_DEVICE],
+    "sharedCounters": ANY}}
+MUTATING_WEBHOOK_CONFIGURATION = {"webhooks": ANY}
+VALIDATING_ADMISSION_POLICY = {
+    "spec": {"__go__": "ValidatingAdmissionPolicySpec",
+             "paramKind": {"__go__": "ParamKind", "apiVersion": S,
+                           "kind": S},
+             "matchConstraints": _MATCH_RESOURCES,
+             "validations": [{"__go__": "Validation", "expression": S,
+                              "message": S, "reason": S,
+                              "messageExpression": S}],
+             "failurePolicy": S,
+             "auditAnnotations": [{"__go__": "AuditAnnotation",
+                                   "key": S, "valueExpression": S}],
+             "matchConditions": [_NAMED_EXPR],
+             "variables": [_NAMED_EXPR]},
+    "status": ANY}
+VALIDATING_ADMISSION_POLICY_BINDING = {
+    "spec": {"__go__": "ValidatingAdmissionPolicyBindingSpec",
+             "policyName": S,
+             "paramRef": {"__go__": "ParamRef", "name": S,
+                          "namespace": S, "selector": ANY,
+                          "parameterNotFoundAction": S},
+             "matchResources": _MATCH_RESOURCES,
+             "validationActions": [S]}}
+CUSTOM_RESOURCE_DEFINITION = {"spec": ANY, "status": ANY}
 
 _STRMAP = {"*": S}
 _RULE = {"__go__": "PolicyRule", "verbs": [S], "apiGroups": [S],
@@ -165,38 +162,33 @@ _SERVICE_SPEC.update({
     "ports": [{"__go__": "ServicePort", "name": S, "protocol": S,
                "appProtocol": S, "port": I, "targetPort": ANY,
                "nodePort": I}]})
-_SPECS.update({
-    "serviceaccounts": {"secrets": ANY, "imagePullSecrets": ANY,
-                        "automountServiceAccountToken": B},
-    "secrets": {"data": _STRMAP, "stringData": _STRMAP, "type": S,
-                "immutable": B},
-    "configmaps": {"data": _STRMAP, "binaryData": _STRMAP, "immutable": B},
-    "services": {"spec": _SERVICE_SPEC, "status": ANY},
-    "deployments.apps": {"spec": {
-        "__go__": "DeploymentSpec", "replicas": I, "selector": ANY,
-        "template": {"__go__": "PodTemplateSpec", "metadata": META,
-                     "spec": _POD_SPEC},
-        "strategy": ANY, "minReadySeconds": I, "revisionHistoryLimit": I,
-        "paused": B, "progressDeadlineSeconds": I}, "status": ANY},
-    "poddisruptionbudgets.policy": {"spec": {
-        "__go__": "PodDisruptionBudgetSpec", "minAvailable": ANY,
-        "maxUnavailable": ANY, "selector": ANY,
-        "unhealthyPodEvictionPolicy": S}, "status": ANY},
-    "roles.rbac.authorization.k8s.io": {"rules": [_RULE]},
-    "clusterroles.rbac.authorization.k8s.io": {"rules": [_RULE],
-                                               "aggregationRule": ANY},
-    "rolebindings.rbac.authorization.k8s.io": _BINDING,
-    "clusterrolebindings.rbac.authorization.k8s.io": _BINDING,
-})
+SERVICE_ACCOUNT = {"secrets": ANY, "imagePullSecrets": ANY,
+                   "automountServiceAccountToken": B}
+SECRET = {"data": _STRMAP, "stringData": _STRMAP, "type": S, "immutable": B}
+CONFIG_MAP = {"data": _STRMAP, "binaryData": _STRMAP, "immutable": B}
+SERVICE = {"spec": _SERVICE_SPEC, "status": ANY}
+DEPLOYMENT = {"spec": {
+    "__go__": "DeploymentSpec", "replicas": I, "selector": ANY,
+    "template": {"__go__": "PodTemplateSpec", "metadata": META,
+                 "spec": _POD_SPEC},
+    "strategy": ANY, "minReadySeconds": I, "revisionHistoryLimit": I,
+    "paused": B, "progressDeadlineSeconds": I}, "status": ANY}
+POD_DISRUPTION_BUDGET = {"spec": {
+    "__go__": "PodDisruptionBudgetSpec", "minAvailable": ANY,
+    "maxUnavailable": ANY, "selector": ANY,
+    "unhealthyPodEvictionPolicy": S}, "status": ANY}
+ROLE = {"rules": [_RULE]}
+CLUSTER_ROLE = {"rules": [_RULE], "aggregationRule": ANY}
+ROLE_BINDING = CLUSTER_ROLE_BINDING = _BINDING
 
 
-def builtin_schema(key):
-    """Top-level schema of a built-in resource, or None if unknown."""
-    spec = _SPECS.get(key)
-    if spec is None:
+def builtin_schema(fields):
+    """Top-level schema of a built-in kind whose known fields beyond
+    apiVersion, kind and metadata are FIELDS (None: anything goes)."""
+    if fields is None:
         return None
     out = {"apiVersion": ANY, "kind": ANY, "metadata": META}
-    out.update(spec)
+    out.update(fields)
     return out
 
 

@@ -13,8 +13,8 @@ import threading
 import time
 import urllib.parse
 
+from . import kinds, tables, tenants
 from . import resources as resmod
-from . import tables, tenants
 from .api import Who
 from .hooks import (ApiError, default_groups, err_bad_request, err_internal,
                     err_not_found, qualified)
@@ -30,10 +30,13 @@ VERSION = {"major": "1", "minor": "34", "gitVersion": "v1.34.0",
            "platform": "linux/amd64"}
 READ_VERBS = {"get", "list", "watch"}
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
-WRITER_RESOURCES = {"deviceclasses.resource.k8s.io",
-                    "resourceclaimtemplates.resource.k8s.io",
-                    "resourceclaims.resource.k8s.io", "resourcequotas",
-                    "leases.coordination.k8s.io", "events", "configmaps"}
+# The writer role (kpgpud-quota's needs): the write verbs it may use on a
+# resource (not on its subresources).
+WRITER = dict.fromkeys((
+    "deviceclasses.resource.k8s.io", "resourceclaimtemplates.resource.k8s.io",
+    "resourceclaims.resource.k8s.io", "resourcequotas",
+    "leases.coordination.k8s.io", "events", "configmaps"), WRITE_VERBS)
+WRITER["namespaces"] = {"update", "patch"}
 PATCH_TYPES = {"application/json-patch+json": "json",
                "application/merge-patch+json": "merge",
                "application/strategic-merge-patch+json": "strategic"}
@@ -60,9 +63,7 @@ def authorized(role, verb, res, sub):
         return True
     if role != "writer" or sub:
         return False
-    if res.key in WRITER_RESOURCES:
-        return True
-    return res.key == "namespaces" and verb in ("update", "patch")
+    return verb in WRITER.get(res.key, ())
 
 
 def forbidden_message(user, verb, res, sub, ns, name):
@@ -383,6 +384,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if route is None:
                 return self._nonresource(path)
             self._authorize(verb, route)
+            if not route.sub and verb not in route.res.verbs:
+                raise ApiError(405, "MethodNotAllowed", "the server does "
+                               "not allow this method on the requested "
+                               "resource")
             getattr(self, "_do_" + verb)(route)
         except ApiError as e:
             if self.code:
@@ -428,7 +433,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _authorize(self, verb, r):
         """403 unless the role may do verb on the resource."""
-        ns = r.ns or (r.name if r.res.key == "namespaces" else "")
+        ns = r.ns or (r.name if r.res.desc is kinds.NAMESPACE else "")
         if self.role == "tenant":
             ok = tenants.allowed(self.tenant, verb, r.res, r.sub, ns)
         else:
@@ -454,8 +459,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             return None
         ns = ""
-        if rest[0] == "namespaces" and len(rest) >= 3 and \
-                rest[2] not in ("status", "finalize"):
+        if rest[0] == kinds.NAMESPACE.plural and len(rest) >= 3 and \
+                kinds.NAMESPACE.subresource(rest[2]) is None:
             ns, rest = rest[1], rest[2:]
         if len(rest) > 3:
             raise ApiError(404, "NotFound", "404 page not found",

@@ -106,69 +106,70 @@ def _jsonpath(obj, path):
     return cur if isinstance(cur, (int, float)) else str(cur)
 
 
+DEFAULT = ([_NAME, _AGE], lambda o: [o["metadata"]["name"], age(o)])
+
+
 def columns(res, version):
-    """(column definitions, row function) for a resource."""
-    k = res.key
-    if k == "namespaces":
-        return ([_NAME, _col("Status"), _AGE],
-                lambda o: [o["metadata"]["name"],
-                           (o.get("status") or {}).get("phase", ""), age(o)])
-    if k == "pods":
-        return ([_NAME, _col("Ready"), _col("Status"),
-                 _col("Restarts", typ="string"), _AGE,
-                 _col("IP", priority=1), _col("Node", priority=1)],
-                lambda o: [o["metadata"]["name"]] + _pod_cells(o) +
-                [age(o), (o.get("status") or {}).get("podIP", "<none>"),
-                 (o.get("spec") or {}).get("nodeName", "<none>")])
-    if k == "resourceclaims.resource.k8s.io":
-        return ([_NAME, _col("State"), _AGE],
-                lambda o: [o["metadata"]["name"], _claim_state(o), age(o)])
-    if k == "resourceslices.resource.k8s.io":
-        return ([_NAME, _col("Node"), _col("Driver"), _col("Pool"), _AGE],
-                lambda o: [o["metadata"]["name"],
-                           (o.get("spec") or {}).get("nodeName", ""),
-                           (o.get("spec") or {}).get("driver", ""),
-                           ((o.get("spec") or {}).get("pool") or {}).get(
-                               "name", ""), age(o)])
-    if k == "leases.coordination.k8s.io":
-        return ([_NAME, _col("Holder"), _AGE],
-                lambda o: [o["metadata"]["name"],
-                           (o.get("spec") or {}).get("holderIdentity", ""),
-                           age(o)])
-    if k == "events":
-        return ([_col("Last Seen"), _col("Type"), _col("Reason"),
-                 _col("Object"), _col("Message")],
-                lambda o: [age(o), o.get("type", ""), o.get("reason", ""),
-                           "%s/%s" % ((o.get("involvedObject") or {}).get(
-                               "kind", "").lower(),
-                               (o.get("involvedObject") or {}).get(
-                                   "name", "")), o.get("message", "")])
-    if k.startswith("mutatingwebhookconfigurations."):
-        return ([_NAME, _col("Webhooks", typ="integer"), _AGE],
-                lambda o: [o["metadata"]["name"],
-                           len(o.get("webhooks") or []), age(o)])
-    if k.startswith("validatingadmissionpolicies."):
-        return ([_NAME, _col("Validations", typ="integer"),
-                 _col("ParamKind"), _AGE],
-                lambda o: [o["metadata"]["name"], len((o.get("spec") or {})
-                                                      .get("validations")
-                                                      or []),
-                           _param_kind(o), age(o)])
-    if k.startswith("validatingadmissionpolicybindings."):
-        return ([_NAME, _col("PolicyName"), _col("ParamRef"), _AGE],
-                lambda o: [o["metadata"]["name"],
-                           (o.get("spec") or {}).get("policyName", ""),
-                           _param_ref(o), age(o)])
-    if k.startswith("customresourcedefinitions."):
-        return ([_NAME, _col("Created At", typ="date")],
-                lambda o: [o["metadata"]["name"],
-                           o["metadata"].get("creationTimestamp", "")])
-    if k in _WORKLOAD:
-        return _WORKLOAD[k]()
-    extra = getattr(res, "printer_columns", {}).get(version) or []
+    """(column definitions, row function) for a resource of VERSION: its
+    kind's columns (Kind.columns, kinds.py), else a CRD's
+    additionalPrinterColumns of the version, else NAME and AGE."""
+    desc = res.desc
+    if desc.columns is not None:
+        return desc.columns
+    extra = (desc.printer_columns or {}).get(version)
     if extra:
         return _printer_columns(extra)
-    return [_NAME, _AGE], lambda o: [o["metadata"]["name"], age(o)]
+    return DEFAULT
+
+
+def _name(o):
+    """The NAME cell."""
+    return o["metadata"]["name"]
+
+
+def _spec_get(o, field):
+    """spec.FIELD of an object, or ""."""
+    return (o.get("spec") or {}).get(field, "")
+
+
+def _event_row(o):
+    """Cells of an Event."""
+    inv = o.get("involvedObject") or {}
+    return [age(o), o.get("type", ""), o.get("reason", ""),
+            "%s/%s" % (inv.get("kind", "").lower(), inv.get("name", "")),
+            o.get("message", "")]
+
+
+# Each kind's (column definitions, row function); kinds.py names them.
+NAMESPACE = ([_NAME, _col("Status"), _AGE],
+             lambda o: [_name(o), (o.get("status") or {}).get("phase", ""),
+                        age(o)])
+POD = ([_NAME, _col("Ready"), _col("Status"), _col("Restarts", typ="string"),
+        _AGE, _col("IP", priority=1), _col("Node", priority=1)],
+       lambda o: [_name(o)] + _pod_cells(o) + [
+           age(o), (o.get("status") or {}).get("podIP", "<none>"),
+           (o.get("spec") or {}).get("nodeName", "<none>")])
+RESOURCE_CLAIM = ([_NAME, _col("State"), _AGE],
+                  lambda o: [_name(o), _claim_state(o), age(o)])
+RESOURCE_SLICE = ([_NAME, _col("Node"), _col("Driver"), _col("Pool"), _AGE],
+                  lambda o: [_name(o), _spec_get(o, "nodeName"),
+                             _spec_get(o, "driver"),
+                             ((o.get("spec") or {}).get("pool") or {}).get(
+                                 "name", ""), age(o)])
+LEASE = ([_NAME, _col("Holder"), _AGE],
+         lambda o: [_name(o), _spec_get(o, "holderIdentity"), age(o)])
+EVENT = ([_col("Last Seen"), _col("Type"), _col("Reason"), _col("Object"),
+          _col("Message")], _event_row)
+MUTATING_WEBHOOK_CONFIGURATION = (
+    [_NAME, _col("Webhooks", typ="integer"), _AGE],
+    lambda o: [_name(o), len(o.get("webhooks") or []), age(o)])
+VALIDATING_ADMISSION_POLICY = (
+    [_NAME, _col("Validations", typ="integer"), _col("ParamKind"), _AGE],
+    lambda o: [_name(o), len((o.get("spec") or {}).get("validations") or []),
+               _param_kind(o), age(o)])
+VALIDATING_ADMISSION_POLICY_BINDING = (
+    [_NAME, _col("PolicyName"), _col("ParamRef"), _AGE],
+    lambda o: [_name(o), _spec_get(o, "policyName"), _param_ref(o), age(o)])
 
 
 def _spec(o):
@@ -249,47 +250,31 @@ def _count(o, *fields):
 
 _CREATED = _col("Created At", typ="date")
 _INT = "integer"
-_WORKLOAD = {
-    "configmaps": lambda: (
-        [_NAME, _col("Data", typ=_INT), _AGE],
-        lambda o: [o["metadata"]["name"], _count(o, "data", "binaryData"),
-                   age(o)]),
-    "secrets": lambda: (
-        [_NAME, _col("Type"), _col("Data", typ=_INT), _AGE],
-        lambda o: [o["metadata"]["name"], o.get("type", ""),
-                   _count(o, "data"), age(o)]),
-    "serviceaccounts": lambda: (
-        [_NAME, _col("Secrets", typ=_INT), _AGE],
-        lambda o: [o["metadata"]["name"], len(o.get("secrets") or []),
-                   age(o)]),
-    "services": lambda: (
-        [_NAME, _col("Type"), _col("Cluster-IP"), _col("External-IP"),
-         _col("Port(s)"), _AGE, _col("Selector", priority=1)],
-        _service_row),
-    "deployments.apps": lambda: (
-        [_NAME, _col("Ready"), _col("Up-to-date", typ=_INT),
-         _col("Available", typ=_INT), _AGE, _col("Containers", priority=1),
-         _col("Images", priority=1), _col("Selector", priority=1)],
-        _deploy_row),
-    "poddisruptionbudgets.policy": lambda: (
-        [_NAME, _col("Min Available"), _col("Max Unavailable"),
-         _col("Allowed Disruptions", typ=_INT), _AGE], _pdb_row),
-    "roles.rbac.authorization.k8s.io": lambda: (
-        [_NAME, _CREATED], lambda o: [o["metadata"]["name"],
-                                      o["metadata"].get("creationTimestamp",
-                                                        "")]),
-    "clusterroles.rbac.authorization.k8s.io": lambda: (
-        [_NAME, _CREATED], lambda o: [o["metadata"]["name"],
-                                      o["metadata"].get("creationTimestamp",
-                                                        "")]),
-}
-_BINDING_COLS = [_NAME, _col("Role"), _AGE, _col("Users", priority=1),
-                 _col("Groups", priority=1),
-                 _col("ServiceAccounts", priority=1)]
-_WORKLOAD["rolebindings.rbac.authorization.k8s.io"] = \
-    lambda: (_BINDING_COLS, _binding_row)
-_WORKLOAD["clusterrolebindings.rbac.authorization.k8s.io"] = \
-    lambda: (_BINDING_COLS, _binding_row)
+# Kinds whose only column is their creation time.
+CREATED = ([_NAME, _CREATED],
+           lambda o: [_name(o), o["metadata"].get("creationTimestamp", "")])
+CUSTOM_RESOURCE_DEFINITION = ROLE = CLUSTER_ROLE = CREATED
+CONFIG_MAP = ([_NAME, _col("Data", typ=_INT), _AGE],
+              lambda o: [_name(o), _count(o, "data", "binaryData"), age(o)])
+SECRET = ([_NAME, _col("Type"), _col("Data", typ=_INT), _AGE],
+          lambda o: [_name(o), o.get("type", ""), _count(o, "data"), age(o)])
+SERVICE_ACCOUNT = ([_NAME, _col("Secrets", typ=_INT), _AGE],
+                   lambda o: [_name(o), len(o.get("secrets") or []), age(o)])
+SERVICE = ([_NAME, _col("Type"), _col("Cluster-IP"), _col("External-IP"),
+            _col("Port(s)"), _AGE, _col("Selector", priority=1)],
+           _service_row)
+DEPLOYMENT = ([_NAME, _col("Ready"), _col("Up-to-date", typ=_INT),
+               _col("Available", typ=_INT), _AGE,
+               _col("Containers", priority=1), _col("Images", priority=1),
+               _col("Selector", priority=1)], _deploy_row)
+POD_DISRUPTION_BUDGET = ([_NAME, _col("Min Available"),
+                          _col("Max Unavailable"),
+                          _col("Allowed Disruptions", typ=_INT), _AGE],
+                         _pdb_row)
+ROLE_BINDING = CLUSTER_ROLE_BINDING = (
+    [_NAME, _col("Role"), _AGE, _col("Users", priority=1),
+     _col("Groups", priority=1), _col("ServiceAccounts", priority=1)],
+    _binding_row)
 
 
 def _printer_columns(extra):

@@ -145,21 +145,21 @@ def _qualified_name(key, path, errs):
         errs.append(FieldError("Invalid", path, key, QNAME_MSG))
 
 
-def validate_meta(obj, res, errs, label_name=False):
-    """ObjectMeta checks shared by every kind."""
+def no_name_rule(name, path, errs):
+    """The name rule of kinds whose names are not checked beyond being
+    set (Events, Leases)."""
+
+
+def validate_meta(obj, name_rule, errs):
+    """ObjectMeta checks shared by every kind; NAME_RULE(name, path, errs)
+    is the kind's rule for metadata.name (dns_subdomain, dns_label ...)."""
     md = obj.get("metadata") or {}
     name = md.get("name") or ""
     if not name:
         errs.append(FieldError("Required", "metadata.name", None,
                                "name or generateName is required"))
-    elif label_name:
-        dns_label(name, "metadata.name", errs)
-    elif res.key == "services":
-        dns1035_label(name, "metadata.name", errs)
-    elif res.group == "rbac.authorization.k8s.io":
-        path_segment(name, "metadata.name", errs)
-    elif res.key != "events" and res.key != "leases.coordination.k8s.io":
-        dns_subdomain(name, "metadata.name", errs)
+    else:
+        name_rule(name, "metadata.name", errs)
     for k, v in (md.get("labels") or {}).items():
         _qualified_name(k, "metadata.labels", errs)
         if not isinstance(v, str) or len(v) > 63 or \
@@ -273,14 +273,17 @@ def default_match_resources(mr):
 
 
 def default_policy(obj):
-    """ValidatingAdmissionPolicy(Binding) defaults."""
+    """ValidatingAdmissionPolicy defaults."""
     spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        return
-    if obj.get("kind") == "ValidatingAdmissionPolicy":
+    if isinstance(spec, dict):
         spec.setdefault("failurePolicy", "Fail")
         default_match_resources(spec.get("matchConstraints"))
-    else:
+
+
+def default_policy_binding(obj):
+    """ValidatingAdmissionPolicyBinding defaults."""
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
         default_match_resources(spec.get("matchResources"))
 
 
@@ -337,31 +340,32 @@ def default_secret(obj):
         obj["data"] = data
 
 
-def apply_defaults(res, obj):
-    """Fill in the defaults of the kind (idempotent)."""
-    k = res.key
-    if k == "pods":
-        default_pod(obj)
-    elif k == "namespaces":
-        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-        obj.setdefault("status", {}).setdefault("phase", "Active")
-    elif k == "resourceclaims.resource.k8s.io":
-        default_claim_spec(obj.get("spec"))
-    elif k == "resourceclaimtemplates.resource.k8s.io":
-        default_claim_spec((obj.get("spec") or {}).get("spec"))
-    elif k == "mutatingwebhookconfigurations.admissionregistration.k8s.io":
-        default_webhooks(obj)
-    elif k in ("validatingadmissionpolicies.admissionregistration.k8s.io",
-               "validatingadmissionpolicybindings."
-               "admissionregistration.k8s.io"):
-        default_policy(obj)
-    elif k == "deployments.apps":
-        default_deployment(obj)
-    elif k == "services":
-        default_service(obj)
-    elif k == "secrets":
-        default_secret(obj)
-    elif k == "customresourcedefinitions.apiextensions.k8s.io":
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("conversion", {"strategy": "None"})
-        spec.setdefault("scope", "Namespaced")
+def default_namespace(obj):
+    """Namespace defaults: the kubernetes finalizer, phase Active."""
+    obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    obj.setdefault("status", {}).setdefault("phase", "Active")
+
+
+def label_namespace_name(obj):
+    """The kubernetes.io/metadata.name label of a Namespace (set once its
+    name is final)."""
+    md = obj["metadata"]
+    md.setdefault("labels", {})["kubernetes.io/metadata.name"] = \
+        md.get("name", "")
+
+
+def default_claim(obj):
+    """ResourceClaim defaults."""
+    default_claim_spec(obj.get("spec"))
+
+
+def default_claim_template(obj):
+    """ResourceClaimTemplate defaults (of the claim spec inside)."""
+    default_claim_spec((obj.get("spec") or {}).get("spec"))
+
+
+def default_crd(obj):
+    """CustomResourceDefinition defaults."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("conversion", {"strategy": "None"})
+    spec.setdefault("scope", "Namespaced")

@@ -483,12 +483,8 @@ def _decode_patched(res, obj):
     """Decode a patched object as the apiserver does: non-strictly, so
     unknown fields are dropped silently before validation; a field of the
     wrong type is a decoding error (500)."""
-    if getattr(res, "builtin", True):
-        sch = schema.builtin_schema(res.key)
-    else:
-        ver = str(obj.get("apiVersion") or "").rpartition("/")[2]
-        sch = schema.crd_schema(res.schemas.get(ver) or
-                                res.schemas.get(res.version))
+    sch = res.known_fields(str(obj.get("apiVersion") or "").rpartition(
+        "/")[2])
     if sch is None:
         return
     walk = schema.prune(obj, sch, walk=schema.Walk(res.kind))
