@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nscache_bench [N] [LOOKUPS]: kpgpud-admit's namespace map with N
  * namespaces (half isolated with a resolved annotation, half open), one

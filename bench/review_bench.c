@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * review_bench: CPU cost of kpgpud-admit's review path alone (parse, patch,
  * answer, free), without TLS, HTTP or threads, to split a request's cost.

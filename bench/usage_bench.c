@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * usage_bench N [TENANTS]: the usage ledger with N closed intervals (one
  * device each, spread over TENANTS tenants, 100 s apart over the last

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The SQLite cache, opening and migrating it, transactions and the helpers
  * of cache/ (see cache_impl.h); the writer's functions are in cache_write.c,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The SQLite cache of the Kubernetes objects kpgpud watches: the read API.
  * kpgpud-sync is the only writer (cache_open(..., 0) and cache_write.h, which

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The cache's internals, shared by the files of cache/ only: the handle and
  * the small helpers over SQLite that cache.c defines.

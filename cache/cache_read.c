@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The SQLite cache, the readers' half (see cache.h): lookups, iteration in
  * key or generation order, counts, watch state and the horizon.

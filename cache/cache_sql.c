@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The cache's SQL text: schema migrations and the tables of every statement
  * of the cache and of its usage ledger, prepared once at open (see

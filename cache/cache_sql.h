@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The cache's SQL, private to cache/: the statement ids of the cache and of
  * its usage ledger; the text of the migrations and statements is in

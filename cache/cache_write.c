@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The SQLite cache, the writer's half (see cache_write.h): puts and deletes
  * with their tombstones, watch state, tombstone pruning.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The SQLite cache: the writer's API. Only kpgpud-sync (the one writer)
  * includes this header; readers use cache.h alone. The writer opens with

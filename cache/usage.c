@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The usage ledger in the cache: see usage.h; its SQL is in cache_sql.c. */
 #include <errno.h>
 #include <stdarg.h>

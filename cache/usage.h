@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The usage ledger in the cache (kpgpud-sync writes it; see
  * kpgpud-sync/ledger.h for what an interval is). Writes join the cache's

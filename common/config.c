@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Declarative configuration: see config.h. Every parse builds the values
  * into a shadow copy of the target first and moves them over only when all

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Declarative configuration shared by the daemons and kpgpuctl. A program
  * describes its options once, in a table of struct config_opt that points

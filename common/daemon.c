@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The daemons' skeleton (daemon_main) and its signal handling, watchdog
  * and pidfile glue: see daemon.h.

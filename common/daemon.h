@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The skeleton every daemon shares: daemon_main() runs the start-up and
  * shutdown sequence (options, logging, refuse-root, fault points, pidfile,

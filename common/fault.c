@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Named fault points for test builds: see fault.h. */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Named fault points for tests. Code marks a place that may fail:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HOST:PORT grammar shared by every listener (see hostport.h). */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The one HOST:PORT grammar of every listener (--listen, --metrics-listen):
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Single-pass JSON scanner and the readers built on it: see jscan.h. Every
  * rule below is the one jansson 2.14's json_loadb() applies with no flags,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A single-pass JSON scanner for untrusted request bodies: it validates a
  * whole document as strictly as jansson's json_loadb() with no flags does

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The JSON writer: see jsonw.h. Every byte below is the one jansson 2.14's
  * dumper writes with JSON_COMPACT | JSON_SORT_KEYS (tests/fuzz/fuzz_json.c

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The one JSON writer: strings and whole jansson trees written byte for
  * byte as jansson 2.14's json_dumps(JSON_COMPACT | JSON_SORT_KEYS) writes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Logging: see log.h. */
 #include <errno.h>
 #include <signal.h>

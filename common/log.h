@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Logging to stderr, one line per event, with <N> priority prefixes that
  * journald turns into levels. Fields are key=value; user-supplied strings go

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Prometheus metrics registry and text exposition: see metrics.h. */
 #include <errno.h>
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Prometheus metrics: a registry of counters, gauges and histograms (fixed
  * buckets), each with zero, one or two label dimensions, rendered in the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The plain-HTTP /metrics listener shared by the daemons. */
 #include <errno.h>
 #include <stdio.h>

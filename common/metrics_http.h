@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The plain-HTTP /metrics listener every daemon opens for --metrics-listen
  * (HOST:PORT as in hostport.h; no HOST: 127.0.0.1; port 0: any free one).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The one argv walker (see opts.h). Operands passed over under OPTS_GETOPT
  * stay in a run at argv[ind..ind+nops); each option word taken is moved in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The one argv walker. Every command line goes through it: the daemons'
  * (config.c builds a table from its struct config_opt) and those of

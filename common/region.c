@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Memory regions: see region.h. The first chunk holds what an agent pod's
  * review keeps; later chunks double up to a cap, so a large review (or a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A memory region: many small allocations carved from a few chunks and
  * dropped whole: what a review keeps from its body (the facts the patch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The namespace's resolved isolation annotation: see resolved.h. */
 #include <errno.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The resolved isolation of one namespace: what kpgpud-quota writes into the
  * Namespace annotation kubeplus.io/gpu-isolation-resolved once every object

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The systemd notify and socket-activation protocols: see sdnotify.h. */
 #include <errno.h>
 #include <stdarg.h>

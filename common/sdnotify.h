@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The systemd service protocol without libsystemd: sd_notify datagrams to
  * $NOTIFY_SOCKET (a path or an abstract "@name"), the watchdog interval

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The string-keyed hash map: see strmap.h. Two parts, so that a big map
  * costs little more than its entries:

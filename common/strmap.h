@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A string-keyed hash map: open addressing with linear probing over a
  * power-of-two index that doubles when three quarters full, its slots

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The token bucket of common/tokenbucket.h, shared by the kube client's
  * request limiter and kpgpud-admit's read-through lookup limiter.

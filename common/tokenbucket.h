@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A token bucket: rate tokens a second flow in, at most burst are held, and
  * each admitted event takes one. The caller passes the monotonic time in

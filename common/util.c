@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Small shared helpers: see util.h. */
 #include <ctype.h>
 #include <errno.h>

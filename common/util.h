@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Small helpers every module needs: a capped growable byte buffer, strict
  * integer parsing, fd flags, capped file reads, secret wiping, clocks, an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The blocking IPC client for kpgpuctl and tests: connect, HELLO, then
  * request/reply with a timeout on every wait. No event loop.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The IPC client on libevent: connect, check the server's uid, HELLO,
  * requests with ids and local deadlines, pushes, and reconnection with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Framing: a 4-byte big-endian length, then one msgpack value (proto.c).
  * Frames are reassembled from an evbuffer however the bytes arrived.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The IPC transport: framing over stream Unix sockets, peer credential
  * checks, a libevent server, a libevent client and a small blocking client.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Peer credentials: who is at the other end of a Unix socket, and whether
  * that uid is on a socket's allowlist.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The IPC server on libevent: accept, check the peer uid, HELLO, dispatch
  * requests through a handler table, answer now or later, drop bad peers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The subscriber of kpgpud-sync's change stream, on top of the libevent
  * client: HELLO, SUBSCRIBE since the last generation it holds, the

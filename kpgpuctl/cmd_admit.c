@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpuctl patch / review: run kpgpud-admit's patch and AdmissionReview code
  * on a file, offline, so an operator sees exactly what the webhook would

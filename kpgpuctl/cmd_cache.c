@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpuctl cache: ask kpgpud-sync over sync.sock what its cache holds.
  *   cache [--sync-socket PATH] [--timeout MS] list [--prefix P]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpuctl render: read an instance object on stdin and print the plan
  * kpgpud-quota would carry out for it (kpgpud-quota/plan.c), so an operator

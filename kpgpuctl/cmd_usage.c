@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpuctl usage and kpgpuctl status: the usage ledger of kpgpud-sync over
  * sync.sock (USAGE, ctl role).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpuctl subcommands. Each lives in its own file beside the module whose
  * code it reuses, and returns the process exit status: 0 success, 1 runtime

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kpgpuctl: the operator's CLI; dispatches to one subcommand per word. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The total of request bytes held by the webhook's connections; see
  * bufcap.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The total of request bytes held by the webhook's connections
  * (--max-buffered), shared by the worker threads: a connection's input

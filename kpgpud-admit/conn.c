@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The webhook's connections (see server_int.h): accept under the total
  * and per-address caps, TLS with read-ahead, HTTP/1.1 requests framed by

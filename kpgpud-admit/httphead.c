@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HTTP/1.1 request framing: see httphead.h. */
 #include <errno.h>
 #include <string.h>

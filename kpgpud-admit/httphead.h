@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The webhook's HTTP/1.1 request framing, as pure functions of the bytes a
  * peer sent: the request head (request line and the fields the server acts

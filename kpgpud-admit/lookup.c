@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The lookup path (see server_int.h): a review whose namespace is not in
  * the map waits on a job while the main thread asks kpgpud-sync, one

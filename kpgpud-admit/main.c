@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpud-admit: the mutating admission webhook. It holds the TLS key and
  * nothing else: no API token, no cache.db. Namespace state comes from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The namespace map of kpgpud-admit: see nscache.h. */
 #include <errno.h>
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The namespace map of kpgpud-admit: the last state sync reported for each
  * namespace (isolated or not, and the parsed resolved annotation), fed by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Pod patch: see patch.h. Every operation is an "add", "replace" or
  * "remove" whose target is known to exist (or whose parent is known to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Pod patch: a pure function from (Pod JSON, the namespace's resolved
  * isolation) to an RFC 6902 JSON Patch that adds the pod-level GPU claim and

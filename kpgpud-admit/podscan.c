@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Pod's facts from a scanned body: see podscan.h. Each reader below
  * answers what its jansson counterpart in patch.c answers for the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The facts of a Pod the patch reads (struct patch_pod), taken straight
  * from a review body that jscan_run() accepted: from the spans it recorded

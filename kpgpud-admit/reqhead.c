@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The head of an AdmissionReview: see reqhead.h. */
 #include <string.h>
 

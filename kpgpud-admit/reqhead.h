@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The head of an AdmissionReview: the members before request.object
  * (apiVersion, kind, request.uid, request.kind, request.operation,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Request handling on a worker thread (see server_int.h): routing, /mutate
  * (parse the review, decide it from the namespace map or defer it to

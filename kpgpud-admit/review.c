@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * AdmissionReview in and out: see review.h. The body is validated whole by
  * jscan.c, which records where the members the check and the patch read

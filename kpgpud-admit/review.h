@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * AdmissionReview (admission.k8s.io/v1) in and out. Two steps so the server
  * can look the namespace up between them without blocking: review_parse()

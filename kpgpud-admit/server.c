@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The webhook's HTTPS server, its worker pool: see server.h and, for how
  * it is split, server_int.h. Each worker thread owns its event_base,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The webhook's HTTPS server: N worker threads, each with its own
  * event_base, listening socket and HTTP/1.1 connections over TLS from

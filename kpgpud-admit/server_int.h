@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The inside of kpgpud-admit's HTTPS server (server.h is its outside),
  * shared by its parts:

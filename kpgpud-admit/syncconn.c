@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpud-admit's link to kpgpud-sync: see syncconn.h. The change stream is
  * ipc/sub.c's (it logs the link's state changes); this glue applies it to

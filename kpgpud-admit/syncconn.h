@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpud-admit's link to kpgpud-sync (sync.sock): a SUBSCRIBE stream of
  * Namespace changes that keeps the nscache current, read-through NS_LOOKUPs

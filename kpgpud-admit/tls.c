@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The webhook's TLS context and its reload: see tls.h. */
 #include <errno.h>
 #include <pthread.h>

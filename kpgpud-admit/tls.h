@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The webhook's TLS context (OpenSSL 3): TLS 1.2 or later, ALPN http/1.1,
  * optional verification of the apiserver's client certificate, and reload of

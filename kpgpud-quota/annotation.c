@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Parsing and validation of the kubeplus.io/gpu-isolation annotation. Each
  * field has its own handler in a table but the container policies

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The kubeplus.io/gpu-isolation annotation on a tenant instance: parsing and
  * validation only, pure. Every rejection comes with a precise, human-readable

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The cluster's DeviceClasses as kpgpud-quota reads them from the cache:
  * the GPU classes strict quota closes, the other classes the admission

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The DeviceClass collector, the work of the key QUOTAD_GC_KEY (see
  * quota_int.h): kpgpud's classes that no valid plan, no owned claim or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Lease-based leader election: the pure decision and its driver on the
  * event loop. The Lease's times are informational for other tools; expiry

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Leader election through a coordination.k8s.io/v1 Lease, so that only one
  * kpgpud-quota replica writes. The decision is pure (lease_decide: observed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpud-quota: composes each GPU-isolated tenant's DRA objects, quota keys
  * and Namespace label/annotation with the write API token, reading state

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpud-quota's own writes as they stream back. Every object a write of
  * ours returned (its resourceVersion) is remembered by kind, namespace and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The plan: instance + annotation + configuration -> desired objects, quota
  * keys and Namespace metadata. Pure; every name is deterministic and DNS

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The plan: a pure function from a tenant instance, its kubeplus.io/
  * gpu-isolation annotation and the configuration to the objects kpgpud-quota

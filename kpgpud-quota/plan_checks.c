@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Refusals of valid annotations, pure: settings that need an NVIDIA DRA
  * driver feature gate the operator has not declared on (the driver would

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Which DeviceClasses are GPU classes, for strict quota: a pure reading of
  * a class's CEL selectors that fails closed (anything it cannot prove to

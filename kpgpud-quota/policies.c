@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The admission policies of --admission-policies: see policies.h. */
 #include <errno.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The admission policies kpgpud-quota applies and keeps (--admission-
  * policies FILE): the ValidatingAdmissionPolicies and their bindings of a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpud-quota's queue (see quota_int.h): keys queued from sync's changes,
  * the resync and leadership; one key in process at a time, handed out by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The kpgpud-quota core's life (see quota_int.h for its parts): start and
  * stop, the Lease's leadership, the periodic resync, the metrics.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The kpgpud-quota core: a work queue of tenant namespaces fed by
  * kpgpud-sync's change stream and a periodic resync; each key is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The inside of kpgpud-quota's core (quota.h is its outside), shared by
  * its parts:

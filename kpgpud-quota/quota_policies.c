@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One pass over the admission policies of --admission-policies, as the
  * work of the key QUOTAD_POLICIES_KEY (queued when this replica becomes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The inputs of kpgpud-quota: the SQLite cache opened read-only, the
  * change stream of kpgpud-sync (SUBSCRIBE on sync.sock, resumed from the

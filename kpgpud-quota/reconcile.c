@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Reconcile, the pure half: plan + observed -> ordered writes. Nothing here
  * does I/O; work.c runs the writes one after another and stops at the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Reconcile, the pure half: compare a plan (kpgpud-quota/plan.h) with what
  * is observed (the cache's owned objects and Namespace row, the API's

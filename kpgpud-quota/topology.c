@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Topology isolation: fleet, domain assignment, selectors (see topology.h).
  */

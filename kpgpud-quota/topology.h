@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Topology isolation, the pure half: the fleet's GPUs (from ResourceSlices),
  * the assignment of isolation domains to the tenants that ask for them, and

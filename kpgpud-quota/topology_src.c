@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Topology isolation, the cache half: read the fleet (ResourceSlices), the
  * tenants (instances and their annotations) and the stored assignment

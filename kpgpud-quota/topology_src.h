@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Topology isolation from kpgpud-sync's cache (see topology_src.c).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A create of ours refused because the name is taken (409), or because
  * an object under our name fills the quota (403): see quota_int.h. What

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The work of one key (see quota_int.h): a tenant namespace read from the
  * cache (candidates, Namespace row, owned objects) and the API (its

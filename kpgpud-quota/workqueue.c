@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The rate-limited work queue: a map of known keys, a FIFO of ready keys,
  * a list of delayed keys and a token bucket. Delayed keys are few (retries

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A rate-limited work queue of string keys, in the manner of client-go's:
  * a key is queued at most once, a key being processed that is added again

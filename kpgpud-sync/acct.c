@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpud-sync's usage accounting: the claims and Pods that feed the ledger
  * (see acct.h).

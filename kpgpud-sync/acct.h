@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpud-sync's usage accounting: the watches of ResourceClaims and Pods
  * (through the same reflectors as every other collection) feeding the

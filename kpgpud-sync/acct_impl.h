@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpud-sync's accounting internals, shared by the files of acct (acct.c:
  * the claims and Pods that feed the ledger; acct_tick.c: the heartbeat,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The USAGE request on sync.sock (ctl role only): sums of the usage ledger
  * over a window by tenant, claim, pod or device, and the per-tenant status

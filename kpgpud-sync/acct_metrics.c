@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpud-sync's accounting: the tenant metrics of /metrics (device- and
  * GPU-equivalent seconds from the counters kept in memory, devices held,

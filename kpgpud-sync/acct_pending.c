@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pods waiting for their generated claim: see acct_pending.h. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Pods that wait for their generated ResourceClaim (Pending, a template
  * claim with no claim yet), and the messages of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The last reconcile result of each instance: see acct_result.h. */
 #include <stdlib.h>
 #include <string.h>

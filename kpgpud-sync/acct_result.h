@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The last reconcile result of each tenant instance: the newest Warning
  * Event kpgpud-quota reported on it (reportingComponent kpgpud-quota:

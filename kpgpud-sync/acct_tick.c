@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpud-sync's accounting: the heartbeat (the last moment sync is known
  * alive), retention (the roll-up into hours) and the tally of closed

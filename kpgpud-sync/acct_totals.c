@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The tenant usage counters kept in memory: see acct_totals.h. */
 #include <errno.h>
 #include <stdio.h>

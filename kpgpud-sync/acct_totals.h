@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The tenant usage counters of /metrics without summing every interval on
  * each scrape: per (namespace, instance, class, profile), the device- and

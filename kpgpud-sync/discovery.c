@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Discovery of the instance kinds of the configured API groups. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Discovery of instance kinds: every resource of the configured API groups
  * (--instance-groups, default platformapi.kubeplus, where KubePlus serves

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The usage ledger's pure logic: see ledger.h. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The usage ledger's pure logic: ResourceClaims and Pods reduced to what
  * accounting needs, the decision what an observation of a claim does to its

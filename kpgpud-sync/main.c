@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpud-sync: lists and watches Namespaces, the configured instance custom
  * resources and the objects kpgpud owns with a read-only API token, keeps

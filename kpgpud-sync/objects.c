@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Watched collections and the reduction of objects to cache rows. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The resources kpgpud-sync watches and the fields it keeps of each object.
  * Pure: JSON in, cache rows out; no I/O, no logging.

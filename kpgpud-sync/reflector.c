@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* List-then-watch for one collection: see reflector.h. */
 #include <errno.h>
 #include <stdio.h>

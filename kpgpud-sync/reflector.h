@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * List-then-watch for one collection, as client-go's reflector does it: a
  * paginated list (limit, continue), then a watch from the list's

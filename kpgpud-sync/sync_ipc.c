@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sync.sock: NS_LOOKUP (with a read-through GET bounded by the caller's
  * deadline), NS_LIST, SUBSCRIBE (snapshot then deltas) and STATUS.

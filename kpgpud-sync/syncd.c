@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kpgpud-sync core: reflectors into the cache, batches, publishing. */
 #include <errno.h>
 #include <stdio.h>

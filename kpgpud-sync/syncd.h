@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The kpgpud-sync core: the reflectors write through it into the cache, one
  * transaction per event-loop turn (a batch); when a batch commits, its

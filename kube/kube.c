@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Asynchronous Kubernetes API client: libcurl's multi interface driven by
  * libevent, a token-bucket rate limiter, retries with jittered exponential

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Asynchronous Kubernetes API client on libevent: libcurl's multi interface
  * driven by the event loop (curl_multi_socket_action from event callbacks and

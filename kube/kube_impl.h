@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internals of the Kubernetes client shared by kube/kube.c (client,
  * curl glue, rate limiter, requests) and kube/kube_watch.c (watches).

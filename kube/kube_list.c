@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The parts of the Kubernetes client built only on its public API:
  * paginated lists, query-string building and the blocking helper for the

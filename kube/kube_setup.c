@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A daemon's API client set up from its configuration (sync, quota). */
 #include <errno.h>
 #include <stdio.h>

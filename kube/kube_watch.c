@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Watches of the Kubernetes client: chunked streams decoded line by line
  * (kube/watchstream.h), events handed out after curl returns, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Kubernetes client configuration: kubeconfig files (libyaml document API)
  * and the in-cluster service account. Reads files, never logs; secrets are

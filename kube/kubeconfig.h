@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Where and how to reach the Kubernetes API server: a kubeconfig file
  * (libyaml; clusters, users, contexts, current-context, certificate-authority

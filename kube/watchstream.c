@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Streaming decoder for watch responses: a line splitter with a cap and an
  * event decoder. Pure: no I/O, no logging.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Pure streaming decoder for Kubernetes watch responses: bytes in, one
  * {type, object} event out per complete line. No I/O, no logging. Every size

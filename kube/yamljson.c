@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* YAML manifests to jansson values: see yamljson.h. */
 #include <errno.h>
 #include <stdarg.h>

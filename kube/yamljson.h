@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * YAML (and so JSON) manifests to jansson values, for files an operator
  * gives a daemon (libyaml). Every document of a stream becomes one element

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for the two annotation parsers on their own: the
  * Namespace's kubeplus.io/gpu-isolation-resolved value (common/resolved.c,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for kpgpud-quota's DeviceClass classification: the input
  * is the CEL expression of a class's selector. It must never crash, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for kpgpud-admit/httphead.c, the webhook's HTTP/1.1
  * framing of what a peer sends. The first byte sets the size of the pieces

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for everything an IPC peer controls: the frame reader
  * (length header, reassembly across chunks, limits) and every message

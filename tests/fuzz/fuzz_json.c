@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for the one home of hand-written JSON, common/jscan.c
  * (reader) and common/jsonw.c (writer), checked against jansson 2.14 on

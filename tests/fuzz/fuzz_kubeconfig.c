@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for kube/kubeconfig.c: the input is kubeconfig text,
  * parsed for the current context and for context "x", with and without

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for kpgpud-quota's annotation parser and planner: the
  * input is the value of an instance's kubeplus.io/gpu-isolation annotation.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for kpgpud-admit's request path: the input is an HTTP
  * body as the webhook receives it. It is parsed as an AdmissionReview and,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Differential libFuzzer target for kpgpud-admit's review parse: the input
  * is an HTTP body. The scanner (jscan) must accept exactly what jansson

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for common/strmap.c, the string-keyed hash map: the
  * input is a program of operations (put, remove, get, iterate, iterate

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for kube/watchstream.c: the first byte picks the read
  * size, the rest is a watch response body fed in pieces of that size with

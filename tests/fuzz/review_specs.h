@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The namespace resolutions a review is answered under when two ways of
  * answering it are compared (fuzz_review_diff.c: the scanner against the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fake_sync: plays kpgpud-sync for kpgpud-admit's integration tests, over
  * the real IPC server code (ipc/server.c), so admit's side of the protocol

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Arms fault points in a running daemon over its IPC socket (test builds
  * only): sends one FAULT_ARM as a kpgpuctl-role peer and prints "ok" or the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A well-behaved long-lived IPC client for integration tests: one
  * connection (the real libevent client), a PING every 50 ms, one line

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A misbehaving (or well-behaved) IPC peer for integration tests: connects
  * to SOCK, sends one kind of frame sequence, prints every frame it gets back

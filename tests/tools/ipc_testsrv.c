@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A test IPC server: the real ipc server code with real allowlists, for
  * integration tests. It answers PING (built in), NS_LOOKUP from namespaces

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A small command-line driver of the kube/kube.c client for integration
  * tests against the API simulator:

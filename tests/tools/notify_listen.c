@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A stand-in for systemd's notify socket in integration tests:
  *	notify_listen SOCKET OUTFILE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * usage_fill CACHE N: the usage ledger of cache file CACHE gets N closed
  * one-device intervals written by the ledger's own writer (cache/usage.c),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Hand-packed IPC bodies, for the tests that must send what the encoder
  * never would (wrong types, bytes after the body, arrays over a cap):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Runs the registered unit tests and prints "N passed, N failed". */
 #include <dirent.h>
 #include <stdarg.h>

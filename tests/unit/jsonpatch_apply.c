@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * An RFC 6902 JSON Patch applier for the tests, written apart from
  * kpgpud-admit/patch.c so that a patch is checked by an implementation that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The apiserver's Pod claim validation (pkg/apis/core/validation, as in
  * reference/kube-api-wire-facts.md section 7), restated for the tests:

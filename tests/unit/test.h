@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A small unit-test harness. Each TEST() registers itself; harness.c runs
  * them all (or those named on the command line) and ends with the line

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Pods pending on quota (kpgpud-sync/acct_pending.c): which Pods wait for
  * their generated claim, the FailedResourceClaimCreation messages that say

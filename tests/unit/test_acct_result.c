@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The last reconcile result of each instance (kpgpud-sync/acct_result.c):
  * kpgpud-quota's Warning Events only (a Normal notice is none), the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kubeplus.io/gpu-isolation annotation parsing: every field is read into
  * the struct, defaults apply, and every kind of invalid annotation is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for kpgpud-admit/bufcap.c, the total of request bytes the
  * webhook's connections hold (--max-buffered): takes up to the cap succeed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The SQLite cache: upserts and generations, deletes, filters, transactions,
  * the read-only mode kpgpud-quota uses, watch state across reopen, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/config.c: precedence defaults < file < env <
  * flags, error messages naming option and source (file:line), every value

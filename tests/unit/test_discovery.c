@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The pure parts of kpgpud-sync's instance discovery: the preferred
  * version of an APIGroup, the listable and watchable top-level resources

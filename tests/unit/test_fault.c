@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/fault.c: arming from a spec and from the
  * environment, each action and modifier, all-or-nothing arming, thread

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Every libFuzzer target of tests/fuzz/ run as a plain function on its seed
  * corpus (tests/fuzz/seed-NAME/) and on every input a fuzzing run found

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/hostport.c (the one HOST:PORT grammar of every
  * listener) and common/metrics_http.c (the /metrics listener): good forms

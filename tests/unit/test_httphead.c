@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for kpgpud-admit/httphead.c, the webhook's HTTP/1.1 request
  * framing: the heads it accepts and what it reads from them, each way of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ipc/frame.c: frames are reassembled from any split of the byte stream,
  * several frames in one read come out one by one, and bad length headers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ipc server + client on a real Unix socket in one event loop: replies,
  * pushes, local deadlines, answers that arrive after the peer left, the

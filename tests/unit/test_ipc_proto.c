@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ipc/proto.c: every message round-trips, and every decoder rejects what it
  * does not consume exactly (extra or missing keys, wrong types, bytes after

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The USAGE and USAGE_RESULT messages: round trip through the one schema
  * table, the request's own rules (known view, non-empty window, id), and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The JSON readers of common/jscan.h: the one unescaper (every escape,
  * UTF-8 of one to four bytes from \u escapes and surrogate pairs, in

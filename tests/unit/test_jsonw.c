@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/jsonw.c: every string and tree it writes is the
  * bytes of jansson's compact sorted dump (escapes, scalars, key order,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for kube/kube.c against a real HTTPS server
  * (tests/tools/kube_testserver.py, TLS verified with its own CA): retries

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for kube/kubeconfig.c: every field form (data vs path,
  * token, tokenFile, client certificates), contexts, $KUBECONFIG, the

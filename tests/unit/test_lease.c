@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Lease decision (kpgpud-quota/lease.c): create when absent, renew our
  * own, wait while another holder's record keeps changing, take over only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The usage ledger: the pure interval logic of kpgpud-sync/ledger.c (time
  * parsing, MIG shares and profiles, claim and pod reduction, the decision

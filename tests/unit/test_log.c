@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for common/log.c: quoting of user strings. */
 #include "common/log.h"
 #include "tests/unit/test.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/metrics.c: naming rules, the exact text exposition
  * of counters, gauges and histograms with labels, escaping, the series cap

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for kpgpud-admit/nscache.c, the namespace map: put, get,
  * delete, unusable annotations, the cap, full snapshots, concurrent

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * common/opts.c, the one argv walker, under both sets of rules. With a
  * compact table (kpgpuctl, the tools): flags, values after a space or '=',

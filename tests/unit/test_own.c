@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpud-quota's own writes coming back (kpgpud-quota/own.c), against a
  * real cache: a change is taken as ours only when the cache row is at the

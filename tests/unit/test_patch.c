@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for kpgpud-admit/patch.c. Every patch is applied by the
  * independent RFC 6902 applier (jsonpatch_apply.c), the result must pass the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The plan (kpgpud-quota/plan.c): for every sharing mode and optional field
  * it composes the real resource.k8s.io/v1 shapes with the NVIDIA driver's

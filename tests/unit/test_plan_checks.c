@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The plan's refusals of valid annotations (kpgpud-quota/plan_checks.c):
  * time-slicing composes a shared claim without any GpuConfig (a default

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpud-quota/policies.c: the shipped admission-policy.yaml loads as
  * three policies and three bindings (its ConfigMap skipped); files with

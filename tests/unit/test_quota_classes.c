@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kpgpud-quota's DeviceClasses kept between reconciles
  * (kpgpud-quota/classes.c), against a real cache written the way sync

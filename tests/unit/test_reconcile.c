@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Reconcile's pure diff: from nothing it creates DeviceClass, template,
  * quota and only then labels the Namespace; in sync it writes nothing; it

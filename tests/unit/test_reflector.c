@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The pure parts of kpgpud-sync's reflector: the key set used to find
  * deletions after a relist (and the bytes it keeps under churn), what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/resolved.c: the resolved-isolation annotation, and
  * its packed form (the same spec, every string and name kept; shared by

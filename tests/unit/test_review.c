@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for kpgpud-admit/review.c: the AdmissionReview envelope the
  * apiserver checks (uid, apiVersion, kind, patchType with a base64 patch),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The fast review parse (common/jscan.c + review_parse) against the
  * reference (review_parse_full, jansson on the whole body): every fixture,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Every review reply of the fuzz corpora (tests/fuzz/seed-review*) and of
  * the fixtures (tests/fixtures/pods, wrapped in a Pod CREATE review when

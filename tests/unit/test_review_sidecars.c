@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The sidecar list changes nothing but sidecars: every review of the fuzz
  * seeds (seed-review, seed-review_diff) and every pod fixture as a review

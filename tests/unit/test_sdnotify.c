@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/sdnotify.c: notify datagrams reach a socket the
  * test binds (path and abstract names), the watchdog variables, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/strmap.c, the string-keyed hash map: insert,
  * replace, lookup, remove, iteration (also while removing), growth and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/tokenbucket.c, driven by a made-up clock: how many
  * events a bucket admits over a given time, the burst cap after idling, and

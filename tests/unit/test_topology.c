@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Topology isolation, the pure half: the fleet read from ResourceSlices
  * (other drivers and unusable devices left out), domains assigned to gpu

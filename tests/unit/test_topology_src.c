@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Topology isolation, the cache half (kpgpud-quota/topology_src.c): over
  * random changes of a cache (instances added, changed, made invalid and

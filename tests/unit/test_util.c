@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for common/util.c: buffers, parsing, files, time, names. */
 #include <errno.h>
 #include <fcntl.h>

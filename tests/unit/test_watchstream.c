@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for kube/watchstream.c: events split across reads at every
  * byte boundary, long lines up to the cap, oversized / malformed /

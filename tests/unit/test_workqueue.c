@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The quota work queue: keys are deduplicated, a key added while in
  * process comes back once after done, failures back off exponentially per

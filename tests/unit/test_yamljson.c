@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kube/yamljson.c: YAML streams to jansson documents: core-schema typing
  * of plain scalars only, quoted and block scalars as strings, empty
