@@ -194,14 +194,15 @@ sync_metrics_render(void *arg, struct buf *out)
 
 /*
  * /readyz on the metrics listener: 200 once the first sync is complete,
- * else 503; the body lists the checks, and a configured collection the
- * API does not serve as a warning line (it does not make sync unready).
+ * else 503; the body lists the checks, each collection not synced yet
+ * with why its last list failed, and a configured collection the API does
+ * not serve as a warning line (it does not make sync unready).
  */
 static void
 sync_readyz_cb(struct evhttp_request *req, void *arg)
 {
 	struct sync_main *sm = arg;
-	const char *keys[SYNCD_MAX_RES];
+	const char *keys[SYNCD_MAX_RES], *why[SYNCD_MAX_RES];
 	struct evbuffer *out = evbuffer_new();
 	size_t n, i;
 
@@ -211,6 +212,10 @@ sync_readyz_cb(struct evhttp_request *req, void *arg)
 	}
 	evbuffer_add_printf(out, "[%c]synced %s\n", sm->sd.synced ? '+' : '-',
 	    sm->sd.synced ? "ok" : "the first full sync is not complete");
+	n = syncd_unsynced(&sm->sd, keys, why, SYNCD_MAX_RES);
+	for (i = 0; i < n && i < SYNCD_MAX_RES; i++)
+		evbuffer_add_printf(out, "[-]resource %s: not synced: %s\n",
+		    keys[i], *why[i] ? why[i] : "the first list is under way");
 	n = syncd_unserved(&sm->sd, keys, SYNCD_MAX_RES);
 	for (i = 0; i < n && i < SYNCD_MAX_RES; i++)
 		evbuffer_add_printf(out, "[!]resource %s: not served by the "

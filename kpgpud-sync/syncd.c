@@ -479,6 +479,43 @@ syncd_served(struct syncd *sd, struct reflector *rf, bool served)
 	    served ? 0 : 1);
 }
 
+/* The collections that keep sync unready, and why. */
+size_t
+syncd_unsynced(const struct syncd *sd, const char **keys, const char **why,
+    size_t max)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < sd->nrf; i++)
+		if (!reflector_synced(sd->rf[i])) {
+			if (n < max) {
+				keys[n] = reflector_res(sd->rf[i])->key;
+				why[n] = sd->rf_error[i];
+			}
+			n++;
+		}
+	return n;
+}
+
+/* Remember why a collection's list failed ("" when it did not). */
+static void
+syncd_list_error(struct syncd *sd, struct reflector *rf,
+    const struct reflector_note *n)
+{
+	size_t i = syncd_rf_index(sd, rf);
+
+	if (i == sd->nrf)
+		return;
+	if (n == NULL)
+		sd->rf_error[i][0] = '\0';
+	else
+		snprintf(sd->rf_error[i], sizeof(sd->rf_error[i]),
+		    "list failed: status %ld, %s%s%.120s", n->status,
+		    n->error ? strerror(-n->error) : "no transport error",
+		    n->message != NULL && *n->message ? ": " : "",
+		    n->message != NULL ? n->message : "");
+}
+
 size_t
 syncd_unserved(const struct syncd *sd, const char **keys, size_t max)
 {
@@ -528,9 +565,11 @@ syncd_note(void *arg, struct reflector *rf, const struct reflector_note *n)
 		else
 			log_info("list done resource=%s items=%zu rv=%s", key,
 			    n->items, log_q(reflector_rv(rf)));
+		syncd_list_error(sd, rf, NULL);
 		break;
 	case REFL_EV_LIST_FAILED:
 		syncd_api_error(sd, n->status);
+		syncd_list_error(sd, rf, n);
 		log_warn("list failed resource=%s status=%ld error=%s "
 		    "message=%s retry_ms=%llu", key, n->status,
 		    n->error ? strerror(-n->error) : "none", log_q(n->message),
@@ -972,6 +1011,7 @@ syncd_add_instance(struct syncd *sd, const char *gvr, bool discovered)
 		return r;
 	sd->rf_discovered[i] = discovered;
 	sd->rf_unserved[i] = false;
+	sd->rf_error[i][0] = '\0';
 	sd->nrf++;
 	if (discovered) {
 		for (n = 0, i = 0; i < sd->nrf; i++)

@@ -80,6 +80,9 @@ struct syncd {
 	/* per reflector: found by discovery; its list answered 404 */
 	bool			 rf_discovered[SYNCD_MAX_RES];
 	bool			 rf_unserved[SYNCD_MAX_RES];
+	/* why a collection's last list failed ("" once one succeeded):
+	   /readyz names what keeps sync unready */
+	char			 rf_error[SYNCD_MAX_RES][192];
 	struct syncd_disc	*disc;		/* discovery.c; NULL: none */
 	bool			 started;	/* syncd_start ran */
 	struct reflector_config	 rcfg;		/* for added reflectors */
@@ -147,6 +150,12 @@ void	 syncd_disc_api_error(struct syncd *sd, long status);
  * The configured collections the API does not serve (their list answered
  * 404), at most max keys into keys (borrowed). Returns how many there are.
  */
+/*
+ * The collections not synced yet, up to max of them: their keys and why
+ * their last list failed ("" while the first list is under way).
+ */
+size_t	 syncd_unsynced(const struct syncd *sd, const char **keys,
+	    const char **why, size_t max);
 size_t	 syncd_unserved(const struct syncd *sd, const char **keys,
 	    size_t max);
 
