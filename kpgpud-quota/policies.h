@@ -10,7 +10,8 @@
  * MutatingAdmissionPolicy and their bindings are applied; ConfigMaps in
  * the file are skipped (the parameter ConfigMap is kept by
  * --policy-params), any other kind is an error. The mutating ones come
- * from their own file (--mutating-policy, deploy/base/mutating-policy.yaml)
+ * from their own file (--mutating-policy,
+ * deploy/components/policy-injection/mutating-policy.yaml)
  * and are kept only while claims are injected by policy (--injection).
  */
 #ifndef KPGPUD_QUOTA_POLICIES_H

@@ -60,8 +60,8 @@ TEST(shipped_mutating_file)
 	size_t i;
 	int jp = 0, ac = 0;
 
-	REQUIRE(policies_load(test_srcpath("deploy/base/mutating-policy.yaml"),
-	    &p, err, sizeof(err)) == 0);
+	REQUIRE(policies_load(test_srcpath("deploy/components/policy-injection/"
+	    "mutating-policy.yaml"), &p, err, sizeof(err)) == 0);
 	CHECK_INT(p->n, 2);
 	CHECK_INT(p->nmutating, 2);
 	CHECK_STR(p->o[0].kind, "MutatingAdmissionPolicy");
