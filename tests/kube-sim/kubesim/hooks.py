@@ -133,6 +133,15 @@ Configuration
 ``reg.options`` is a dict of the ``run ... --set KEY=VAL`` options (strings)
 and ``reg.dir`` the simulator's state directory (DIR), both set before
 ``register(reg)`` is called.  ``reg.log(msg)`` writes a line to DIR/log.
+
+Release
+-------
+``reg.release`` is the Kubernetes release the simulator is (release.py: a
+``release.Release``, the string "1.37" with the feature-gate overrides and
+runtime-config of ``--set k8s-version=``, ``feature-gates=``,
+``runtime-config=``).  ``release.gate(x, "DRADeviceTaints")`` says whether
+a gate is on, where x is the registry, an Api (``ctx.api``), the Sim or a
+release string (that release's defaults).
 """
 
 import threading
@@ -313,6 +322,9 @@ class Registry:
         self.options = {}
         self.dir = ""
         self.log = lambda msg: None
+        # the simulator's release.Release (set before register(reg)):
+        # release.gate(reg, "Name") says whether a feature gate is on
+        self.release = None
 
     def add_mutating(self, name, fn, order=100):
         """Register fn(ctx) as a mutating admission hook."""
