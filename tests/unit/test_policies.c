@@ -83,6 +83,11 @@ TEST(shipped_mutating_file)
 	    "namespaceSelector"), "matchLabels"),
 	    "kubeplus.io/gpu-isolation-enabled")), "true");
 	CHECK(json_object_get(spec, "paramKind") == NULL);
+	/* a name like "on" would be a YAML 1.1 boolean to kubectl */
+	json_array_foreach(json_object_get(spec, "variables"), i, m)
+		CHECK(json_is_string(json_object_get(m, "name")) &&
+		    json_is_string(json_object_get(m, "expression")));
+	CHECK(json_array_size(json_object_get(spec, "variables")) >= 10);
 	json_array_foreach(json_object_get(spec, "mutations"), i, m) {
 		const char *t = json_string_value(json_object_get(m,
 		    "patchType"));
