@@ -13,7 +13,8 @@
  * carries our managed-by label is deleted instead (one made before, when
  * the mode or the API server was another). --injection auto asks the API
  * server's discovery first, on every pass, so an upgrade to 1.36 (or a
- * downgrade) switches at the next resync.
+ * downgrade) switches at the next resync; while discovery has never
+ * answered, the mutating objects are left as they are.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -35,6 +36,7 @@ struct qpol {
 	const struct policies	*p;		/* validating; or NULL */
 	const struct policies	*mp;		/* mutating; or NULL */
 	bool			 by_policy;	/* keep mp (else remove it) */
+	bool			 undecided;	/* auto, never answered: leave mp */
 	int			 i;		/* the object in process: p's,
 						   then mp's */
 	int			 step;
@@ -55,7 +57,8 @@ static void qpol_cb(const struct kube_response *resp, void *arg);
 static int
 qpol_count(const struct qpol *s)
 {
-	return (s->p != NULL ? s->p->n : 0) + (s->mp != NULL ? s->mp->n : 0);
+	return (s->p != NULL ? s->p->n : 0) +
+	    (s->mp != NULL && !s->undecided ? s->mp->n : 0);
 }
 
 /* Object i of the pass. */
@@ -190,10 +193,17 @@ qpol_discovered(struct qpol *s, const struct kube_response *resp)
 	bool serves;
 
 	if (resp->status != 200 && resp->status != 404) {
-		/* unknown: keep the last answer (webhook before any) */
-		log_warn("discovery of %s failed status=%ld; injection stays "
-		    "by %s", POLICIES_API, resp->status,
+		/*
+		 * Unknown: keep the last answer; before any, touch no mutating
+		 * object (deleting a policy that injects would refuse pods)
+		 * and look again after a backoff.
+		 */
+		log_warn("discovery of %s failed status=%ld; injection %s%s",
+		    POLICIES_API, resp->status, s->q->inject_by_policy < 0 ?
+		    "undecided" : "stays by ", s->q->inject_by_policy < 0 ? "" :
 		    s->q->inject_by_policy == 1 ? "policy" : "webhook");
+		s->undecided = s->q->inject_by_policy < 0;
+		s->requeue = s->undecided;
 		s->by_policy = s->q->inject_by_policy == 1;
 		qpol_next(s);
 		return;
