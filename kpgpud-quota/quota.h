@@ -18,7 +18,9 @@
  *   verify.c          a create refused (409/403): verify, replace impostors
  *   gc.c              the DeviceClass collector, the parameter ConfigMap
  *   quota_src.c       the inputs: cache, sync's change stream, full enqueue
- *   quota_policies.c  one pass over the admission policies (their key)
+ *   quota_policies.c  one pass over the admission policies (their key),
+ *                     the injecting mutating ones kept or removed by
+ *                     --injection
  *   own.c             our own writes streamed back wake no reconcile
  *   classes.c         the cluster's DeviceClasses, read again on change
  *   workqueue.h       the rate-limited work queue of string keys, pure
