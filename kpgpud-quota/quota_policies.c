@@ -143,6 +143,7 @@ static void
 qpol_remove(struct qpol *s, const struct kube_response *resp)
 {
 	const struct policy_obj *o = qpol_obj(s, s->i);
+	const char *uid;
 	int r;
 
 	s->q->pol_seen[s->i] = false;
@@ -163,10 +164,19 @@ qpol_remove(struct qpol *s, const struct kube_response *resp)
 		qpol_end(s, -EPERM);
 		return;
 	}
+	/* exactly the object read: one made again meanwhile stays */
+	uid = json_string_value(json_object_get(json_object_get(resp->json,
+	    "metadata"), "uid"));
+	free(s->body);
+	if ((s->body = reconcile_delete_body(uid != NULL ? uid : "")) ==
+	    NULL) {
+		qpol_end(s, -ENOMEM);
+		return;
+	}
 	metric_inc(s->q->m.writes, "delete", NULL);
 	s->step = QP_DELETE;
-	if ((r = kube_request(s->q->kc, "DELETE", o->item, NULL, NULL, 0,
-	    qpol_cb, s, &s->req)) < 0)
+	if ((r = kube_request(s->q->kc, "DELETE", o->item, RC_JSON, s->body,
+	    strlen(s->body), qpol_cb, s, &s->req)) < 0)
 		qpol_end(s, r);
 }
 
@@ -179,6 +189,8 @@ qpol_removed(struct qpol *s, const struct kube_response *resp)
 	if (resp->status >= 200 && resp->status < 300)
 		log_info("removed %s %s: claims are injected by webhook",
 		    o->kind, o->name);
+	else if (resp->status == 409)
+		s->requeue = true;	/* replaced meanwhile: look again */
 	else if (resp->status != 404)
 		log_warn("removing %s %s failed status=%ld message=%s",
 		    o->kind, o->name, resp->status, log_q(resp->message));
@@ -365,7 +377,6 @@ qpol_start(struct quotad *q, qpol_done_cb done, void *arg,
     struct qpol **ret)
 {
 	struct qpol *s;
-
 	int r;
 
 	if (q->cfg.policies == NULL && q->cfg.mpolicies == NULL)
