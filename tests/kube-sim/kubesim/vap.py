@@ -80,10 +80,10 @@ def cost_reset():
 
 # ------------------------------------------------------------- compiling
 
-def _compile(expr, declared, variables, path, errs):
+def _compile(expr, declared, variables, path, errs, types=()):
     """A Program, or None with a FieldError appended."""
     try:
-        return cel.Program(expr, declared, variables)
+        return cel.Program(expr, declared, variables, types)
     except cel.CelError as e:
         msg, where = str(e), ""
         m = re.search(r" at offset (\d+)", msg)
@@ -99,6 +99,59 @@ def _compile(expr, declared, variables, path, errs):
         return None
 
 
+def compile_variables(spec, declared, errs, types=()):
+    """{name: Program} of spec.variables (each may use the ones before
+    it), with FieldErrors appended to ERRS."""
+    out = {}
+    seen = set()
+    for i, v in enumerate(_list(spec.get("variables"))):
+        path = "spec.variables[%d]" % i
+        name, expr = v.get("name"), v.get("expression")
+        if not isinstance(name, str) or not name.strip():
+            errs.append(FieldError("Required", path + ".name",
+                                   detail="name is not specified"))
+        elif not CEL_IDENT.match(name) or name in CEL_RESERVED:
+            errs.append(FieldError("Invalid", path + ".name", name,
+                                   "name is not a valid CEL identifier"))
+        if not isinstance(expr, str) or not expr.strip():
+            errs.append(FieldError("Required", path + ".expression",
+                                   detail="expression is not specified"))
+            continue
+        prog = _compile(expr, declared, frozenset(seen),
+                        path + ".expression", errs, types)
+        if prog is not None and isinstance(name, str):
+            out[name] = prog
+            seen.add(name)
+    return out
+
+
+def compile_conditions(spec, declared, names, errs, types=()):
+    """[(name, Program)] of spec.matchConditions (at most 64, names
+    unique), with FieldErrors appended to ERRS."""
+    out = []
+    cond_names = set()
+    conds = _list(spec.get("matchConditions"))
+    if len(conds) > 64:
+        errs.append(FieldError("TooMany", "spec.matchConditions",
+                               len(conds), "must have at most 64 items"))
+    for i, mc in enumerate(conds):
+        path = "spec.matchConditions[%d]" % i
+        name, expr = mc.get("name"), mc.get("expression")
+        if not isinstance(expr, str) or not expr.strip():
+            errs.append(FieldError("Required", path + ".expression"))
+        else:
+            prog = _compile(expr.strip(), declared, names,
+                            path + ".expression", errs, types)
+            out.append((name, prog or _Broken(expr, errs[-1])))
+        if not isinstance(name, str) or not name:
+            errs.append(FieldError("Required", path + ".name"))
+        elif name in cond_names:
+            errs.append(FieldError("Duplicate", path + ".name", name))
+        else:
+            cond_names.add(name)
+    return out
+
+
 class Compiled:
     """The programs of one policy (compiled once per resourceVersion)."""
 
@@ -110,49 +163,9 @@ class Compiled:
         self.failure = spec.get("failurePolicy") or "Fail"
         self.param_kind = spec.get("paramKind")
         declared = BASE_VARS + (("params",) if self.param_kind else ())
-        self.variables = {}
-        seen = set()
-        for i, v in enumerate(_list(spec.get("variables"))):
-            path = "spec.variables[%d]" % i
-            name, expr = v.get("name"), v.get("expression")
-            if not isinstance(name, str) or not name.strip():
-                errs.append(FieldError("Required", path + ".name",
-                                       detail="name is not specified"))
-            elif not CEL_IDENT.match(name) or name in CEL_RESERVED:
-                errs.append(FieldError("Invalid", path + ".name", name,
-                                       "name is not a valid CEL identifier"))
-            if not isinstance(expr, str) or not expr.strip():
-                errs.append(FieldError("Required", path + ".expression",
-                                       detail="expression is not specified"))
-                continue
-            prog = _compile(expr, declared, frozenset(seen),
-                            path + ".expression", errs)
-            if prog is not None and isinstance(name, str):
-                self.variables[name] = prog
-                seen.add(name)
-        names = frozenset(seen)
-        self.conditions = []
-        cond_names = set()
-        conds = _list(spec.get("matchConditions"))
-        if len(conds) > 64:
-            errs.append(FieldError("TooMany", "spec.matchConditions",
-                                   len(conds), "must have at most 64 items"))
-        for i, mc in enumerate(conds):
-            path = "spec.matchConditions[%d]" % i
-            name, expr = mc.get("name"), mc.get("expression")
-            if not isinstance(expr, str) or not expr.strip():
-                errs.append(FieldError("Required", path + ".expression"))
-            else:
-                prog = _compile(expr.strip(), declared, names,
-                                path + ".expression", errs)
-                self.conditions.append((name, prog or _Broken(expr,
-                                                              errs[-1])))
-            if not isinstance(name, str) or not name:
-                errs.append(FieldError("Required", path + ".name"))
-            elif name in cond_names:
-                errs.append(FieldError("Duplicate", path + ".name", name))
-            else:
-                cond_names.add(name)
+        self.variables = compile_variables(spec, declared, errs)
+        names = frozenset(self.variables)
+        self.conditions = compile_conditions(spec, declared, names, errs)
         self.validations = []
         msg_declared = tuple(d for d in declared if d != "authorizer")
         vals = _list(spec.get("validations"))
@@ -338,30 +351,36 @@ def validate_policy(obj):
     return errs
 
 
+def _validate_param_ref(pr, errs):
+    """ParamRef checks of a binding (name xor selector, the
+    parameterNotFoundAction)."""
+    if not isinstance(pr, dict):
+        return
+    if pr.get("name") and pr.get("selector") is not None:
+        for f in ("name", "selector"):
+            errs.append(FieldError("Forbidden", "spec.paramRef." + f,
+                                   detail="name and selector are "
+                                   "mutually exclusive"))
+    if not pr.get("name") and pr.get("selector") is None:
+        errs.append(FieldError("Required", "spec.paramRef",
+                               detail="one of name or selector must be "
+                               "specified"))
+    if not pr.get("parameterNotFoundAction"):
+        errs.append(FieldError("Required",
+                               "spec.paramRef.parameterNotFoundAction"))
+    else:
+        _not_supported("spec.paramRef.parameterNotFoundAction",
+                       pr["parameterNotFoundAction"], ("Deny", "Allow"),
+                       errs)
+
+
 def validate_binding(obj):
     """Create/update checks of a ValidatingAdmissionPolicyBinding."""
     errs = []
     spec = obj.get("spec") or {}
     if not spec.get("policyName"):
         errs.append(FieldError("Required", "spec.policyName"))
-    pr = spec.get("paramRef")
-    if isinstance(pr, dict):
-        if pr.get("name") and pr.get("selector") is not None:
-            for f in ("name", "selector"):
-                errs.append(FieldError("Forbidden", "spec.paramRef." + f,
-                                       detail="name and selector are "
-                                       "mutually exclusive"))
-        if not pr.get("name") and pr.get("selector") is None:
-            errs.append(FieldError("Required", "spec.paramRef",
-                                   detail="one of name or selector must be "
-                                   "specified"))
-        if not pr.get("parameterNotFoundAction"):
-            errs.append(FieldError("Required",
-                                   "spec.paramRef.parameterNotFoundAction"))
-        else:
-            _not_supported("spec.paramRef.parameterNotFoundAction",
-                           pr["parameterNotFoundAction"], ("Deny", "Allow"),
-                           errs)
+    _validate_param_ref(spec.get("paramRef"), errs)
     # The apiserver's field path really is spelt "matchResouces".
     _validate_match(spec.get("matchResources"), "spec.matchResouces", errs)
     actions = spec.get("validationActions") or []
