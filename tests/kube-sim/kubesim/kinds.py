@@ -354,6 +354,31 @@ VALIDATING_ADMISSION_POLICY_BINDING = Kind(
     default=validation.default_policy_binding,
     schema=schema.VALIDATING_ADMISSION_POLICY_BINDING,
     columns=tables.VALIDATING_ADMISSION_POLICY_BINDING)
+# MutatingAdmissionPolicy (KEP-3962): v1alpha1 since 1.32 and v1beta1
+# since 1.34, both off by default (runtime-config) and needing the gate,
+# which is off until 1.36; v1 from 1.36 with the gate on by default
+# (facts §1.1). Its spec checks and evaluation are the mapolicy plug-in's.
+MAP_GATE = "MutatingAdmissionPolicy"
+MUTATING_ADMISSION_POLICY = Kind(
+    "MutatingAdmissionPolicy", "mutatingadmissionpolicies", ADMISSION,
+    versions=(Version("v1alpha1", since="1.32", gate=MAP_GATE,
+                      default_on=False),
+              Version("v1beta1", since="1.34", gate=MAP_GATE,
+                      default_on=False),
+              Version("v1", since="1.36", gate=MAP_GATE)),
+    storage="v1", namespaced=False, generation="spec",
+    return_deleted=False, categories=("api-extensions",),
+    default=validation.default_policy,
+    schema=schema.MUTATING_ADMISSION_POLICY,
+    columns=tables.MUTATING_ADMISSION_POLICY)
+MUTATING_ADMISSION_POLICY_BINDING = Kind(
+    "MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings",
+    ADMISSION, versions=MUTATING_ADMISSION_POLICY.versions, storage="v1",
+    namespaced=False, generation="spec", return_deleted=False,
+    categories=("api-extensions",),
+    default=validation.default_policy_binding,
+    schema=schema.MUTATING_ADMISSION_POLICY_BINDING,
+    columns=tables.MUTATING_ADMISSION_POLICY_BINDING)
 CUSTOM_RESOURCE_DEFINITION = Kind(
     "CustomResourceDefinition", "customresourcedefinitions",
     "apiextensions.k8s.io", namespaced=False, short_names=("crd", "crds"),

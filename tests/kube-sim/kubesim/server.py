@@ -601,12 +601,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return w
 
     def _render(self, r, entry):
-        """An entry's JSON in the requested version."""
-        if entry.res.builtin or entry.obj["apiVersion"] == \
-                r.res.api_version_for(r.version):
+        """An entry's JSON in the requested version (the versions of a
+        kind served in several have the same fields here: only
+        apiVersion changes)."""
+        want = r.res.api_version_for(r.version)
+        if entry.obj.get("apiVersion") == want:
             return entry.full()
-        o = dict(entry.obj, apiVersion=r.res.api_version_for(r.version))
-        return dumps(o)
+        return dumps(dict(entry.obj, apiVersion=want))
 
     def _wants_table(self):
         """True when the client asked for a meta.k8s.io Table."""
