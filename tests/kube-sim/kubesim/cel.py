@@ -14,7 +14,8 @@ evaluated with evaluate_in(env)), objects as JSON maps (`.field` and
 `["key"]`, an absent key is an error), map literals, the macros has(),
 all, exists, exists_one, filter, map (2 and 3 arguments) over lists and
 map keys, the string functions lowerAscii, upperAscii, trim, split,
-join, replace, indexOf, lastIndexOf, substring, and the conversions
+join, replace, indexOf, lastIndexOf, substring (indexOf and lastIndexOf
+also on lists, as the Kubernetes list library has them), and the conversions
 string(), int(), double(), dyn(), and optionals (`x.?f`, `m[?k]`,
 optional.of/none/ofNonZeroValue, hasValue/value/orValue/or).
 
@@ -709,6 +710,14 @@ def _method(name, target, args):
         if not all(isinstance(x, str) for x in target):
             raise CelError("join: list must contain only strings")
         return (args[0] if args else "").join(target)
+    if t == "list" and name in ("indexOf", "lastIndexOf") and \
+            len(args) == 1:
+        # the Kubernetes list library: -1 when absent
+        _charge(len(target))
+        idx = [i for i, x in enumerate(target) if _eq(x, args[0])]
+        if not idx:
+            return -1
+        return idx[0] if name == "indexOf" else idx[-1]
     if name == "size" and not args:
         return _size(target)
     raise CelError("found no matching overload for '%s' applied to '%s'"
