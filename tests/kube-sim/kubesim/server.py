@@ -36,6 +36,13 @@ WRITER = dict.fromkeys((
     "resourceclaims.resource.k8s.io", "resourcequotas",
     "leases.coordination.k8s.io", "events", "configmaps"), WRITE_VERBS)
 WRITER["namespaces"] = {"update", "patch"}
+# kpgpud-quota --injection policy keeps its MutatingAdmissionPolicy
+# (deploy/components/policy-injection/rbac-injection.yaml; resourceNames
+# are not modelled)
+WRITER.update(dict.fromkeys((
+    "mutatingadmissionpolicies.admissionregistration.k8s.io",
+    "mutatingadmissionpolicybindings.admissionregistration.k8s.io"),
+    {"create", "update", "delete"}))
 PATCH_TYPES = {"application/json-patch+json": "json",
                "application/merge-patch+json": "merge",
                "application/strategic-merge-patch+json": "strategic"}
