@@ -254,7 +254,7 @@ install: all
 	install -m 0644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -d $(DESTDIR)$(PREFIX)/share/kpgpud
 	install -m 0644 deploy/base/admission-policy.yaml \
-		$(DESTDIR)$(PREFIX)/share/kpgpud/
+		deploy/components/policy-injection/mutating-policy.yaml $(DESTDIR)$(PREFIX)/share/kpgpud/
 	@if [ -d systemd ] && ls systemd/*.service >/dev/null 2>&1; then \
 		install -d $(DESTDIR)$(PREFIX)/lib/systemd/system \
 			$(DESTDIR)$(PREFIX)/lib/sysusers.d \

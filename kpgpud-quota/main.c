@@ -42,6 +42,8 @@ struct quota_conf {
 	char			*policy_params;
 	char			*policy_user;
 	char			*admission_policies;
+	char			*mutating_policy;
+	int			 injection;
 	bool			 owner_refs;
 	int64_t			 resync_ms;
 	int64_t			 backoff_base_ms;
@@ -58,6 +60,9 @@ struct quota_conf {
 };
 
 static const char *const tenant_ns_names[] = { "name", "namespace", NULL };
+/* In enum policies_injection's order. */
+static const char *const injection_names[] = { "webhook", "policy", "auto",
+    NULL };
 
 #define QC struct quota_conf
 static const struct config_opt quota_opts[] = {
@@ -124,6 +129,20 @@ static const struct config_opt quota_opts[] = {
 	    "absent and restore when changed, as leader, at start and every "
 	    "--resync; ConfigMaps in it are left to --policy-params; unset: "
 	    "not applied.", CONFIG_NORELOAD),
+	CONFIG_PATH(QC, mutating_policy, "mutating-policy", 0, NULL, "Plan",
+	    "YAML or JSON file of the MutatingAdmissionPolicy and binding that "
+	    "inject the GPU claim without kpgpud-admit (the shipped "
+	    "mutating-policy.yaml): kept like --admission-policies while "
+	    "--injection resolves to policy, deleted (when labelled "
+	    "app.kubernetes.io/managed-by=kpgpud) while it resolves to "
+	    "webhook.", CONFIG_NORELOAD),
+	CONFIG_ENUM(QC, injection, "injection", 0, "webhook", injection_names,
+	    "Plan", "Who adds the GPU claim to pods: webhook (kpgpud-admit), "
+	    "policy (the --mutating-policy MutatingAdmissionPolicy, Kubernetes "
+	    "1.36+), or auto (policy where the API server serves "
+	    "admissionregistration.k8s.io/v1 mutatingadmissionpolicies, asked "
+	    "on every resync, else webhook). policy and auto need "
+	    "--mutating-policy.", CONFIG_NORELOAD),
 	CONFIG_BOOL(QC, owner_refs, "owner-refs", 0, "true", "Plan",
 	    "Owner references to the instance where scope allows.",
 	    CONFIG_NORELOAD),
@@ -169,6 +188,7 @@ struct quota_main {
 	struct event		*metrics_ev;
 	struct quotad		 q;
 	struct policies		*pol;		/* --admission-policies */
+	struct policies		*mpol;		/* --mutating-policy */
 	char			 sockpath[4096];
 	char			 identity[LEASE_ID_MAX + 1];
 };
@@ -332,6 +352,37 @@ quota_core_config(struct quota_main *qm, struct quotad_config *c)
 		    "configmaps_skipped=%d", log_q(f->admission_policies),
 		    qm->pol->n, qm->pol->nskipped);
 	}
+	c->injection = (enum policies_injection)f->injection;
+	if (f->mutating_policy != NULL) {
+		char err[512];
+		int r;
+
+		if ((r = policies_load(f->mutating_policy, &qm->mpol, err,
+		    sizeof(err))) < 0) {
+			log_err("--mutating-policy %s: %s",
+			    log_q(f->mutating_policy), err);
+			return r;
+		}
+		if (qm->mpol->nmutating != qm->mpol->n) {
+			log_err("--mutating-policy %s: holds a validating "
+			    "policy or binding (those belong to "
+			    "--admission-policies)", log_q(f->mutating_policy));
+			return -EINVAL;
+		}
+		c->mpolicies = qm->mpol;
+	} else if (c->injection != POLICIES_INJECT_WEBHOOK) {
+		log_err("--injection %s needs --mutating-policy",
+		    policies_injection_name(c->injection));
+		return -EINVAL;
+	}
+	if (c->policies != NULL && c->policies->nmutating > 0) {
+		log_err("--admission-policies %s: a mutating policy belongs to "
+		    "--mutating-policy", log_q(f->admission_policies));
+		return -EINVAL;
+	}
+	log_info("injection=%s mutating_policy=%s",
+	    policies_injection_name(c->injection),
+	    log_q(f->mutating_policy != NULL ? f->mutating_policy : ""));
 	c->plan.owner_refs = f->owner_refs;
 	c->plan.ns_from_namespace = f->tenant_ns == 1;
 	c->cache_path = f->cache;
@@ -410,6 +461,7 @@ quota_teardown(void *arg)
 	quota_write_metrics(qm);
 	quotad_stop(&qm->q);
 	policies_free(qm->pol);
+	policies_free(qm->mpol);
 	if (qm->metrics_ev != NULL)
 		event_free(qm->metrics_ev);
 	kube_client_free(qm->kc);

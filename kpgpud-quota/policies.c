@@ -12,8 +12,19 @@
 #include "kpgpud-quota/policies.h"
 #include "kpgpud-quota/reconcile.h"
 
-#define KIND_VAP	"ValidatingAdmissionPolicy"
-#define KIND_VAPB	"ValidatingAdmissionPolicyBinding"
+/* The kinds applied, with their collections under POLICIES_API. */
+static const struct {
+	const char	*kind;
+	const char	*resource;
+	bool		 mutating;
+} kinds[] = {
+	{ "ValidatingAdmissionPolicy", "validatingadmissionpolicies", false },
+	{ "ValidatingAdmissionPolicyBinding",
+	    "validatingadmissionpolicybindings", false },
+	{ "MutatingAdmissionPolicy", POLICIES_MAP_RESOURCE, true },
+	{ "MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings",
+	    true },
+};
 
 /*
  * Members the API server sets when absent, with the value it sets: an
@@ -212,8 +223,8 @@ add_doc(struct policies *p, json_t *doc, int i, char *err, size_t errlen)
 	json_t *md = json_object_get(doc, "metadata"), *spec, *obj;
 	const char *name = json_string_value(json_object_get(md, "name"));
 	struct policy_obj *o;
-	char b[RESOLVED_MSG_MAX + 4];
-	bool vap;
+	char b[RESOLVED_MSG_MAX + 4], bk[RESOLVED_MSG_MAX + 4];
+	size_t ki;
 
 	if (!json_is_object(doc) || kind == NULL || av == NULL) {
 		seterr(err, errlen, "document %d: not a Kubernetes object "
@@ -224,12 +235,13 @@ add_doc(struct policies *p, json_t *doc, int i, char *err, size_t errlen)
 		p->nskipped++;
 		return 0;
 	}
-	if (strcmp(av, POLICIES_API_VERSION) != 0 || (strcmp(kind,
-	    KIND_VAP) != 0 && strcmp(kind, KIND_VAPB) != 0)) {
-		seterr(err, errlen, "document %d: %s %s is not a "
-		    "ValidatingAdmissionPolicy or ValidatingAdmissionPolicyBinding "
-		    "of " POLICIES_API_VERSION, i + 1, resolved_msg_str(b, av),
-		    kind);
+	for (ki = 0; ki < nitems(kinds); ki++)
+		if (strcmp(kind, kinds[ki].kind) == 0)
+			break;
+	if (strcmp(av, POLICIES_API_VERSION) != 0 || ki == nitems(kinds)) {
+		seterr(err, errlen, "document %d: %s %s is not an admission "
+		    "policy or binding of " POLICIES_API_VERSION, i + 1,
+		    resolved_msg_str(b, av), resolved_msg_str(bk, kind));
 		return -EINVAL;
 	}
 	if (name == NULL || !dns1123_subdomain_valid(name)) {
@@ -268,17 +280,16 @@ add_doc(struct policies *p, json_t *doc, int i, char *err, size_t errlen)
 	if (json_object_get(md, "annotations") != NULL)
 		json_object_set(json_object_get(obj, "metadata"), "annotations",
 		    json_object_get(md, "annotations"));
-	vap = strcmp(kind, KIND_VAP) == 0;
 	o = &p->o[p->n++];
 	o->obj = obj;
-	o->kind = vap ? KIND_VAP : KIND_VAPB;
+	o->kind = kinds[ki].kind;
+	o->mutating = kinds[ki].mutating;
+	p->nmutating += o->mutating;
 	snprintf(o->name, sizeof(o->name), "%s", name);
 	snprintf(o->collection, sizeof(o->collection), POLICIES_API "/%s",
-	    vap ? "validatingadmissionpolicies" :
-	    "validatingadmissionpolicybindings");
+	    kinds[ki].resource);
 	snprintf(o->item, sizeof(o->item), POLICIES_API "/%s/%s",
-	    vap ? "validatingadmissionpolicies" :
-	    "validatingadmissionpolicybindings", name);
+	    kinds[ki].resource, name);
 	return 0;
 }
 
@@ -315,8 +326,7 @@ policies_parse(const char *buf, size_t len, struct policies **ret,
 	}
 	json_decref(docs);
 	if (p->n == 0) {
-		seterr(err, errlen, "no ValidatingAdmissionPolicy or binding "
-		    "in it");
+		seterr(err, errlen, "no admission policy or binding in it");
 		policies_free(p);
 		return -EINVAL;
 	}
@@ -345,6 +355,57 @@ policies_load(const char *path, struct policies **ret, char *err,
 	r = policies_parse(buf, len, ret, err, errlen);
 	free(buf);
 	return r;
+}
+
+/* Parse an --injection value; see policies.h. */
+int
+policies_injection_parse(const char *s, enum policies_injection *ret)
+{
+	static const char *const names[] = { "webhook", "policy", "auto" };
+
+	for (size_t i = 0; s != NULL && i < nitems(names); i++)
+		if (strcmp(s, names[i]) == 0) {
+			*ret = (enum policies_injection)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+/* The name of an injection mode, as --injection spells it. */
+const char *
+policies_injection_name(enum policies_injection m)
+{
+	return m == POLICIES_INJECT_POLICY ? "policy" :
+	    m == POLICIES_INJECT_AUTO ? "auto" : "webhook";
+}
+
+/* Whether discovery lists mutatingadmissionpolicies; see policies.h. */
+bool
+policies_serves_map(const json_t *discovery)
+{
+	json_t *res = json_object_get(discovery, "resources"), *r;
+	size_t i;
+
+	if (!json_is_array(res))
+		return false;
+	json_array_foreach(res, i, r) {
+		const char *n = json_string_value(json_object_get(r, "name"));
+
+		if (n != NULL && strcmp(n, POLICIES_MAP_RESOURCE) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Whether kpgpud-quota made the object; see policies.h. */
+bool
+policies_managed(const json_t *have)
+{
+	const char *v = json_string_value(json_object_get(json_object_get(
+	    json_object_get(have, "metadata"), "labels"),
+	    POLICIES_MANAGED_LABEL));
+
+	return v != NULL && strcmp(v, POLICIES_MANAGED_VALUE) == 0;
 }
 
 /* Free what policies_parse made; NULL is fine. */

@@ -108,6 +108,7 @@ quotad_start(struct quotad *q, struct event_base *base,
 
 	memset(q, 0, sizeof(*q));
 	q->cfg = *cfg;
+	q->inject_by_policy = -1;
 	q->base = base;
 	q->kc = kc;
 	if ((r = quotad_metrics(q, reg)) < 0 ||

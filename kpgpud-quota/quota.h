@@ -18,7 +18,9 @@
  *   verify.c          a create refused (409/403): verify, replace impostors
  *   gc.c              the DeviceClass collector, the parameter ConfigMap
  *   quota_src.c       the inputs: cache, sync's change stream, full enqueue
- *   quota_policies.c  one pass over the admission policies (their key)
+ *   quota_policies.c  one pass over the admission policies (their key),
+ *                     the injecting mutating ones kept or removed by
+ *                     --injection
  *   own.c             our own writes streamed back wake no reconcile
  *   classes.c         the cluster's DeviceClasses, read again on change
  *   workqueue.h       the rate-limited work queue of string keys, pure
@@ -128,6 +130,13 @@ struct quotad_config {
 	const char		*params_user;
 	/* the admission policies to apply and keep (NULL: none) */
 	const struct policies	*policies;
+	/*
+	 * The MutatingAdmissionPolicy and binding that inject the claim
+	 * (NULL: none): kept while injection resolves to policy, removed
+	 * (those labelled as ours) while it resolves to webhook.
+	 */
+	const struct policies	*mpolicies;
+	enum policies_injection	 injection;
 };
 
 struct quotad_metrics {
@@ -163,7 +172,9 @@ struct quotad {
 	uint32_t		 seen[QUOTAD_EVENTS_SEEN];
 	unsigned		 nseen;
 	/* admission policies this replica has had in place */
-	bool			 pol_seen[POLICIES_MAX];
+	bool			 pol_seen[2 * POLICIES_MAX];	/* then mpolicies */
+	int			 inject_by_policy;	/* auto's last answer:
+							   -1 not asked yet */
 	/*
 	 * Namespaces this replica patched whose next change from sync has
 	 * not arrived yet: their cache rows may lag behind our own write.

@@ -7,6 +7,14 @@
  * resourceVersion precondition. Putting back one that this replica had in
  * place, or any edited one, is a repair: a log line, a Warning Event on the
  * object and kpgpud_quota_admission_policy_repairs_total{kind}.
+ *
+ * Then the mutating policy and binding of --mutating-policy, in the same
+ * way while claims are injected by policy; while by webhook, each that
+ * carries our managed-by label is deleted instead (one made before, when
+ * the mode or the API server was another). --injection auto asks the API
+ * server's discovery first, on every pass, so an upgrade to 1.36 (or a
+ * downgrade) switches at the next resync; while discovery has never
+ * answered, the mutating objects are left as they are.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,12 +29,16 @@
 #include "kpgpud-quota/quota.h"
 #include "kpgpud-quota/reconcile.h"
 
-enum { QP_GET, QP_WRITE, QP_EVENT };
+enum { QP_GET, QP_WRITE, QP_EVENT, QP_DISCOVER, QP_DELETE };
 
 struct qpol {
 	struct quotad		*q;
-	const struct policies	*p;
-	int			 i;		/* the object in process */
+	const struct policies	*p;		/* validating; or NULL */
+	const struct policies	*mp;		/* mutating; or NULL */
+	bool			 by_policy;	/* keep mp (else remove it) */
+	bool			 undecided;	/* auto, never answered: leave mp */
+	int			 i;		/* the object in process: p's,
+						   then mp's */
 	int			 step;
 	bool			 repair;	/* the write in flight repairs */
 	bool			 requeue;
@@ -40,6 +52,30 @@ struct qpol {
 };
 
 static void qpol_cb(const struct kube_response *resp, void *arg);
+
+/* The number of objects of the pass. */
+static int
+qpol_count(const struct qpol *s)
+{
+	return (s->p != NULL ? s->p->n : 0) +
+	    (s->mp != NULL && !s->undecided ? s->mp->n : 0);
+}
+
+/* Object i of the pass. */
+static const struct policy_obj *
+qpol_obj(const struct qpol *s, int i)
+{
+	size_t n = s->p != NULL ? (size_t)s->p->n : 0, u = (size_t)i;
+
+	return u < n ? &s->p->o[u] : &s->mp->o[u - n];
+}
+
+/* Whether object i of the pass is one to remove rather than keep. */
+static bool
+qpol_removing(const struct qpol *s, int i)
+{
+	return qpol_obj(s, i)->mutating && !s->by_policy;
+}
 
 /* End the pass: report and hand back (the caller frees). */
 static void
@@ -70,11 +106,12 @@ qpol_next(struct qpol *s)
 
 	free(s->body);
 	s->body = NULL;
-	if (s->i >= s->p->n) {
+	if (s->i >= qpol_count(s)) {
 		qpol_end(s, 0);
 		return;
 	}
-	if ((r = qpol_send(s, QP_GET, "GET", s->p->o[s->i].item, NULL)) < 0)
+	if ((r = qpol_send(s, QP_GET, "GET", qpol_obj(s, s->i)->item,
+	    NULL)) < 0)
 		qpol_end(s, r);
 }
 
@@ -82,7 +119,7 @@ qpol_next(struct qpol *s)
 static void
 qpol_write(struct qpol *s, const json_t *have)
 {
-	const struct policy_obj *o = &s->p->o[s->i];
+	const struct policy_obj *o = qpol_obj(s, s->i);
 	int r;
 
 	if (!quotad_may_write(s->q)) {
@@ -101,13 +138,109 @@ qpol_write(struct qpol *s, const json_t *have)
 		qpol_end(s, r);
 }
 
+/* A mutating object while injection is by webhook: delete it if ours. */
+static void
+qpol_remove(struct qpol *s, const struct kube_response *resp)
+{
+	const struct policy_obj *o = qpol_obj(s, s->i);
+	const char *uid;
+	int r;
+
+	s->q->pol_seen[s->i] = false;
+	if (resp->status == 200 && !policies_managed(resp->json))
+		log_warn("%s %s is not kpgpud's (label %s): left in place "
+		    "although injection is by webhook", o->kind, o->name,
+		    POLICIES_MANAGED_LABEL);
+	if (resp->status != 200 || !policies_managed(resp->json)) {
+		if (resp->status != 200 && resp->status != 404)
+			log_warn("reading %s %s failed status=%ld message=%s",
+			    o->kind, o->name, resp->status,
+			    log_q(resp->message));
+		s->i++;
+		qpol_next(s);
+		return;
+	}
+	if (!quotad_may_write(s->q)) {
+		qpol_end(s, -EPERM);
+		return;
+	}
+	/* exactly the object read: one made again meanwhile stays */
+	uid = json_string_value(json_object_get(json_object_get(resp->json,
+	    "metadata"), "uid"));
+	free(s->body);
+	if ((s->body = reconcile_delete_body(uid != NULL ? uid : "")) ==
+	    NULL) {
+		qpol_end(s, -ENOMEM);
+		return;
+	}
+	metric_inc(s->q->m.writes, "delete", NULL);
+	s->step = QP_DELETE;
+	if ((r = kube_request(s->q->kc, "DELETE", o->item, RC_JSON, s->body,
+	    strlen(s->body), qpol_cb, s, &s->req)) < 0)
+		qpol_end(s, r);
+}
+
+/* The answer to a deletion. */
+static void
+qpol_removed(struct qpol *s, const struct kube_response *resp)
+{
+	const struct policy_obj *o = qpol_obj(s, s->i);
+
+	if (resp->status >= 200 && resp->status < 300)
+		log_info("removed %s %s: claims are injected by webhook",
+		    o->kind, o->name);
+	else if (resp->status == 409)
+		s->requeue = true;	/* replaced meanwhile: look again */
+	else if (resp->status != 404)
+		log_warn("removing %s %s failed status=%ld message=%s",
+		    o->kind, o->name, resp->status, log_q(resp->message));
+	s->i++;
+	qpol_next(s);
+}
+
+/* The discovery of POLICIES_API: whether --injection auto uses policy. */
+static void
+qpol_discovered(struct qpol *s, const struct kube_response *resp)
+{
+	bool serves;
+
+	if (resp->status != 200 && resp->status != 404) {
+		/*
+		 * Unknown: keep the last answer; before any, touch no mutating
+		 * object (deleting a policy that injects would refuse pods)
+		 * and look again after a backoff.
+		 */
+		log_warn("discovery of %s failed status=%ld; injection %s%s",
+		    POLICIES_API, resp->status, s->q->inject_by_policy < 0 ?
+		    "undecided" : "stays by ", s->q->inject_by_policy < 0 ? "" :
+		    s->q->inject_by_policy == 1 ? "policy" : "webhook");
+		s->undecided = s->q->inject_by_policy < 0;
+		s->requeue = s->undecided;
+		s->by_policy = s->q->inject_by_policy == 1;
+		qpol_next(s);
+		return;
+	}
+	serves = resp->status == 200 && policies_serves_map(resp->json);
+	if (s->q->inject_by_policy != (int)serves)
+		log_info("injection=auto: claims injected by %s (the API "
+		    "server %s " POLICIES_MAP_RESOURCE ")", serves ? "policy" :
+		    "webhook", serves ? "serves" : "does not serve");
+	s->q->inject_by_policy = serves;
+	s->by_policy = serves;
+	qpol_next(s);
+}
+
 /* The object as read: in place, absent or changed. */
 static void
 qpol_read(struct qpol *s, const struct kube_response *resp)
 {
-	const struct policy_obj *o = &s->p->o[s->i];
+	const struct policy_obj *o = qpol_obj(s, s->i);
 	const char *uid;
 
+	if (qpol_removing(s, s->i)) {
+		qpol_remove(s, resp);
+		return;
+	}
 	if (resp->status == 404) {
 		s->repair = s->q->pol_seen[s->i];
 		snprintf(s->why, sizeof(s->why), "it was deleted");
@@ -140,7 +273,7 @@ qpol_read(struct qpol *s, const struct kube_response *resp)
 static void
 qpol_report(struct qpol *s)
 {
-	const struct policy_obj *o = &s->p->o[s->i];
+	const struct policy_obj *o = qpol_obj(s, s->i);
 	struct plan_instance in;
 	struct rc_action ev = { .body = NULL };
 	char msg[POLICIES_WHY_MAX + 64];
@@ -169,7 +302,7 @@ qpol_report(struct qpol *s)
 static void
 qpol_wrote(struct qpol *s, const struct kube_response *resp)
 {
-	const struct policy_obj *o = &s->p->o[s->i];
+	const struct policy_obj *o = qpol_obj(s, s->i);
 
 	if (resp->status == 409) {
 		/* changed or created meanwhile: look again after a backoff */
@@ -220,12 +353,18 @@ qpol_cb(const struct kube_response *resp, void *arg)
 	case QP_WRITE:
 		qpol_wrote(s, resp);
 		return;
+	case QP_DISCOVER:
+		qpol_discovered(s, resp);
+		return;
+	case QP_DELETE:
+		qpol_removed(s, resp);
+		return;
 	case QP_EVENT:
 	default:
 		if (resp->status < 200 || (resp->status >= 300 &&
 		    resp->status != 409))
 			log_warn("reporting the repair of %s failed status=%ld",
-			    s->p->o[s->i].name, resp->status);
+			    qpol_obj(s, s->i)->name, resp->status);
 		s->i++;
 		qpol_next(s);
 		return;
@@ -238,16 +377,28 @@ qpol_start(struct quotad *q, qpol_done_cb done, void *arg,
     struct qpol **ret)
 {
 	struct qpol *s;
+	int r;
 
-	if (q->cfg.policies == NULL)
+	if (q->cfg.policies == NULL && q->cfg.mpolicies == NULL)
 		return -EINVAL;
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return -ENOMEM;
 	s->q = q;
 	s->p = q->cfg.policies;
+	s->mp = q->cfg.mpolicies;
+	s->by_policy = q->cfg.injection == POLICIES_INJECT_POLICY;
 	s->done = done;
 	s->arg = arg;
 	*ret = s;
+	if (s->mp != NULL && q->cfg.injection == POLICIES_INJECT_AUTO) {
+		if ((r = qpol_send(s, QP_DISCOVER, "GET", POLICIES_API,
+		    NULL)) < 0) {
+			*ret = NULL;
+			free(s);
+			return r;
+		}
+		return 0;
+	}
 	qpol_next(s);
 	return 0;
 }

@@ -184,7 +184,7 @@ quotad_enqueue_all(struct quotad *q)
 {
 	struct cache *c;
 
-	if (q->cfg.policies != NULL)
+	if (q->cfg.policies != NULL || q->cfg.mpolicies != NULL)
 		queue_enqueue(q, QUOTAD_POLICIES_KEY);
 	if ((c = quotad_cache(q)) == NULL)
 		return;

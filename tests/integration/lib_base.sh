@@ -100,9 +100,12 @@ check() {
 }
 
 # sim_start [ARGS...]: start a private API simulator in $T/sim; sets
-# KUBECONFIG and SIM_URL.
+# KUBECONFIG and SIM_URL. KPGPUD_K8S_VERSION (1.34 ... 1.37), if set, is
+# the Kubernetes release it behaves as (default: the newest); an ARGS
+# --set k8s-version= given after it wins.
 sim_start() {
 	"$KPGPUD_SRCDIR/tests/kube-sim/run" "$T/sim" --set verify-stored=on \
+	    ${KPGPUD_K8S_VERSION:+--set "k8s-version=$KPGPUD_K8S_VERSION"} \
 	    "$@" >"$T/sim.out" 2>&1 || {
 		cat "$T/sim.out"; return 1; }
 	KUBECONFIG=$T/sim/kubeconfig

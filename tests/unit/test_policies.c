@@ -6,6 +6,10 @@
  * holds is "the same" when only the server's defaults and empty members
  * were added, and not when a member was added, changed or removed or a
  * label of the file is gone; the update body carries the resourceVersion.
+ * The shipped mutating-policy.yaml loads as one MutatingAdmissionPolicy
+ * and its binding, both labelled as kpgpud's, with the mutation kinds and
+ * the namespace selector the injection needs; --injection's values,
+ * discovery's answer and the managed-by test.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -48,6 +52,100 @@ TEST(shipped_file)
 	policies_free(p);
 }
 
+TEST(shipped_mutating_file)
+{
+	struct policies *p = NULL;
+	json_t *spec, *m;
+	char err[512];
+	size_t i;
+	int jp = 0, ac = 0;
+
+	REQUIRE(policies_load(test_srcpath("deploy/components/policy-injection/"
+	    "mutating-policy.yaml"), &p, err, sizeof(err)) == 0);
+	CHECK_INT(p->n, 2);
+	CHECK_INT(p->nmutating, 2);
+	CHECK_STR(p->o[0].kind, "MutatingAdmissionPolicy");
+	CHECK(p->o[0].mutating);
+	CHECK_STR(p->o[0].item, "/apis/admissionregistration.k8s.io/v1/"
+	    "mutatingadmissionpolicies/kpgpud-inject-gpu-claim");
+	CHECK_STR(p->o[1].kind, "MutatingAdmissionPolicyBinding");
+	CHECK_STR(p->o[1].collection, "/apis/admissionregistration.k8s.io/v1/"
+	    "mutatingadmissionpolicybindings");
+	CHECK(policies_managed(p->o[0].obj));
+	CHECK(policies_managed(p->o[1].obj));
+	spec = json_object_get(p->o[0].obj, "spec");
+	CHECK_STR(json_string_value(json_object_get(spec, "failurePolicy")),
+	    "Fail");
+	CHECK_STR(json_string_value(json_object_get(spec,
+	    "reinvocationPolicy")), "IfNeeded");
+	CHECK_STR(json_string_value(json_object_get(json_object_get(
+	    json_object_get(json_object_get(spec, "matchConstraints"),
+	    "namespaceSelector"), "matchLabels"),
+	    "kubeplus.io/gpu-isolation-enabled")), "true");
+	CHECK(json_object_get(spec, "paramKind") == NULL);
+	/* a name like "on" would be a YAML 1.1 boolean to kubectl */
+	json_array_foreach(json_object_get(spec, "variables"), i, m)
+		CHECK(json_is_string(json_object_get(m, "name")) &&
+		    json_is_string(json_object_get(m, "expression")));
+	CHECK(json_array_size(json_object_get(spec, "variables")) >= 10);
+	json_array_foreach(json_object_get(spec, "mutations"), i, m) {
+		const char *t = json_string_value(json_object_get(m,
+		    "patchType"));
+
+		jp += t != NULL && strcmp(t, "JSONPatch") == 0;
+		ac += t != NULL && strcmp(t, "ApplyConfiguration") == 0;
+	}
+	CHECK_INT(jp, 5);
+	CHECK_INT(ac, 2);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(
+	    p->o[1].obj, "spec"), "policyName")), "kpgpud-inject-gpu-claim");
+	for (int j = 0; j < p->n; j++)
+		CHECK(policies_same(p->o[j].obj, p->o[j].obj, err,
+		    sizeof(err)));
+	policies_free(p);
+}
+
+TEST(injection_modes)
+{
+	enum policies_injection m = POLICIES_INJECT_POLICY;
+	json_t *d;
+
+	CHECK_INT(policies_injection_parse("webhook", &m), 0);
+	CHECK_INT(m, POLICIES_INJECT_WEBHOOK);
+	CHECK_INT(policies_injection_parse("auto", &m), 0);
+	CHECK_INT(m, POLICIES_INJECT_AUTO);
+	CHECK_INT(policies_injection_parse("policy", &m), 0);
+	CHECK_INT(m, POLICIES_INJECT_POLICY);
+	CHECK_INT(policies_injection_parse("Policy", &m), -EINVAL);
+	CHECK_INT(policies_injection_parse(NULL, &m), -EINVAL);
+	CHECK_INT(m, POLICIES_INJECT_POLICY);
+	CHECK_STR(policies_injection_name(POLICIES_INJECT_AUTO), "auto");
+	CHECK_STR(policies_injection_name(POLICIES_INJECT_WEBHOOK), "webhook");
+
+	/* 1.36+: listed; 1.34 (beta off): only the validating kinds */
+	d = json_loads("{\"kind\":\"APIResourceList\",\"resources\":["
+	    "{\"name\":\"validatingadmissionpolicies\"},"
+	    "{\"name\":\"mutatingadmissionpolicies\"},"
+	    "{\"name\":\"mutatingadmissionpolicies/status\"}]}", 0, NULL);
+	REQUIRE(d != NULL);
+	CHECK(policies_serves_map(d));
+	json_decref(d);
+	d = json_loads("{\"resources\":[{\"name\":"
+	    "\"validatingadmissionpolicies\"},{\"name\":"
+	    "\"mutatingadmissionpolicies/status\"}]}", 0, NULL);
+	REQUIRE(d != NULL);
+	CHECK(!policies_serves_map(d));
+	json_decref(d);
+	CHECK(!policies_serves_map(NULL));
+
+	d = json_loads("{\"metadata\":{\"labels\":{"
+	    "\"app.kubernetes.io/managed-by\":\"helm\"}}}", 0, NULL);
+	REQUIRE(d != NULL);
+	CHECK(!policies_managed(d));
+	json_decref(d);
+	CHECK(!policies_managed(NULL));
+}
+
 TEST(refused_files)
 {
 	static const struct {
@@ -55,9 +153,9 @@ TEST(refused_files)
 		const char	*why;
 	} bad[] = {
 		{ "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n"
-		  "spec: {}\n", "Deployment is not a ValidatingAdmissionPolicy" },
+		  "spec: {}\n", "Deployment is not an admission policy" },
 		{ "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
-		  "no ValidatingAdmissionPolicy" },
+		  "no admission policy" },
 		{ "apiVersion: admissionregistration.k8s.io/v1\nkind: "
 		  "ValidatingAdmissionPolicy\nmetadata: {name: Bad_Name}\n"
 		  "spec: {}\n", "valid metadata.name" },

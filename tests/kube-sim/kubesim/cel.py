@@ -14,7 +14,8 @@ evaluated with evaluate_in(env)), objects as JSON maps (`.field` and
 `["key"]`, an absent key is an error), map literals, the macros has(),
 all, exists, exists_one, filter, map (2 and 3 arguments) over lists and
 map keys, the string functions lowerAscii, upperAscii, trim, split,
-join, replace, indexOf, lastIndexOf, substring, and the conversions
+join, replace, indexOf, lastIndexOf, substring (indexOf and lastIndexOf
+also on lists, as the Kubernetes list library has them), and the conversions
 string(), int(), double(), dyn(), and optionals (`x.?f`, `m[?k]`,
 optional.of/none/ofNonZeroValue, hasValue/value/orValue/or).
 
@@ -313,6 +314,44 @@ class _Parser:
                                      str(n) for n in self.MACROS[name])))
         return ("macro", name, target, args[0][1], args[1:])
 
+    def _message_name(self):
+        """Message construction `A.B.C{field: expr, ...}` (CEL's
+        CreateMessage: a qualified name then braces), or None when the
+        identifier here does not start one."""
+        j = self.i + 1
+        names = [self.toks[self.i][1]]
+        while self.toks[j][0] == "op" and self.toks[j][1] == "." and \
+                self.toks[j + 1][0] == "ident":
+            names.append(self.toks[j + 1][1])
+            j += 2
+        if not (self.toks[j][0] == "op" and self.toks[j][1] == "{"):
+            return None
+        self.i = j + 1
+        self.nest()
+        fields = []
+        seen = set()
+        while not self.peek("}"):
+            opt = self.peek("?")
+            if opt:
+                self.take("?")
+            kind, name = self.peek()
+            if kind != "ident":
+                raise CelSyntaxError("Syntax error: expected field name at "
+                                     "offset %d" % self.toks[self.i][2])
+            self.take()
+            self.take(":")
+            if name in seen:
+                raise CelSyntaxError("Syntax error: field %s repeated"
+                                     % name)
+            seen.add(name)
+            fields.append((name, self.expr(), opt))
+            if not self.peek(","):
+                break
+            self.take(",")
+        self.take("}")
+        self.depth -= 1
+        return ("msg", ".".join(names), fields)
+
     def args(self):
         """A parenthesised argument list."""
         self.take("(")
@@ -336,6 +375,9 @@ class _Parser:
                 # Reserved words are fine as field names (x.namespace),
                 # not as identifiers.
                 raise CelSyntaxError("reserved identifier: %s" % val)
+            msg = self._message_name()
+            if msg is not None:
+                return msg
             self.take()
             if self.peek("("):
                 args = self.args()
@@ -470,6 +512,8 @@ def _type(v):
         return "bool"
     if isinstance(v, int):
         return "int"
+    if isinstance(v, Message):
+        return v.type_name
     for t, name in ((str, "string"), (float, "double"), (list, "list"),
                     (dict, "map"), (_DomainMap, "map"), (Variables, "map"),
                     (Optional, "optional_type"),
@@ -479,6 +523,38 @@ def _type(v):
             return name
     return "null_type" if v is None else type(v).__name__
 
+
+class Message(dict):
+    """A constructed message value, `Object.spec{...}` or `JSONPatch{...}`
+    of MutatingAdmissionPolicy (a map of its set fields that knows its
+    type name)."""
+
+    __slots__ = ("type_name",)
+
+    def __init__(self, type_name, fields=()):
+        super().__init__(fields)
+        self.type_name = type_name
+
+
+def plain(v):
+    """V with every Message turned into a plain dict (JSON)."""
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [plain(x) for x in v]
+    if isinstance(v, Optional):
+        return plain(v.value) if v.present else None
+    return v
+
+
+def escape_key(key):
+    """jsonpatch.escapeKey: a JSON Pointer reference token (~ as ~0, / as
+    ~1)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+# Functions of a package (`ns.fn(args)`), besides optional.*
+_PACKAGE_FUNCS = {("jsonpatch", "escapeKey"): 1}
 
 OPTIONAL_FUNCS = ("of", "none", "ofNonZeroValue")
 
@@ -634,6 +710,14 @@ def _method(name, target, args):
         if not all(isinstance(x, str) for x in target):
             raise CelError("join: list must contain only strings")
         return (args[0] if args else "").join(target)
+    if t == "list" and name in ("indexOf", "lastIndexOf") and \
+            len(args) == 1:
+        # the Kubernetes list library: -1 when absent
+        _charge(len(target))
+        idx = [i for i, x in enumerate(target) if _eq(x, args[0])]
+        if not idx:
+            return -1
+        return idx[0] if name == "indexOf" else idx[-1]
     if name == "size" and not args:
         return _size(target)
     raise CelError("found no matching overload for '%s' applied to '%s'"
@@ -771,9 +855,11 @@ class Program:
     """A compiled expression; evaluate() with a Device, evaluate_in()
     with an environment (dict of variable name -> value)."""
 
-    def __init__(self, text, declared=("device",), variables=None):
+    def __init__(self, text, declared=("device",), variables=None,
+                 types=()):
         """DECLARED: the names the expression may use; VARIABLES: the
-        names `variables.<name>` may select (None: any)."""
+        names `variables.<name>` may select (None: any); TYPES: the
+        message types it may construct (`Object` covers `Object.a.b`)."""
         if not isinstance(text, str):
             raise CelSyntaxError("expression must be a string")
         if len(text) > MAX_EXPR_LEN:
@@ -782,6 +868,7 @@ class Program:
         self.text = text
         self.declared = frozenset(declared)
         self.variables = variables
+        self.types = frozenset(types)
         self.ast = _Parser(text).parse()
         self._check(self.ast, frozenset())
 
@@ -793,6 +880,25 @@ class Program:
                 node[1] in OPTIONAL_FUNCS and "optional" not in scope:
             for a in node[3]:
                 self._check(a, scope)
+            return
+        if kind == "call" and node[2] is not None and \
+                node[2][0] == "ident" and \
+                (node[2][1], node[1]) in _PACKAGE_FUNCS and \
+                node[2][1] not in scope and node[2][1] not in self.declared \
+                and "Object" in self.types:
+            for a in node[3]:
+                self._check(a, scope)
+            return
+        if kind == "msg":
+            if node[1].split(".")[0] not in self.types:
+                raise CelSyntaxError("undeclared reference to '%s' (in "
+                                     "container '')" % node[1])
+            if node[1] == "JSONPatch":
+                for f, _, _ in node[2]:
+                    if f not in ("op", "path", "from", "value"):
+                        raise CelSyntaxError("undefined field '%s'" % f)
+            for _, e, _ in node[2]:
+                self._check(e, scope)
             return
         if kind == "ident":
             if node[1] not in self.declared and node[1] not in scope:
@@ -1009,6 +1115,13 @@ class Program:
                 return _function(node[1], args)
             if node[2] == ("ident", "optional") and "optional" not in env:
                 return _optional_function(node[1], args)
+            if node[2][0] == "ident" and node[2][1] not in env and \
+                    (node[2][1], node[1]) in _PACKAGE_FUNCS:
+                if len(args) != 1 or not isinstance(args[0], str):
+                    raise CelError("found no matching overload for '%s.%s'"
+                                   % (node[2][1], node[1]))
+                _charge(math.ceil(0.1 * len(args[0])))
+                return escape_key(args[0])
             target = self._value(node[2], env)
             if node[1] in _STRING_FUNCS:
                 _charge(sum(math.ceil(0.1 * len(x)) for x in [target] + args
@@ -1022,6 +1135,20 @@ class Program:
             return _opt_access(target, key)
         if kind == "macro":
             return self._macro(node, env)
+        if kind == "msg":
+            _charge(40)
+            out = Message(node[1])
+            for f, e, opt in node[2]:
+                v = self._value(e, env)
+                if opt:
+                    if not isinstance(v, Optional):
+                        raise CelError("no such overload: optional field "
+                                       "%s of %s" % (f, _type(v)))
+                    if not v.present:
+                        continue
+                    v = v.value
+                out[f] = v
+            return out
         if kind == "has":
             return self._has(node, env)
         if kind == "bin":

@@ -21,6 +21,12 @@ Write pipeline (create / update / patch / delete, HTTP and internal alike)
     NamespaceTerminating on create into a terminating namespace
  4. MUTATING hooks in (order, name) order; ctx.object is mutable.  On CREATE
     with generateName the name is still empty here, as real webhooks see it.
+    MutatingAdmissionPolicy (order 50) runs before the webhooks (100), as
+    kube-apiserver's RecommendedPluginOrder has it.  When a hook sets
+    ctx.reinvocation.should_reinvoke (a policy or webhook changed the
+    object), every mutating hook runs once more with
+    ctx.reinvocation.is_reinvoke set (admission.reinvoker: at most two
+    passes); a hook that is not reinvocation-aware must be idempotent.
  5. defaulting again, name generation (generateName), uid/timestamps
  6. validation of the built-in type (422 Invalid, 400 BadRequest ...)
  7. VALIDATING hooks (e.g. ResourceQuota), called while holding the store
@@ -54,6 +60,8 @@ AdmissionContext fields
   options      dict of the request's query options (fieldManager, ...)
   api          the internal Api (see below)
   warnings     list of str; appended strings become "Warning: 299 - ..." headers
+  reinvocation Reinvocation: is_reinvoke (the second pass), should_reinvoke
+               (ask for one), values (per-plug-in state, by plug-in name)
 
 Internal API (ctx.api, and the ``api`` argument of controllers)
 ---------------------------------------------------------------
@@ -133,13 +141,23 @@ Configuration
 ``reg.options`` is a dict of the ``run ... --set KEY=VAL`` options (strings)
 and ``reg.dir`` the simulator's state directory (DIR), both set before
 ``register(reg)`` is called.  ``reg.log(msg)`` writes a line to DIR/log.
+
+Release
+-------
+``reg.release`` is the Kubernetes release the simulator is (release.py: a
+``release.Release``, the string "1.37" with the feature-gate overrides and
+runtime-config of ``--set k8s-version=``, ``feature-gates=``,
+``runtime-config=``).  ``release.gate(x, "DRADeviceTaints")`` says whether
+a gate is on, where x is the registry, an Api (``ctx.api``), the Sim or a
+release string (that release's defaults).
 """
 
 import threading
 
 # Modules of this package that may register hooks, loaded in this order.
 PLUGIN_MODULES = ("cel", "allocator", "quota", "webhooks", "controllers",
-                  "vap", "kubelet", "alloclog", "kubeplus", "fleet")
+                  "vap", "mapolicy", "kubelet", "alloclog", "kubeplus",
+                  "fleet")
 
 
 class ApiError(Exception):
@@ -283,6 +301,17 @@ class Caller:
         self.warnings = []
 
 
+class Reinvocation:
+    """admission.ReinvocationContext of one request: whether this is the
+    second pass of the mutating chain, whether a hook asked for it, and
+    each plug-in's own reinvocation state."""
+
+    def __init__(self):
+        self.is_reinvoke = False
+        self.should_reinvoke = False
+        self.values = {}
+
+
 class AdmissionContext(Caller):
     """What an admission hook sees of one write request."""
 
@@ -298,6 +327,7 @@ class AdmissionContext(Caller):
         self.object = obj
         self.old_object = old
         self.api = api
+        self.reinvocation = Reinvocation()
 
 
 class Registry:
@@ -313,6 +343,9 @@ class Registry:
         self.options = {}
         self.dir = ""
         self.log = lambda msg: None
+        # the simulator's release.Release (set before register(reg)):
+        # release.gate(reg, "Name") says whether a feature gate is on
+        self.release = None
 
     def add_mutating(self, name, fn, order=100):
         """Register fn(ctx) as a mutating admission hook."""
@@ -342,9 +375,16 @@ class Registry:
             self.sim_endpoints[(method, path)] = fn
 
     def run_mutating(self, ctx):
-        """Run every mutating hook; an ApiError aborts the request."""
-        for _, _, fn in list(self.mutating):
+        """Run every mutating hook, and all of them once more when one
+        asked for reinvocation; an ApiError aborts the request."""
+        hooks = list(self.mutating)
+        for _, _, fn in hooks:
             fn(ctx)
+        rc = ctx.reinvocation
+        if rc.should_reinvoke and not rc.is_reinvoke:
+            rc.is_reinvoke = True
+            for _, _, fn in hooks:
+                fn(ctx)
 
     def run_validating(self, ctx):
         """Run every validating hook; an ApiError aborts the request."""

@@ -14,6 +14,10 @@ class PatchError(ValueError):
     """The patch is malformed or cannot be applied."""
 
 
+class TestFailed(PatchError):
+    """A test operation did not hold (jsonpatch.ErrTestFailed)."""
+
+
 def parse_pointer(ptr):
     """Split a JSON Pointer into unescaped reference tokens."""
     if not isinstance(ptr, str):
@@ -160,7 +164,7 @@ def _apply_one(doc, op):
         return _add(doc, path, value)
     if kind == "test":
         if not _equal(get(doc, path), _need(op, "value")):
-            raise PatchError("testing value %s failed: test failed" % path)
+            raise TestFailed("testing value %s failed: test failed" % path)
         return doc
     raise PatchError("Unexpected kind: %s" % (kind,))
 

@@ -15,34 +15,49 @@ from dataclasses import dataclass, field
 
 from . import (checks, crdvalidate, dravalid, proto, schema, tables,
                validation)
+from . import release as release_mod
 
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch",
          "update", "watch")
 
-# The Kubernetes release the simulator serves (server.VERSION says 1.34).
-RELEASE = "1.34"
-
-
-def release_key(release):
-    """'1.34' as (1, 34), for comparing releases."""
-    return tuple(int(x) for x in release.split("."))
+# The release a registry serves when none is named (the simulator's
+# default, --set k8s-version; release.py).
+RELEASE = release_mod.NEWEST
+release_key = release_mod.release_key
 
 
 @dataclass(frozen=True)
 class Version:
     """One version of a kind's group and the releases that serve it:
     from SINCE (a release such as "1.35"; None: every earlier one too) to
-    UNTIL (the last release serving it; None: every later one too)."""
+    UNTIL (the last release serving it; None: every later one too).
+    GATE names a feature gate the version needs (served only while it is
+    on); DEFAULT_ON False marks an API off by default (a beta API new
+    since 1.24, an alpha API: KEP-3136), served only when the runtime-config
+    enables its group/version."""
 
     name: str
     since: str = None
     until: str = None
+    gate: str = None
+    default_on: bool = True
 
-    def served_in(self, release):
-        """True when RELEASE ("1.34") serves this version."""
+    def served_in(self, release, group=""):
+        """True when RELEASE ("1.34", or a release.Release with its gate
+        overrides and runtime-config) serves this version of GROUP."""
         r = release_key(release)
-        return ((self.since is None or release_key(self.since) <= r) and
-                (self.until is None or r <= release_key(self.until)))
+        if not ((self.since is None or release_key(self.since) <= r) and
+                (self.until is None or r <= release_key(self.until))):
+            return False
+        rel = release if isinstance(release, release_mod.Release) else None
+        if self.gate is not None:
+            on = rel.gate(self.gate) if rel is not None else \
+                release_mod.gate_default(release, self.gate)
+            if not on:
+                return False
+        if rel is not None:
+            return rel.api_enabled(group, self.name, self.default_on)
+        return self.default_on
 
 
 @dataclass(frozen=True)
@@ -217,7 +232,8 @@ class Kind:
 
     def served_versions(self, release=RELEASE):
         """Names of the versions RELEASE serves."""
-        return [v.name for v in self.versions if v.served_in(release)]
+        return [v.name for v in self.versions
+                if v.served_in(release, self.group)]
 
     def storage_version(self, release=RELEASE):
         """The version RELEASE stores objects in, or None if it serves
@@ -338,6 +354,31 @@ VALIDATING_ADMISSION_POLICY_BINDING = Kind(
     default=validation.default_policy_binding,
     schema=schema.VALIDATING_ADMISSION_POLICY_BINDING,
     columns=tables.VALIDATING_ADMISSION_POLICY_BINDING)
+# MutatingAdmissionPolicy (KEP-3962): v1alpha1 since 1.32 and v1beta1
+# since 1.34, both off by default (runtime-config) and needing the gate,
+# which is off until 1.36; v1 from 1.36 with the gate on by default
+# (facts §1.1). Its spec checks and evaluation are the mapolicy plug-in's.
+MAP_GATE = "MutatingAdmissionPolicy"
+MUTATING_ADMISSION_POLICY = Kind(
+    "MutatingAdmissionPolicy", "mutatingadmissionpolicies", ADMISSION,
+    versions=(Version("v1alpha1", since="1.32", gate=MAP_GATE,
+                      default_on=False),
+              Version("v1beta1", since="1.34", gate=MAP_GATE,
+                      default_on=False),
+              Version("v1", since="1.36", gate=MAP_GATE)),
+    storage="v1", namespaced=False, generation="spec",
+    return_deleted=False, categories=("api-extensions",),
+    default=validation.default_policy,
+    schema=schema.MUTATING_ADMISSION_POLICY,
+    columns=tables.MUTATING_ADMISSION_POLICY)
+MUTATING_ADMISSION_POLICY_BINDING = Kind(
+    "MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings",
+    ADMISSION, versions=MUTATING_ADMISSION_POLICY.versions, storage="v1",
+    namespaced=False, generation="spec", return_deleted=False,
+    categories=("api-extensions",),
+    default=validation.default_policy_binding,
+    schema=schema.MUTATING_ADMISSION_POLICY_BINDING,
+    columns=tables.MUTATING_ADMISSION_POLICY_BINDING)
 CUSTOM_RESOURCE_DEFINITION = Kind(
     "CustomResourceDefinition", "customresourcedefinitions",
     "apiextensions.k8s.io", namespaced=False, short_names=("crd", "crds"),

@@ -14,6 +14,7 @@ import threading
 import time
 
 from . import hooks, tenants
+from . import release as release_mod
 from .api import Api, Who
 from .faults import Faults
 from .resources import Registry as Resources
@@ -26,10 +27,15 @@ ROLES = ("admin", "read-only", "writer", "none")
 class Sim:
     """Everything one running simulator holds."""
 
-    def __init__(self, history, verbose=False):
+    def __init__(self, history, verbose=False, release=None):
+        # the Kubernetes release this simulator is (--set k8s-version,
+        # feature-gates, runtime-config): a release.Release, i.e. "1.37"
+        self.release = release if release is not None else \
+            release_mod.Release()
         self.store = Store(history)
-        self.resources = Resources()
+        self.resources = Resources(self.release)
         self.hooks = hooks.Registry()
+        self.hooks.release = self.release
         self.api = Api(self.store, self.resources, self.hooks)
         self.faults = Faults()
         self.stats = Stats()
@@ -256,7 +262,13 @@ def main(argv=None):
     a = parse_args(argv if argv is not None else sys.argv[1:])
     d = os.path.abspath(a.dir)
     os.makedirs(d, exist_ok=True)
-    sim = Sim(a.history, a.verbose)
+    options = dict(kv.split("=", 1) for kv in a.set if "=" in kv)
+    try:
+        rel = release_mod.Release.from_options(options)
+    except ValueError as e:     # an unknown version or gate: refuse
+        sys.stderr.write("kube-sim: %s\n" % e)
+        sys.exit(2)
+    sim = Sim(a.history, a.verbose, rel)
     sim.faults.bookmark_seconds = a.bookmark_seconds
     if a.tls_cert and a.tls_key:
         ca, crt, key = a.ca or a.tls_cert, a.tls_cert, a.tls_key
@@ -267,7 +279,6 @@ def main(argv=None):
         ca, crt, key = make_certs(d)
     toks = load_tokens(d)
     sim.tokens = {t: r for r, t in toks.items()}
-    options = dict(kv.split("=", 1) for kv in a.set if "=" in kv)
     for k, v in options.items():
         if k.startswith("user.") and k[5:] in ROLES and v:
             sim.users[k[5:]] = v
@@ -292,8 +303,9 @@ def main(argv=None):
         threading.Thread(target=srv.shutdown, daemon=True).start()
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    sim.log("kube-sim listening on https://127.0.0.1:%d (pid %d)" %
-            (port, os.getpid()))
+    sim.log("kube-sim listening on https://127.0.0.1:%d (pid %d), "
+            "Kubernetes %s" % (port, os.getpid(),
+                               sim.release.version_info()["gitVersion"]))
     srv.serve_forever(poll_interval=0.2)
     srv.goaway_all()
     sim.stop.set()

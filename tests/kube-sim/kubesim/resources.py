@@ -7,6 +7,7 @@ import json
 import threading
 
 from . import kinds, schema
+from . import release as release_mod
 from .hooks import ApiError
 
 _META_FIELDS = {"metadata.name", "metadata.namespace"}
@@ -66,10 +67,13 @@ def crd_resource(crd):
 
 class Registry:
     """Thread-safe map of served resources, by key, by group/version: the
-    BUILTIN kinds that RELEASE serves in some version, and the CRDs'."""
+    BUILTIN kinds that RELEASE serves in some version, and the CRDs'.
+    RELEASE is a release.Release (a plain "1.35" means that release's
+    defaults); self.release is always a Release."""
 
     def __init__(self, release=kinds.RELEASE, builtin=kinds.BUILTIN):
         self.lock = threading.Lock()
+        release = release_mod.of(release)
         self.release = release
         self.by_key = {}
         self.builtin_keys = []
@@ -228,7 +232,8 @@ def openapi_doc(reg, group, version):
         paths[base + "/" + r.resource + "/{name}"] = {
             "patch": op, "put": dict(op, **{"x-kubernetes-action": "put"})}
     return {"openapi": "3.0.0",
-            "info": {"title": "Kubernetes", "version": "v1.34.0"},
+            "info": {"title": "Kubernetes",
+                     "version": reg.release.version_info()["gitVersion"]},
             "paths": paths, "components": {"schemas": {}}}
 
 

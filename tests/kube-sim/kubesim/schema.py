@@ -140,6 +140,28 @@ VALIDATING_ADMISSION_POLICY_BINDING = {
                           "parameterNotFoundAction": S},
              "matchResources": _MATCH_RESOURCES,
              "validationActions": [S]}}
+MUTATING_ADMISSION_POLICY = {
+    "spec": {"__go__": "MutatingAdmissionPolicySpec",
+             "paramKind": {"__go__": "ParamKind", "apiVersion": S,
+                           "kind": S},
+             "matchConstraints": _MATCH_RESOURCES,
+             "variables": [_NAMED_EXPR],
+             "mutations": [{"__go__": "Mutation", "patchType": S,
+                            "applyConfiguration": {
+                                "__go__": "ApplyConfiguration",
+                                "expression": S},
+                            "jsonPatch": {"__go__": "JSONPatch",
+                                          "expression": S}}],
+             "failurePolicy": S,
+             "matchConditions": [_NAMED_EXPR],
+             "reinvocationPolicy": S}}
+MUTATING_ADMISSION_POLICY_BINDING = {
+    "spec": {"__go__": "MutatingAdmissionPolicyBindingSpec",
+             "policyName": S,
+             "paramRef": {"__go__": "ParamRef", "name": S,
+                          "namespace": S, "selector": ANY,
+                          "parameterNotFoundAction": S},
+             "matchResources": _MATCH_RESOURCES}}
 CUSTOM_RESOURCE_DEFINITION = {"spec": ANY, "status": ANY}
 
 _STRMAP = {"*": S}

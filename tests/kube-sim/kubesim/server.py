@@ -14,6 +14,7 @@ import time
 import urllib.parse
 
 from . import kinds, tables, tenants
+from . import release as release_mod
 from . import resources as resmod
 from .api import Who
 from .hooks import (ApiError, default_groups, err_bad_request, err_internal,
@@ -23,11 +24,9 @@ from .store import dumps
 
 MAX_BODY = 3 * 1024 * 1024
 MAX_DEPTH = 100
-VERSION = {"major": "1", "minor": "34", "gitVersion": "v1.34.0",
-           "gitCommit": "0000000000000000000000000000000000000000",
-           "gitTreeState": "clean", "buildDate": "2025-08-27T00:00:00Z",
-           "goVersion": "go1.24.6", "compiler": "gc",
-           "platform": "linux/amd64"}
+# /version of the default release (each simulator answers its own:
+# sim.release.version_info())
+VERSION = release_mod.Release().version_info()
 READ_VERBS = {"get", "list", "watch"}
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 # The writer role (kpgpud-quota's needs): the write verbs it may use on a
@@ -37,6 +36,13 @@ WRITER = dict.fromkeys((
     "resourceclaims.resource.k8s.io", "resourcequotas",
     "leases.coordination.k8s.io", "events", "configmaps"), WRITE_VERBS)
 WRITER["namespaces"] = {"update", "patch"}
+# kpgpud-quota --injection policy keeps its MutatingAdmissionPolicy
+# (deploy/components/policy-injection/rbac-injection.yaml; resourceNames
+# are not modelled)
+WRITER.update(dict.fromkeys((
+    "mutatingadmissionpolicies.admissionregistration.k8s.io",
+    "mutatingadmissionpolicybindings.admissionregistration.k8s.io"),
+    {"create", "update", "delete"}))
 PATCH_TYPES = {"application/json-patch+json": "json",
                "application/merge-patch+json": "merge",
                "application/strategic-merge-patch+json": "strategic"}
@@ -487,7 +493,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path in ("/healthz", "/livez", "/readyz"):
             return self._send(200, b"ok", "text/plain; charset=utf-8")
         if path == "/version":
-            return self.send_obj(200, VERSION)
+            return self.send_obj(200, sim.release.version_info())
         if self.role == "anonymous":
             raise ApiError(403, "Forbidden", 'forbidden: User '
                            '"system:anonymous" cannot get path "%s"' % path,
@@ -542,6 +548,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             from . import vap
             vap.cost_reset()
             return self.send_obj(200, {"reset": True})
+        if path == "/sim/release" and self.command == "GET":
+            return self.send_obj(200, sim.release.describe())
         if path == "/sim/faults" and self.command == "GET":
             return self.send_obj(200, sim.faults.describe())
         if path == "/sim/faults" and self.command == "POST":
@@ -600,12 +608,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return w
 
     def _render(self, r, entry):
-        """An entry's JSON in the requested version."""
-        if entry.res.builtin or entry.obj["apiVersion"] == \
-                r.res.api_version_for(r.version):
+        """An entry's JSON in the requested version (the versions of a
+        kind served in several have the same fields here: only
+        apiVersion changes)."""
+        want = r.res.api_version_for(r.version)
+        if entry.obj.get("apiVersion") == want:
             return entry.full()
-        o = dict(entry.obj, apiVersion=r.res.api_version_for(r.version))
-        return dumps(o)
+        return dumps(dict(entry.obj, apiVersion=want))
 
     def _wants_table(self):
         """True when the client asked for a meta.k8s.io Table."""

@@ -170,6 +170,11 @@ VALIDATING_ADMISSION_POLICY = (
 VALIDATING_ADMISSION_POLICY_BINDING = (
     [_NAME, _col("PolicyName"), _col("ParamRef"), _AGE],
     lambda o: [_name(o), _spec_get(o, "policyName"), _param_ref(o), age(o)])
+MUTATING_ADMISSION_POLICY = (
+    [_NAME, _col("Mutations", typ="integer"), _col("ParamKind"), _AGE],
+    lambda o: [_name(o), len((o.get("spec") or {}).get("mutations") or []),
+               _param_kind(o), age(o)])
+MUTATING_ADMISSION_POLICY_BINDING = VALIDATING_ADMISSION_POLICY_BINDING
 
 
 def _spec(o):

@@ -66,8 +66,12 @@ class T:
     def start(self, name="sim", *args):
         """Start a simulator in DIR/name; returns (dir, admin Client)."""
         d = os.path.join(self.dir, name)
+        # KPGPUD_K8S_VERSION: the release (as lib_base.sh's sim_start);
+        # a --set k8s-version= in ARGS wins
+        ver = os.environ.get("KPGPUD_K8S_VERSION")
+        pre = ["--set", "k8s-version=" + ver] if ver else []
         r = subprocess.run([os.path.join(HERE, "run"), d, "--plugins",
-                            "none", "--set", "verify-stored=on"] +
+                            "none", "--set", "verify-stored=on"] + pre +
                            list(args), capture_output=True, text=True)
         if r.returncode != 0:
             print("FAIL starting simulator: " + r.stderr)

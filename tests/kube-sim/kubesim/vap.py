@@ -28,7 +28,7 @@ validating hook on the two kinds: 422 with the apiserver's field paths).
 import re
 import threading
 
-from . import cel
+from . import cel, release
 from .hooks import ApiError, err_forbidden, err_invalid
 from .selector import match_label_selector_obj, rule_matches
 from .validation import FieldError
@@ -80,10 +80,10 @@ def cost_reset():
 
 # ------------------------------------------------------------- compiling
 
-def _compile(expr, declared, variables, path, errs):
+def _compile(expr, declared, variables, path, errs, types=()):
     """A Program, or None with a FieldError appended."""
     try:
-        return cel.Program(expr, declared, variables)
+        return cel.Program(expr, declared, variables, types)
     except cel.CelError as e:
         msg, where = str(e), ""
         m = re.search(r" at offset (\d+)", msg)
@@ -99,6 +99,59 @@ def _compile(expr, declared, variables, path, errs):
         return None
 
 
+def compile_variables(spec, declared, errs, types=()):
+    """{name: Program} of spec.variables (each may use the ones before
+    it), with FieldErrors appended to ERRS."""
+    out = {}
+    seen = set()
+    for i, v in enumerate(_list(spec.get("variables"))):
+        path = "spec.variables[%d]" % i
+        name, expr = v.get("name"), v.get("expression")
+        if not isinstance(name, str) or not name.strip():
+            errs.append(FieldError("Required", path + ".name",
+                                   detail="name is not specified"))
+        elif not CEL_IDENT.match(name) or name in CEL_RESERVED:
+            errs.append(FieldError("Invalid", path + ".name", name,
+                                   "name is not a valid CEL identifier"))
+        if not isinstance(expr, str) or not expr.strip():
+            errs.append(FieldError("Required", path + ".expression",
+                                   detail="expression is not specified"))
+            continue
+        prog = _compile(expr, declared, frozenset(seen),
+                        path + ".expression", errs, types)
+        if prog is not None and isinstance(name, str):
+            out[name] = prog
+            seen.add(name)
+    return out
+
+
+def compile_conditions(spec, declared, names, errs, types=()):
+    """[(name, Program)] of spec.matchConditions (at most 64, names
+    unique), with FieldErrors appended to ERRS."""
+    out = []
+    cond_names = set()
+    conds = _list(spec.get("matchConditions"))
+    if len(conds) > 64:
+        errs.append(FieldError("TooMany", "spec.matchConditions",
+                               len(conds), "must have at most 64 items"))
+    for i, mc in enumerate(conds):
+        path = "spec.matchConditions[%d]" % i
+        name, expr = mc.get("name"), mc.get("expression")
+        if not isinstance(expr, str) or not expr.strip():
+            errs.append(FieldError("Required", path + ".expression"))
+        else:
+            prog = _compile(expr.strip(), declared, names,
+                            path + ".expression", errs, types)
+            out.append((name, prog or _Broken(expr, errs[-1])))
+        if not isinstance(name, str) or not name:
+            errs.append(FieldError("Required", path + ".name"))
+        elif name in cond_names:
+            errs.append(FieldError("Duplicate", path + ".name", name))
+        else:
+            cond_names.add(name)
+    return out
+
+
 class Compiled:
     """The programs of one policy (compiled once per resourceVersion)."""
 
@@ -110,49 +163,9 @@ class Compiled:
         self.failure = spec.get("failurePolicy") or "Fail"
         self.param_kind = spec.get("paramKind")
         declared = BASE_VARS + (("params",) if self.param_kind else ())
-        self.variables = {}
-        seen = set()
-        for i, v in enumerate(_list(spec.get("variables"))):
-            path = "spec.variables[%d]" % i
-            name, expr = v.get("name"), v.get("expression")
-            if not isinstance(name, str) or not name.strip():
-                errs.append(FieldError("Required", path + ".name",
-                                       detail="name is not specified"))
-            elif not CEL_IDENT.match(name) or name in CEL_RESERVED:
-                errs.append(FieldError("Invalid", path + ".name", name,
-                                       "name is not a valid CEL identifier"))
-            if not isinstance(expr, str) or not expr.strip():
-                errs.append(FieldError("Required", path + ".expression",
-                                       detail="expression is not specified"))
-                continue
-            prog = _compile(expr, declared, frozenset(seen),
-                            path + ".expression", errs)
-            if prog is not None and isinstance(name, str):
-                self.variables[name] = prog
-                seen.add(name)
-        names = frozenset(seen)
-        self.conditions = []
-        cond_names = set()
-        conds = _list(spec.get("matchConditions"))
-        if len(conds) > 64:
-            errs.append(FieldError("TooMany", "spec.matchConditions",
-                                   len(conds), "must have at most 64 items"))
-        for i, mc in enumerate(conds):
-            path = "spec.matchConditions[%d]" % i
-            name, expr = mc.get("name"), mc.get("expression")
-            if not isinstance(expr, str) or not expr.strip():
-                errs.append(FieldError("Required", path + ".expression"))
-            else:
-                prog = _compile(expr.strip(), declared, names,
-                                path + ".expression", errs)
-                self.conditions.append((name, prog or _Broken(expr,
-                                                              errs[-1])))
-            if not isinstance(name, str) or not name:
-                errs.append(FieldError("Required", path + ".name"))
-            elif name in cond_names:
-                errs.append(FieldError("Duplicate", path + ".name", name))
-            else:
-                cond_names.add(name)
+        self.variables = compile_variables(spec, declared, errs)
+        names = frozenset(self.variables)
+        self.conditions = compile_conditions(spec, declared, names, errs)
         self.validations = []
         msg_declared = tuple(d for d in declared if d != "authorizer")
         vals = _list(spec.get("validations"))
@@ -338,30 +351,36 @@ def validate_policy(obj):
     return errs
 
 
+def _validate_param_ref(pr, errs):
+    """ParamRef checks of a binding (name xor selector, the
+    parameterNotFoundAction)."""
+    if not isinstance(pr, dict):
+        return
+    if pr.get("name") and pr.get("selector") is not None:
+        for f in ("name", "selector"):
+            errs.append(FieldError("Forbidden", "spec.paramRef." + f,
+                                   detail="name and selector are "
+                                   "mutually exclusive"))
+    if not pr.get("name") and pr.get("selector") is None:
+        errs.append(FieldError("Required", "spec.paramRef",
+                               detail="one of name or selector must be "
+                               "specified"))
+    if not pr.get("parameterNotFoundAction"):
+        errs.append(FieldError("Required",
+                               "spec.paramRef.parameterNotFoundAction"))
+    else:
+        _not_supported("spec.paramRef.parameterNotFoundAction",
+                       pr["parameterNotFoundAction"], ("Deny", "Allow"),
+                       errs)
+
+
 def validate_binding(obj):
     """Create/update checks of a ValidatingAdmissionPolicyBinding."""
     errs = []
     spec = obj.get("spec") or {}
     if not spec.get("policyName"):
         errs.append(FieldError("Required", "spec.policyName"))
-    pr = spec.get("paramRef")
-    if isinstance(pr, dict):
-        if pr.get("name") and pr.get("selector") is not None:
-            for f in ("name", "selector"):
-                errs.append(FieldError("Forbidden", "spec.paramRef." + f,
-                                       detail="name and selector are "
-                                       "mutually exclusive"))
-        if not pr.get("name") and pr.get("selector") is None:
-            errs.append(FieldError("Required", "spec.paramRef",
-                                   detail="one of name or selector must be "
-                                   "specified"))
-        if not pr.get("parameterNotFoundAction"):
-            errs.append(FieldError("Required",
-                                   "spec.paramRef.parameterNotFoundAction"))
-        else:
-            _not_supported("spec.paramRef.parameterNotFoundAction",
-                           pr["parameterNotFoundAction"], ("Deny", "Allow"),
-                           errs)
+    _validate_param_ref(spec.get("paramRef"), errs)
     # The apiserver's field path really is spelt "matchResouces".
     _validate_match(spec.get("matchResources"), "spec.matchResouces", errs)
     actions = spec.get("validationActions") or []
@@ -566,16 +585,26 @@ def collect_params(comp, binding, ctx):
     elif ref.get("namespace"):
         raise ConfigError("paramRef.namespace must not be provided for a "
                           "cluster-scoped `paramKind`")
+    frozen = _frozen_store(ctx, res)
     if ref.get("name"):
-        try:
-            params = [ctx.api.get(res.key, ns, ref["name"])]
-        except ApiError as e:
-            if e.code != 404:
-                raise ConfigError(e.message)
-            params = []
+        params = []
+        if frozen is not None:
+            p = frozen.get((ns, ref["name"]))
+            params = [p] if p is not None else []
+        if frozen is None or (not params and _direct_get(ctx)):
+            try:
+                params = [ctx.api.get(res.key, ns, ref["name"])]
+            except ApiError as e:
+                if e.code != 404:
+                    raise ConfigError(e.message)
+                params = []
     else:
         sel = ref.get("selector") or {}
-        items, _ = ctx.api.list(res.key, ns or None)
+        if frozen is not None:
+            items = [o for (ons, _), o in frozen.items()
+                     if not ns or ons == ns]
+        else:
+            items, _ = ctx.api.list(res.key, ns or None)
         params = [o for o in items if match_label_selector_obj(
             sel, (o.get("metadata") or {}).get("labels") or {})]
         params.sort(key=lambda o: (o["metadata"].get("namespace", ""),
@@ -584,6 +613,117 @@ def collect_params(comp, binding, ctx):
         raise ConfigError("no params found for policy binding with `Deny` "
                           "parameterNotFoundAction")
     return params
+
+
+# ------------------------------------------- param informers (the bug)
+
+class ParamInformers:
+    """The policy sources' param informers, with kubernetes/kubernetes
+    #130887 / #133827 (facts §4) when BUG is on.
+
+    Every refresh tick (1 s, policyRefreshIntervalDefault) the kinds used
+    as paramKind by a policy (Validating or Mutating) that has at least
+    one binding are the ones with an informer; the informer of a kind no
+    longer used is cancelled.  For a built-in kind (ConfigMap, ...) the
+    informer is the shared informer factory's, which never restarts a
+    stopped informer: its store stays as it was at that moment, for every
+    later use of that kind, until the simulator restarts.  A custom
+    resource's informer is made afresh on each use, so CRD paramKinds are
+    unaffected.  With DIRECT_GET (1.37: upstream #134423), a paramRef.name
+    the frozen store lacks is read from the live store instead; a
+    paramRef.selector and a stale object still come from the frozen
+    store."""
+
+    TICK = 1.0
+
+    def __init__(self, bug=True, direct_get=False):
+        self.bug = bug
+        self.direct_get = direct_get
+        self.lock = threading.Lock()
+        self.active = set()     # resource keys with a running informer
+        self.frozen = {}        # built-in key -> {(ns, name): object}
+        self.ticks = 0
+
+    def store(self, key):
+        """The frozen store of resource KEY, or None (read live)."""
+        with self.lock:
+            return self.frozen.get(key)
+
+    def tick(self, api):
+        """One refresh: cancel the informers of kinds no bound policy
+        uses any more (freezing built-in ones), start the others."""
+        used = set()
+        for pol_key, bind_key in ((VAP, VAPB), (
+                "mutatingadmissionpolicies." + GROUP,
+                "mutatingadmissionpolicybindings." + GROUP)):
+            try:
+                pols, _ = api.list(pol_key, copy=False)
+                binds, _ = api.list(bind_key, copy=False)
+            except ApiError:
+                continue
+            bound = {(b.get("spec") or {}).get("policyName") for b in binds}
+            for pol in pols:
+                pk = (pol.get("spec") or {}).get("paramKind")
+                if pol["metadata"]["name"] not in bound or \
+                        not isinstance(pk, dict):
+                    continue
+                try:
+                    res = api.resource_for_kind(pk.get("apiVersion", ""),
+                                                pk.get("kind", ""))
+                except ApiError:
+                    continue
+                used.add(res.key)
+        with self.lock:
+            self.ticks += 1
+            gone = self.active - used
+            self.active = used
+        for key in sorted(gone):
+            try:
+                res = api.resource(key)
+            except ApiError:
+                continue
+            if not res.builtin or not self.bug:
+                continue
+            with self.lock:
+                if key in self.frozen:
+                    continue
+            items, _ = api.list(key, copy=False)
+            snap = {(o["metadata"].get("namespace", ""),
+                     o["metadata"]["name"]): o for o in items}
+            with self.lock:
+                self.frozen.setdefault(key, snap)
+
+    def describe(self):
+        """GET /sim/param-informers."""
+        with self.lock:
+            return {"bug": self.bug, "directGet": self.direct_get,
+                    "ticks": self.ticks, "active": sorted(self.active),
+                    "frozen": {k: len(v) for k, v in self.frozen.items()}}
+
+    def run(self, api, stop):
+        """The refresh loop (a controller)."""
+        while not stop.wait(self.TICK):
+            try:
+                self.tick(api)
+            except ApiError:
+                pass
+
+
+def _informers(ctx):
+    """The ParamInformers of the request's simulator, or None."""
+    return getattr(getattr(ctx.api, "hooks", None), "param_informers", None)
+
+
+def _frozen_store(ctx, res):
+    """The frozen store of RES's informer, or None: read live."""
+    pi = _informers(ctx)
+    return pi.store(res.key) if pi is not None else None
+
+
+def _direct_get(ctx):
+    """Whether a name missing from a frozen store is read directly."""
+    pi = _informers(ctx)
+    return bool(pi and pi.direct_get)
 
 
 class Decision:
@@ -751,3 +891,15 @@ def register(reg):
     as in kube-apiserver's admission order)."""
     reg.add_validating("ValidatingAdmissionPolicySpec", check_spec, order=10)
     reg.add_validating("ValidatingAdmissionPolicy", admit, order=40)
+    opts = getattr(reg, "options", None) or {}
+    bug = opts.get("vap-param-informer-bug", "on")
+    if bug not in ("on", "off"):
+        raise ValueError("--set vap-param-informer-bug: want on or off, "
+                         "not %r" % bug)
+    rel = getattr(reg, "release", None) or release.Release()
+    pi = ParamInformers(bug == "on", direct_get=release.release_key(rel) >=
+                        (1, 37))
+    reg.param_informers = pi
+    reg.add_controller("policy-param-informers", pi.run)
+    reg.add_sim_endpoint("GET", "/sim/param-informers",
+                         lambda body: (200, pi.describe()))

@@ -507,12 +507,33 @@ def _snapshot(obj):
     return json.dumps(obj, sort_keys=True)
 
 
+class _Reinvoke:
+    """The webhook plug-in's reinvocation state of one request
+    (webhookReinvokeContext): the output of its last pass, the IfNeeded
+    webhooks called since the object last changed, and those to call
+    again in the second pass."""
+
+    def __init__(self):
+        self.last_output = None
+        self.previously = []
+        self.again = set()
+
+    def require_reinvoking_previous(self):
+        """Every IfNeeded webhook called so far is to be called again."""
+        self.again.update(self.previously)
+        self.previously = []
+
+
 def mutate(ctx):
     """Mutating admission hook: run every matching webhook in order.
 
-    Round 0 calls each matching webhook once. A webhook with
-    reinvocationPolicy IfNeeded whose output a later webhook changed is
-    called once more in round 1 (a webhook skipped in round 0 is not).
+    The first pass calls each matching webhook once. A webhook that
+    changes the object asks for a second pass of the admission chain and
+    marks every IfNeeded webhook called before it; in the second pass
+    only marked webhooks are called again, and all IfNeeded ones of the
+    first pass when something (a policy) changed the object since this
+    plug-in's first pass (a webhook skipped in the first pass is never
+    called in the second).
     """
     if ctx.resource.group == ADMISSION_GROUP or ctx.operation not in (
             "CREATE", "UPDATE", "DELETE", "CONNECT"):
@@ -521,23 +542,38 @@ def mutate(ctx):
         configs, _ = ctx.api.list(MWC)
     except ApiError:
         return
-    configs.sort(key=lambda c: c["metadata"]["name"])
-    called = []
-    for cfg in configs:
-        for hook in cfg.get("webhooks") or []:
-            if not _webhook_matches(hook, ctx):
-                continue
-            _invoke(hook, ctx)
-            if hook.get("reinvocationPolicy") == "IfNeeded" and \
-                    ctx.object is not None:
-                called.append((hook, _snapshot(ctx.object)))
-    if not called:
+    if not configs:
         return
-    final = _snapshot(ctx.object)
-    again = [h for h, seen in called if seen != final]
-    for hook in again:
-        STATS["reinvocations"] += 1
-        _invoke(hook, ctx)
+    rc = ctx.reinvocation
+    st = rc.values.get("MutatingAdmissionWebhook")
+    if st is None:
+        st = rc.values["MutatingAdmissionWebhook"] = _Reinvoke()
+    if rc.is_reinvoke and ctx.object is not None and \
+            _snapshot(ctx.object) != st.last_output:
+        st.require_reinvoking_previous()
+    configs.sort(key=lambda c: c["metadata"]["name"])
+    try:
+        for cfg in configs:
+            for i, hook in enumerate(cfg.get("webhooks") or []):
+                key = (cfg["metadata"]["name"], i, hook.get("name"))
+                if rc.is_reinvoke and key not in st.again:
+                    continue
+                if not _webhook_matches(hook, ctx):
+                    continue
+                before = _snapshot(ctx.object) if ctx.object is not None \
+                    else None
+                if rc.is_reinvoke:
+                    STATS["reinvocations"] += 1
+                _invoke(hook, ctx)
+                if ctx.object is not None and \
+                        _snapshot(ctx.object) != before:
+                    st.require_reinvoking_previous()
+                    rc.should_reinvoke = True
+                if hook.get("reinvocationPolicy") == "IfNeeded":
+                    st.previously.append(key)
+    finally:
+        st.last_output = _snapshot(ctx.object) if ctx.object is not None \
+            else None
 
 
 def register(reg):
