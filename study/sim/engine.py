@@ -191,13 +191,54 @@ class Server:
                                       sim.seq, self._fire, self.token))
 
     def _update(self):
-        """New rates after a change of this server's state."""
-        if self.solo:
-            self.demand()
-            self.set_speed(1.0)
-            self.schedule()
-        else:
+        """New rates after a change of this server's state: for a server
+        alone on its partition, demand(), set_speed(1.0) and schedule()
+        in one (the hot path)."""
+        if not self.solo:
             self.part.reallocate(self)
+            return
+        pf = self.pf
+        b = self.b
+        self.token += 1
+        self.sigma = 1.0
+        if not b and not pf:
+            self.u = self.step0 = self.c = 0.0
+            self.r_dec = self.r_pf = 0.0
+            return
+        if pf:
+            left = pf[0].pf_left
+            c = self.pf_total
+            if c < left:                    # rounding drift
+                c = self.pf_total = left
+            if c > self.chunk:
+                c = self.chunk
+        else:
+            c = 0.0
+        self.c = c
+        cost = self.cost
+        mem = cost.weights + self.kv_read * cost.per_kv_byte
+        comp = (b + c) * cost.per_token
+        g = mem if mem > comp else comp
+        step = self.h + g
+        self.step0 = step
+        if step > 0.0:
+            self.u = g / step
+            r = self.r_dec = 1.0 / step
+            rp = self.r_pf = c / step
+        else:
+            self.u = r = rp = self.r_dec = self.r_pf = 0.0
+        dt = INF
+        if pf:
+            dt = left / rp if left > 0.0 else 0.0
+        if b:
+            d = (self.dec[0][0] - self.V) / r
+            if d < dt:
+                dt = d
+        if dt < INF:
+            sim = self.sim
+            sim.seq += 1
+            heapq.heappush(sim.heap, (sim.now + (dt if dt > 0.0 else 0.0),
+                                      sim.seq, self._fire, self.token))
 
     # -- events
     def arrive(self, call):

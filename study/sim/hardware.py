@@ -139,9 +139,10 @@ def fits(model, profile, procs, p):
 def capacity_table(p, model):
     """Per profile: decode tokens/s of one sequence, and of the largest
     batch of 1,000-token sequences one server holds (its KV budget, at most
-    max_seqs), prefill tokens/s in chunks. The batched column is capped per
-    server (seven 1g servers batch seven times max_seqs); the hardware
-    itself never gives seven 1g devices more than the whole GPU (see
+    max_seqs), prefill tokens/s in chunks, and the compute ceiling (tokens/s
+    of an unbounded batch). The batched column is capped per server (seven
+    1g servers batch seven times max_seqs); the ceiling, like the hardware,
+    never gives seven 1g devices more than the whole GPU (see
     tests/test_study.py)."""
     rows = []
     for name, prof in PROFILES.items():
@@ -155,5 +156,6 @@ def capacity_table(p, model):
             if bmax > 0 else 0.0
         chunk = p["chunk"]
         prefill = chunk / (sc.host + sc.gpu(0, 0, chunk))
-        rows.append((name, prof, single, bmax, batched, prefill))
+        ceiling = 1.0 / sc.per_token
+        rows.append((name, prof, single, bmax, batched, prefill, ceiling))
     return rows

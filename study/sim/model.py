@@ -314,6 +314,12 @@ def run_one(cfg, traffic, load, p, seed, model_name):
     r["calls_per_s"] = n_planned / WINDOW
     r["cv_calls"] = inter_arrival_cv(offered_t)
     r["cv_sessions"] = cv_sessions
+    for name, t in (("cgap", offered_t),
+                    ("sgap", starts if kind == "agent" else ())):
+        g = np.diff(np.sort(np.asarray(t, float)))
+        r[name + "_n"] = len(g)
+        r[name + "_s1"] = float(g.sum())
+        r[name + "_s2"] = float((g * g).sum())
     r["gpu_eq"] = cfg.gpu_equivalent()
     return r
 
