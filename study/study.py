@@ -2,7 +2,8 @@
 (report.md, PNG plots, every run as CSV).
 
 Environment: STUDY_QUICK=1 for a short run (fewer loads, replications and
-design points; for development), STUDY_OUT=DIR (default study/out),
+design points; for development), STUDY_REPORT_ONLY=1 to redo the report
+and plots from STUDY_OUT's runs.csv, STUDY_OUT=DIR (default study/out),
 STUDY_JOBS=N worker processes (default 2), STUDY_SEED=N base seed (default
 20), STUDY_CALIB=FILE[,FILE] calibration files from study/calibrate/
 (default: study/calibrate/calib.json if there is one).
@@ -305,7 +306,7 @@ def cheapest(res, mname, traffic, load, goal, mergeable=True):
         else:
             cheaper.append((round(cfg.gpu_equivalent(), 6), cfg.label, s))
     if not ok:
-        return None, [], "none meets"
+        return None, [], [], "none meets"
     ok.sort()
     cost0 = ok[0][0]
     best = [x for x in ok if x[0] == cost0]
@@ -314,12 +315,15 @@ def cheapest(res, mname, traffic, load, goal, mergeable=True):
     for c, lab, s2 in cheaper:
         if c <= cost0 and (np.isnan(s2[1]) or s2[0] + s2[1] >= goal):
             clear = False
-    tied = []
+    tied, also = [], []
     for x in best[1:]:
         d = res.paired(mname, traffic, load, label, x[2])
         if d is not None and (np.isnan(d[1]) or abs(d[0]) <= d[1]):
             tied.append(x[2])
-    return label, tied, "clear" if clear and not tied else "within noise"
+        else:
+            also.append(x[2])
+    return label, tied, also, "clear" if clear and not tied \
+        else "within noise"
 
 
 def per_rep_choice(res, mname, traffic, load, goal, mergeable=True):
@@ -565,19 +569,22 @@ def pooled_cv(res, mname, traffic, metric):
 
 
 def pooled_gap_cv(res, mname, traffic, prefix):
-    """CV of all the gaps of all runs together (from their sums)."""
-    n = s1 = s2 = 0.0
+    """Per load, the CV of all the replications' gaps together (from
+    their sums): 'load: cv, ...'."""
+    out = []
     for load in loads_for(mname, traffic):
         c = res.cell(mname, traffic, load, "one-1g") or \
             res.cell(mname, traffic, load, "mig-1g")
+        n = s1 = s2 = 0.0
         for r in (c or {}).values():
             n += r[prefix + "_n"]
-            s1 += r[prefix + "_s1"] / 1.0
+            s1 += r[prefix + "_s1"]
             s2 += r[prefix + "_s2"]
-    if n < 2:
-        return float("nan")
-    m = s1 / n
-    return float(np.sqrt(max(s2 / n - m * m, 0.0)) / m)
+        if n >= 2 and s1 > 0:
+            m = s1 / n
+            out.append("%g: %.2f" % (load, np.sqrt(max(s2 / n - m * m,
+                                                       0.0)) / m))
+    return ", ".join(out) or "-"
 
 
 def report(res, fact, wall, started, cpu):
@@ -630,8 +637,8 @@ def decision_table(res, goal, mergeable):
         for traffic in traffics_for(mname):
             cells = []
             for load in loads_for(mname, traffic):
-                lab, tied, st = cheapest(res, mname, traffic, load, goal,
-                                         mergeable)
+                lab, tied, also, st = cheapest(res, mname, traffic, load,
+                                               goal, mergeable)
                 stand[st] += 1
                 reps = per_rep_choice(res, mname, traffic, load, goal,
                                       mergeable)
@@ -639,6 +646,9 @@ def decision_table(res, goal, mergeable):
                 cell = "%s: **%s**%s" % (load, lab or "none",
                                          (" = " + " = ".join(tied))
                                          if tied else "")
+                if also:
+                    cell += "; also meeting it at this cost, lower: " + \
+                        ", ".join(also)
                 cell += " (%s; per replication: %s %d/%d)" % (
                     st, top[0], top[1], REPS)
                 cells.append(cell)
@@ -660,8 +670,13 @@ def answer_section(res, fact, goal):
     L.append("Cheapest configuration meeting the SLO for %.0f %% of calls "
              "(mean over %d replications), per model, traffic and load "
              "(replay: the tenant's share of the Azure service's traffic; "
-             "agents: sessions per minute). **Pods that serve one model "
-             "(mergeable):**\n" % (100 * goal, REPS))
+             "agents: sessions per minute). Among configurations of the "
+             "same cost the one with the highest attainment is named; '=' "
+             "joins those within noise of it, 'also' those that meet the "
+             "goal at that cost with a lower attainment. 'Per "
+             "replication': the configuration most often the cheapest "
+             "meeting the goal within one replication. **Pods that serve "
+             "one model (mergeable):**\n" % (100 * goal, REPS))
     L.extend(decision_table(res, goal, True))
     L.append("**Pods that serve different models (cannot be merged into "
              "one server):**\n")
@@ -875,21 +890,23 @@ def factorial_section(fact):
 def traffic_section(res):
     L = ["## Traffic as simulated\n"]
     L.append("Coefficient of variation of the gaps between a tenant's "
-             "calls (and, for agents, between session starts), pooled over "
-             "loads and replications (medians of the runs):\n")
-    L.append("| model | traffic | call-gap CV, median of runs | pooled | "
-             "session-gap CV, median of runs | pooled | target |")
+             "calls (and, for agents, between session starts): the median "
+             "of the runs' own values, and all %d replications' gaps "
+             "pooled, per load:\n" % REPS)
+    L.append("| model | traffic | call-gap CV, median of runs | pooled "
+             "over replications, per load | session-gap CV, median of runs "
+             "| pooled, per load | target |")
     L.append("|---|---|---|---|---|---|---|")
     mname = "1.5B"
     for traffic in LOADS:
         cv = pooled_cv(res, mname, traffic, "cv_calls")
         sv = pooled_cv(res, mname, traffic, "cv_sessions")
         tgt = model.TRAFFIC[traffic][2]
-        L.append("| %s | %s | %s | %.2f | %s | %s | %s |" % (
+        L.append("| %s | %s | %s | %s | %s | %s | %s |" % (
             mname, traffic, "%.2f" % np.median(cv) if cv else "-",
             pooled_gap_cv(res, mname, traffic, "cgap"),
             "%.2f" % np.median(sv) if sv else "-",
-            "%.2f" % pooled_gap_cv(res, mname, traffic, "sgap") if sv
+            pooled_gap_cv(res, mname, traffic, "sgap") if sv
             else "-", "%.2f" % tgt if tgt else "-"))
     L.append("")
     L.append("Session starts are a Gamma renewal process with the target "
@@ -1125,7 +1142,7 @@ def main():
     rows = [None] * len(ts)
     if os.environ.get("STUDY_REPORT_ONLY"):    # redo the report from CSV
         rows = read_runs(os.path.join(OUT, "runs.csv"))
-        ts = []
+        ts, order = [], []
     with multiprocessing.Pool(JOBS) as pool:
         done = 0
         for i, (key, row) in zip(order, pool.imap(run_task,
@@ -1153,6 +1170,15 @@ def main():
             wr.writerow([name, pr.default, pr.low, pr.high, pr.status,
                          pr.source])
     wall = time.monotonic() - t0
+    timing = os.path.join(OUT, "timing.csv")
+    if ts:
+        write_csv(timing, [{"started": started, "wall_s": wall,
+                            "cpu_s": cpu, "jobs": JOBS}],
+                  ["started", "wall_s", "cpu_s", "jobs"])
+    elif os.path.exists(timing):                # report redone: the run's
+        with open(timing) as f:
+            t = next(csv.DictReader(f))
+        started, wall = t["started"], float(t["wall_s"])
     with open(os.path.join(OUT, "report.md"), "w") as f:
         f.write(report(res, fact, wall, started, cpu))
     print("study: wrote %s in %.0f s (%.0f CPU-s in runs)"
