@@ -59,17 +59,17 @@ else:
     REPS = 20
     LOADS = {"replay-conv": [0.5, 1, 2, 4],
              "replay-code": [0.25, 0.5, 1, 2],
-             "agent-cv1.4": [6, 18], "agent-cv8": [6, 18]}
-    FACT_REPS = 2
-    FACT_RUNS = 32                          # a 2^(6-1) design
+             "agent-cv1.4": [18], "agent-cv8": [6, 18]}
+    FACT_REPS = 3
+    FACT_RUNS = 16                          # a 2^(6-2) design
 MODELS = {"1.5B": [c for c in ALL_CONFIGS if c.label in MAIN_15],
           "0.5B": [c for c in ALL_CONFIGS if c.label in MAIN_05]}
 # the 0.5B model needs about twice the traffic to load a partition as
 # much; it runs the replays' three heaviest loads and the bursty agents
 MODEL_LOADS = {"0.5B": {"replay-conv": lambda x: 1.5 * x,
                         "replay-code": lambda x: 2 * x,
-                        "agent-cv1.4": lambda x: 2 * x,
-                        "agent-cv8": lambda x: 2 * x}}
+                        "agent-cv1.4": lambda x: x + 6,
+                        "agent-cv8": lambda x: x + 6}}
 MODEL_SKIP = {"0.5B": ("agent-cv1.4",)}
 GOALS = (0.99, 0.95)
 
@@ -106,14 +106,21 @@ def params_for(cfg, p):
     return p
 
 
+DESIGNS = {32: "2^(6-1), F = ABCDE, resolution VI",
+           16: "2^(6-2), E = ABC, F = BCD, resolution IV: main effects "
+               "are not aliased with two-factor interactions",
+           8: "2^(6-3), D = AB, E = AC, F = BC, resolution III"}
+
+
 def design():
     """Coded levels (rows of -1/+1 for FACTORS) of a two-level fractional
-    factorial: 2^(6-1) with F = ABCDE (resolution VI: main effects and
-    two-factor interactions are not aliased with each other) or, quick,
-    2^(6-3) with D = AB, E = AC, F = BC (resolution III)."""
+    factorial (DESIGNS)."""
     if FACT_RUNS == 32:
         base = list(itertools.product((-1, 1), repeat=5))
         return [list(r) + [int(np.prod(r))] for r in base]
+    if FACT_RUNS == 16:
+        base = list(itertools.product((-1, 1), repeat=4))
+        return [[a, b, c, d, a * b * c, b * c * d] for a, b, c, d in base]
     base = list(itertools.product((-1, 1), repeat=3))
     return [[a, b, c, a * b, a * c, b * c] for a, b, c in base]
 
@@ -865,9 +872,7 @@ def paired_section(res):
 def factorial_section(fact):
     L = ["## Sensitivity: the factorial design\n"]
     L.append("Coded levels: -1 = low, +1 = high end of each factor's range "
-             "(parameter table). Design: %s.\n"
-             % ("2^(6-1), F = ABCDE, resolution VI" if FACT_RUNS == 32
-                else "2^(6-3), D = AB, E = AC, F = BC, resolution III"))
+             "(parameter table). Design: %s.\n" % DESIGNS[FACT_RUNS])
     for case in fact:
         mname, traffic, load, hyb, one = case["case"]
         L.append("### %s model, %s, load %s: %s vs %s\n"

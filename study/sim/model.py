@@ -157,7 +157,7 @@ def agent_of(p):
 # ------------------------------------------------------------- arrivals
 
 WARMUP = {"replay": 60.0, "agent": 60.0}
-WINDOW = 300.0                   # measured seconds
+WINDOW = 240.0                   # measured seconds
 DRAIN = 1800.0                   # at most this long after the window
 OVERLOAD_WAIT = 120.0            # a call queued this long: overloaded
 
