@@ -553,6 +553,17 @@ ISOLATION = [
 ]
 
 
+ISOLATION_SHORT = {
+    "exclusive": "yes: separate GPUs",
+    "mig": "yes: hardware (memory, bandwidth, faults)",
+    "one": "no: one process",
+    "hybrid": "no: separate processes, no memory limit, no fault "
+              "isolation",
+    "hybrid-mps": "partly: memory limit settable; a fatal fault reaches "
+                  "all",
+}
+
+
 def write_csv(path, rows, fields):
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
@@ -762,15 +773,16 @@ def config_section(res):
     L = ["## Configurations, cost and isolation\n"]
     L.append("| configuration | partitions x profile | servers on each | "
              "GPU-eq held | tenants per GPU | fits 0.5B | fits 1.5B | "
-             "fits 7B |")
-    L.append("|---|---|---|---|---|---|---|---|")
+             "fits 7B | pods isolated from each other |")
+    L.append("|---|---|---|---|---|---|---|---|---|")
     for cfg in ALL_CONFIGS:
         n, per = cfg.layout()
-        L.append("| %s | %d x %s | %d | %.3f | %.2f | %s | %s | %s |" % (
-            cfg.label, n, hw.PROFILES[cfg.profile].name, per,
-            cfg.gpu_equivalent(), cfg.tenants_per_gpu(),
-            *("yes" if cfg.fits(hw.MODELS[m], BASE) else "no"
-              for m in ("0.5B", "1.5B", "7B"))))
+        L.append("| %s | %d x %s | %d | %.3f | %.2f | %s | %s | %s | %s |"
+                 % (cfg.label, n, hw.PROFILES[cfg.profile].name, per,
+                    cfg.gpu_equivalent(), cfg.tenants_per_gpu(),
+                    *("yes" if cfg.fits(hw.MODELS[m], BASE) else "no"
+                      for m in ("0.5B", "1.5B", "7B")),
+                    ISOLATION_SHORT[cfg.mode]))
     L.append("")
     L.append("hybrid-mps-Ng runs at mps_gain = %+.2f, the favourable end "
              "of the published range: at 0 the model has nothing that "

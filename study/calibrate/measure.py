@@ -463,7 +463,7 @@ def main(argv=None):
     # busy u >= 0.6 alone (so that k >= 2 processes saturate it and the
     # sharing gain can be identified), within memory
     u = {e["batch"]: e["gpu_ms"] / e["wall_ms"] for e in doc["decode"]}
-    fit = [b for b in batches if b * max(ks) <= cap]
+    fit = [b for b in batches if b * max(ks) <= cap] or [batches[0]]
     busy = [b for b in fit if u[b] >= 0.6]
     share_b = sorted({min(fit), 4 if 4 in fit else min(fit),
                       min(busy) if busy else max(fit)})
