@@ -1,8 +1,12 @@
-"""Traffic: the Azure LLM inference traces 2023, Gamma arrivals, and agent
-sessions (LLM calls separated by tool gaps).
+"""Traffic: the Azure LLM inference traces 2023 replayed at their own
+time scale and split among tenants, and agent sessions (LLM calls separated
+by tool gaps) arriving as a Gamma renewal process.
 
-A source turns a target offered load into calls on a pod. Work per call is
-prompt / prefill_rate + output / decode_rate, in whole-GPU seconds.
+Nothing here depends on the configuration: the arrivals of a (traffic,
+load, replication) are drawn once from their own seed and every
+configuration replays them (common random numbers). Agent calls after a
+session's first wait for the previous call's answer, so their times depend
+on the configuration; the sessions' starts, calls, tokens and gaps do not.
 """
 
 import gzip
@@ -11,8 +15,6 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-
-from .engine import Job
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "data")
@@ -96,27 +98,42 @@ def load_trace(name, data_dir=DATA_DIR):
     return _cache[key]
 
 
-def held_to_mean(draw, mean, block):
-    """An endless iterator over gaps from draw(n), rescaled block by block
-    so that every `block` consecutive gaps average exactly `mean`: the
-    offered load of a run is the nominal one while the gaps keep their
-    shape (their burstiness within a block)."""
-    if block < 1:
-        raise ValueError("block must be at least 1")
-    while True:
-        g = np.asarray(draw(block), dtype=float)
-        g = g * (mean * block / g.sum())
-        yield from g
-
-
 @dataclass
-class Service:
-    """Token throughput of the tenant's model on a whole GPU, MIG off."""
-    prefill_rate: float          # prompt tokens per second
-    decode_rate: float           # output tokens per second
+class Replay:
+    """One tenant's calls: arrival times (s, the trace's own clock),
+    prompt and output tokens, and the pod (0..k-1) each goes to."""
+    t: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    pod: np.ndarray
 
-    def work(self, prompt, output):
-        return prompt / self.prefill_rate, output / self.decode_rate
+
+def split_replay(trace, share, k, rng, offset=0.0):
+    """The calls of one tenant that gets `share` of the service's traffic,
+    on the trace's own clock (never stretched), starting `offset` seconds
+    into the trace (wrapping round its end). share <= 1: the trace split
+    among 1/share tenants, every row kept with probability share. share >
+    1: ceil(share) copies of the trace, the first at the offset and each
+    other shifted by its own random offset, each thinned to share /
+    copies and all superposed (a tenant as busy as several such
+    services). Each call goes to one of the tenant's k pods at random."""
+    if share <= 0 or k < 1:
+        raise ValueError("share must be positive and k at least 1")
+    n = len(trace.t)
+    span = trace.t[-1] + float(np.mean(np.diff(trace.t)))
+    copies = max(1, int(np.ceil(share - 1e-9)))
+    ts, idx = [], []
+    for c in range(copies):
+        keep = np.flatnonzero(rng.random(n) < share / copies)
+        shift = offset if c == 0 else offset + rng.random() * span
+        ts.append((trace.t[keep] - shift) % span)
+        idx.append(keep)
+    t = np.concatenate(ts)
+    idx = np.concatenate(idx)
+    order = np.argsort(t, kind="stable")
+    t, idx = t[order], idx[order]
+    pod = rng.integers(k, size=len(t))
+    return Replay(t, trace.prompt[idx], trace.output[idx], pod)
 
 
 @dataclass
@@ -130,7 +147,8 @@ class Agent:
     think_time: float = 30.0     # mean seconds between turns (assumed)
 
     def gap_mean(self):
-        # tool calls fall in the gaps between a turn's LLM calls
+        """Mean seconds between two calls of a turn: the turn's tool calls
+        fall in its calls' gaps."""
         return self.tools_per_turn / max(self.calls_per_turn - 1, 1e-9) \
             * self.tool_time
 
@@ -142,87 +160,78 @@ class Agent:
     def calls_per_session(self):
         return self.turns * self.calls_per_turn
 
-    def uncached_share(self):
-        """Expected share of prompt tokens a call must prefill: the first
-        call of a session fills the cache, the others hit it."""
-        n = self.calls_per_session()
-        return (1.0 + (n - 1.0) * (1.0 - self.cached)) / n
+
+@dataclass
+class Session:
+    start: float                 # its first simulated call
+    pod: int
+    prompt: np.ndarray           # per call
+    output: np.ndarray
+    gap: np.ndarray              # idle time after each call's answer
+    began: float = 0.0           # when it began (before 0: under way)
+    skipped: int = 0             # calls before 0, not simulated
 
 
-class ReplaySource:
-    """Independent calls replayed from an Azure trace: row by row from a
-    random start (wrapping round), each with its own tokens and the gap to
-    the next row, the gaps stretched so that every `block` calls offer
-    `load` seconds of work per second."""
-
-    def __init__(self, sim, rng, trace, service, pod, load, block):
-        self.sim, self.pod, self.service = sim, pod, service
-        w1, w2 = service.work(trace.prompt, trace.output)
-        mean_work = float(np.mean(w1 + w2))
-        mean_gap = mean_work / load
-        self.trace = trace
-        i0 = int(rng.integers(len(trace.t)))
-        self.i = (i0 + 1) % len(trace.t)   # row i0 arrived at time 0
-        g = np.diff(trace.t)
-        g = np.append(g, g.mean())      # the wrap-round gap
-        start = [i0]
-
-        def draw(n):
-            idx = (start[0] + np.arange(n)) % len(g)
-            start[0] = (start[0] + n) % len(g)
-            return g[idx]
-        self.gaps = held_to_mean(draw, mean_gap, block)
-        sim.after(next(self.gaps), self._arrive)
-
-    def _arrive(self):
-        tr = self.trace
-        i = self.i
-        self.i = (i + 1) % len(tr.t)
-        o = int(tr.output[i])
-        w1, w2 = self.service.work(int(tr.prompt[i]), o)
-        self.pod.arrive(Job(w1, w2, o))
-        self.sim.after(next(self.gaps), self._arrive)
+def gamma_gaps(rng, mean, cv, n):
+    """n Gamma inter-arrival times of the given mean and coefficient of
+    variation (shape 1/cv^2), nothing rescaled afterwards."""
+    shape = 1.0 / (cv * cv)
+    return rng.gamma(shape, mean / shape, n)
 
 
-class AgentSource:
-    """Agent sessions arrive with Gamma inter-arrival times; each
-    session runs its turns and calls one after another: a call, a tool gap,
-    the next call; a think time between turns. Tokens are drawn from a
-    trace; calls after a session's first prefill only the uncached share."""
+def agent_sessions(trace, agent, rate, cv, horizon, k, rng, lead=900.0):
+    """Sessions starting in [-lead, horizon) as a Gamma renewal process of
+    `rate` sessions per second and coefficient of variation cv; each has
+    geometric turns of geometric calls (the agent's means), tokens drawn
+    from the trace's rows, exponential tool gaps within a turn and think
+    times between turns, and runs on one of the k pods.
 
-    def __init__(self, sim, rng, trace, service, pod, load, agent, cv,
-                 block):
-        self.sim, self.rng, self.trace = sim, rng, trace
-        self.service, self.pod, self.agent = service, pod, agent
-        w1, w2 = service.work(trace.prompt, trace.output)
-        per_call = float(np.mean(w1)) * agent.uncached_share() + \
-            float(np.mean(w2))
-        self.session_rate = load / (per_call * agent.calls_per_session())
-        shape = 1.0 / (cv * cv)
-        self.gaps = held_to_mean(lambda n: rng.gamma(shape, 1.0, n),
-                                 1.0 / self.session_rate, block)
-        self.p_turn_end = 1.0 / agent.calls_per_turn
-        self.p_session_end = 1.0 / agent.turns
-        sim.after(next(self.gaps), self._session)
+    A session that started before 0 is already under way at 0: its calls
+    whose planned times (start plus the gaps before them, the model's own
+    latency left out) fall before 0 are dropped and it begins at the first
+    call after 0. The run so starts near its steady state instead of
+    empty; only sessions starting at or after 0 are ever measured."""
+    mean = 1.0 / rate
+    starts = []
+    t = -lead + rng.random() * mean
+    while t < horizon:
+        for g in gamma_gaps(rng, mean, cv, 256):
+            if t >= horizon:
+                break
+            starts.append(t)
+            t += g
+    n_rows = len(trace.t)
+    out = []
+    p_turn = 1.0 / agent.turns
+    p_call = 1.0 / agent.calls_per_turn
+    for s in starts:
+        turns = rng.geometric(p_turn)
+        calls = rng.geometric(p_call, turns)
+        n = int(calls.sum())
+        rows = rng.integers(n_rows, size=n)
+        gap = rng.exponential(agent.gap_mean(), n)
+        ends = np.cumsum(calls) - 1          # last call of each turn
+        gap[ends] = rng.exponential(agent.think_time, turns)
+        gap[-1] = 0.0
+        pod = int(rng.integers(k))
+        first = 0
+        start = float(s)
+        if s < 0:
+            planned = s + np.concatenate(([0.0], np.cumsum(gap[:-1])))
+            first = int(np.searchsorted(planned, 0.0))
+            if first == n:
+                continue
+            start = float(planned[first])
+        out.append(Session(start, pod, trace.prompt[rows[first:]],
+                           trace.output[rows[first:]], gap[first:],
+                           float(s), first))
+    out.sort(key=lambda x: x.start)
+    return out
 
-    def _session(self):
-        self._call(first=True)
-        self.sim.after(next(self.gaps), self._session)
 
-    def _call(self, first):
-        tr = self.trace
-        i = int(self.rng.integers(len(tr.t)))
-        p, o = int(tr.prompt[i]), int(tr.output[i])
-        if not first:
-            p = p * (1.0 - self.agent.cached)
-        w1, w2 = self.service.work(p, o)
-        self.pod.arrive(Job(w1, w2, o, on_done=self._next))
-
-    def _next(self, job):
-        r = self.rng.random()
-        if r >= self.p_turn_end:             # another call in this turn
-            self.sim.after(self.rng.exponential(self.agent.gap_mean()),
-                           self._call, False)
-        elif self.rng.random() >= self.p_session_end:   # another turn
-            self.sim.after(self.rng.exponential(self.agent.think_time),
-                           self._call, False)
+def inter_arrival_cv(times):
+    """Coefficient of variation of the gaps between sorted times."""
+    g = np.diff(np.sort(np.asarray(times, float)))
+    if len(g) < 2 or g.mean() <= 0:
+        return float("nan")
+    return float(g.std() / g.mean())
