@@ -11,7 +11,9 @@
 
 #include <jansson.h>
 
+#include "common/opts.h"
 #include "common/resolved.h"
+#include "common/util.h"
 #include "kpgpuctl/ctl.h"
 #include "kpgpud-admit/patch.h"
 #include "kpgpud-admit/review.h"
@@ -58,38 +60,50 @@ read_stdin(char **ret, size_t *ret_len)
 	return 0;
 }
 
-/* Parse the common flags; returns 0 or 2 (usage). */
+/* Parse the common flags (the one argv walker, getopt_long's rules);
+   returns 0 or 2 (usage). */
 static int
 parse_opts(int argc, char **argv, struct admit_opts *o, const char *usage)
 {
-	o->ns = REVIEW_NS_ISOLATED;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--resolved") == 0 && i + 1 < argc)
-			o->resolved = argv[++i];
-		else if (strcmp(argv[i], "--open") == 0)
-			o->ns = REVIEW_NS_OPEN;
-		else if ((strcmp(argv[i], "--miss") == 0 ||
-		    strcmp(argv[i], "--unresolved") == 0) && i + 1 < argc) {
-			bool miss = argv[i][2] == 'm';
+	static const struct opts_long tab[] = {
+		{ "resolved=", 'r' },
+		{ "open", 'o' },
+		{ "miss=", 'm' },
+		{ "unresolved=", 'u' },
+		{ "pretty", 'p' },
+		{ "help", 'h' },
+	};
+	struct opts w;
+	int c;
 
-			i++;
-			if (strcmp(argv[i], "allow") == 0)
-				o->ns = miss ? REVIEW_NS_MISS_ALLOW :
+	o->ns = REVIEW_NS_ISOLATED;
+	opts_init(&w, argc, argv, "", tab, nitems(tab));
+	while ((c = opts_next(&w)) != OPTS_END) {
+		switch (c) {
+		case 'r': o->resolved = w.arg; break;
+		case 'o': o->ns = REVIEW_NS_OPEN; break;
+		case 'm':
+		case 'u':
+			if (strcmp(w.arg, "allow") == 0)
+				o->ns = c == 'm' ? REVIEW_NS_MISS_ALLOW :
 				    REVIEW_NS_UNRESOLVED_ALLOW;
-			else if (strcmp(argv[i], "deny") == 0)
-				o->ns = miss ? REVIEW_NS_MISS_DENY :
+			else if (strcmp(w.arg, "deny") == 0)
+				o->ns = c == 'm' ? REVIEW_NS_MISS_DENY :
 				    REVIEW_NS_UNRESOLVED_DENY;
 			else
 				goto bad;
-		} else if (strcmp(argv[i], "--pretty") == 0)
-			o->pretty = true;
-		else if (strcmp(argv[i], "--help") == 0) {
+			break;
+		case 'p': o->pretty = true; break;
+		case 'h':
 			printf("usage: %s\n", usage);
 			exit(0);
-		} else
+		default:
+			fprintf(stderr, "%s\n", w.err);	/* OPTS_ERR */
 			goto bad;
+		}
 	}
-	return 0;
+	if (w.ind == argc)
+		return 0;
 bad:
 	fprintf(stderr, "usage: %s\n", usage);
 	return 2;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/opts.h"
 #include "common/util.h"
 #include "ipc/ipc.h"
 #include "kpgpuctl/ctl.h"
@@ -247,34 +248,50 @@ cachecmd_watch(const struct cachecmd *o, struct ipc_call *s)
 	return 0;
 }
 
-/* Parse options anywhere; positional words go to pos. -1 on misuse. */
+/* Parse options anywhere (the one argv walker, getopt_long's rules);
+   positional words go to pos, at most two. -1 on misuse. */
 static int
 cachecmd_opts(int argc, char **argv, struct cachecmd *o, char **pos)
 {
-	int i, n = 0, t;
+	static const struct opts_long tab[] = {
+		{ "sync-socket=", 's' },
+		{ "socket=", 's' },
+		{ "timeout=", 't' },
+		{ "prefix=", 'p' },
+		{ "since=", 'S' },
+		{ "count=", 'c' },
+	};
+	struct opts w;
+	int c, n = 0, t;
 
-	for (i = 1; i < argc; i++) {
-		if ((strcmp(argv[i], "--sync-socket") == 0 ||
-		    strcmp(argv[i], "--socket") == 0) && i + 1 < argc)
-			o->socket = argv[++i];
-		else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
-			if (parse_int(argv[++i], 1, 600000, &t) < 0)
+	opts_init(&w, argc, argv, "", tab, nitems(tab));
+	while ((c = opts_next(&w)) != OPTS_END) {
+		switch (c) {
+		case 's': o->socket = w.arg; break;
+		case 't':
+			if (parse_int(w.arg, 1, 600000, &t) < 0)
 				return -1;
 			o->timeout_ms = (unsigned)t;
-		} else if (strcmp(argv[i], "--prefix") == 0 && i + 1 < argc)
-			o->prefix = argv[++i];
-		else if (strcmp(argv[i], "--since") == 0 && i + 1 < argc) {
-			if (parse_uint64(argv[++i], UINT64_MAX, &o->since) < 0)
+			break;
+		case 'p': o->prefix = w.arg; break;
+		case 'S':
+			if (parse_uint64(w.arg, UINT64_MAX, &o->since) < 0)
 				return -1;
-		} else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc) {
-			if (parse_int(argv[++i], 0, 1000000000, &t) < 0)
+			break;
+		case 'c':
+			if (parse_int(w.arg, 0, 1000000000, &t) < 0)
 				return -1;
 			o->count = t;
-		}
-		else if (argv[i][0] == '-' || n == 2)
+			break;
+		default:
+			fprintf(stderr, "%s\n", w.err);	/* OPTS_ERR */
 			return -1;
-		else
-			pos[n++] = argv[i];
+		}
+	}
+	for (int i = w.ind; i < argc; i++) {
+		if (n == 2)
+			return -1;
+		pos[n++] = argv[i];
 	}
 	return n;
 }
