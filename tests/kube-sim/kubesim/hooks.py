@@ -139,7 +139,8 @@ import threading
 
 # Modules of this package that may register hooks, loaded in this order.
 PLUGIN_MODULES = ("cel", "allocator", "quota", "webhooks", "controllers",
-                  "vap", "kubelet", "alloclog", "kubeplus", "fleet")
+                  "vap", "kubelet", "alloclog", "kubeplus", "fleet",
+                  "devicetaint")
 
 
 class ApiError(Exception):

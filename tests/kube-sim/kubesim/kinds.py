@@ -13,8 +13,8 @@ import copy
 import functools
 from dataclasses import dataclass, field
 
-from . import (checks, crdvalidate, dravalid, proto, schema, tables,
-               validation)
+from . import (checks, crdvalidate, drafeat, dravalid, proto, release,
+               schema, tables, validation)
 
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch",
          "update", "watch")
@@ -32,11 +32,15 @@ def release_key(release):
 class Version:
     """One version of a kind's group and the releases that serve it:
     from SINCE (a release such as "1.35"; None: every earlier one too) to
-    UNTIL (the last release serving it; None: every later one too)."""
+    UNTIL (the last release serving it; None: every later one too).
+    GATE, if set, names the feature gate without which the version is
+    not served at all; a gated alpha or beta version is also off unless
+    --set runtime-config enables it (release.api_enabled)."""
 
     name: str
     since: str = None
     until: str = None
+    gate: str = None
 
     def served_in(self, release):
         """True when RELEASE ("1.34") serves this version."""
@@ -118,6 +122,11 @@ def _crd_serve(api, entry, etype):
     if etype == "DELETED":
         api.store.drop_resource(r)
         api.res.remove(r.key)
+
+
+def _api_enabled(group, version, gate):
+    """release.api_enabled for the configured simulator."""
+    return release.api_enabled(group, version, gate)
 
 
 @dataclass(frozen=True, eq=False)
@@ -215,14 +224,18 @@ class Kind:
         """'plural[.group]', the name kubectl and the internal API use."""
         return self.plural + ("." + self.group if self.group else "")
 
-    def served_versions(self, release=RELEASE):
-        """Names of the versions RELEASE serves."""
-        return [v.name for v in self.versions if v.served_in(release)]
+    def served_versions(self, release=RELEASE, enabled=None):
+        """Names of the versions RELEASE serves. ENABLED(group, version,
+        gate) decides a gated version (default: release.api_enabled, the
+        running simulator's gates and runtime-config)."""
+        enabled = enabled or _api_enabled
+        return [v.name for v in self.versions if v.served_in(release) and
+                (v.gate is None or enabled(self.group, v.name, v.gate))]
 
-    def storage_version(self, release=RELEASE):
+    def storage_version(self, release=RELEASE, enabled=None):
         """The version RELEASE stores objects in, or None if it serves
         the kind in no version."""
-        served = self.served_versions(release)
+        served = self.served_versions(release, enabled)
         if self.storage in served:
             return self.storage
         return served[0] if served else None
@@ -291,7 +304,7 @@ DEVICE_CLASS = Kind(
     schema=schema.DEVICE_CLASS)
 RESOURCE_CLAIM_TEMPLATE = Kind(
     "ResourceClaimTemplate", "resourceclaimtemplates", RS,
-    default=validation.default_claim_template,
+    default=drafeat.default_claim_template,
     drop_disabled=functools.partial(dravalid.drop_disabled,
                                     dravalid.template_claim_spec),
     validate=checks.validate_claim_template,
@@ -300,7 +313,7 @@ RESOURCE_CLAIM_TEMPLATE = Kind(
     schema=schema.RESOURCE_CLAIM_TEMPLATE)
 RESOURCE_CLAIM = Kind(
     "ResourceClaim", "resourceclaims", RS, subresources=(STATUS,),
-    default=validation.default_claim,
+    default=drafeat.default_claim,
     drop_disabled=functools.partial(dravalid.drop_disabled,
                                     dravalid.claim_spec),
     validate=checks.validate_claim,
@@ -312,9 +325,25 @@ RESOURCE_SLICE = Kind(
     "ResourceSlice", "resourceslices", RS, namespaced=False,
     generation="spec", return_deleted=False,
     field_selectors=("spec.nodeName", "spec.driver"),
+    default=drafeat.default_slice, drop_disabled=drafeat.drop_disabled_slice,
     validate=checks.on_create_and_update(checks.validate_slice),
     schema=schema.RESOURCE_SLICE,
     columns=tables.RESOURCE_SLICE)
+# DeviceTaintRule (facts section 2.3): resource.k8s.io/v1alpha3 from 1.33,
+# v1beta2 from 1.36, v1 from 1.37, each only with DRADeviceTaintRules on
+# (off before 1.37) and, for alpha and beta, --set runtime-config. The
+# v1 storage answers a DELETE with a Status (NewRESTv1); the older
+# versions' storage returns the object (not modelled: one reply per kind).
+DEVICE_TAINT_RULE = Kind(
+    "DeviceTaintRule", "devicetaintrules", RS,
+    versions=(Version("v1", since="1.37", gate="DRADeviceTaintRules"),
+              Version("v1beta2", since="1.36", gate="DRADeviceTaintRules"),
+              Version("v1alpha3", since="1.33",
+                      gate="DRADeviceTaintRules")),
+    storage="v1", namespaced=False, subresources=(STATUS,),
+    generation="spec", return_deleted=False,
+    default=drafeat.default_rule, validate=drafeat.validate_rule_kind,
+    schema=schema.DEVICE_TAINT_RULE)
 MUTATING_WEBHOOK_CONFIGURATION = Kind(
     "MutatingWebhookConfiguration", "mutatingwebhookconfigurations",
     ADMISSION, namespaced=False, generation="spec", return_deleted=False,

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from . import hooks, tenants
+from . import hooks, release, tenants
 from .api import Api, Who
 from .faults import Faults
 from .resources import Registry as Resources
@@ -26,9 +26,11 @@ ROLES = ("admin", "read-only", "writer", "none")
 class Sim:
     """Everything one running simulator holds."""
 
-    def __init__(self, history, verbose=False):
+    def __init__(self, history, verbose=False, rel=None):
         self.store = Store(history)
-        self.resources = Resources()
+        # The built-in kinds the release played serves (release.py;
+        # gated versions by its feature gates).
+        self.resources = Resources(rel) if rel else Resources()
         self.hooks = hooks.Registry()
         self.api = Api(self.store, self.resources, self.hooks)
         self.faults = Faults()
@@ -256,7 +258,13 @@ def main(argv=None):
     a = parse_args(argv if argv is not None else sys.argv[1:])
     d = os.path.abspath(a.dir)
     os.makedirs(d, exist_ok=True)
-    sim = Sim(a.history, a.verbose)
+    options = dict(kv.split("=", 1) for kv in a.set if "=" in kv)
+    try:
+        rel = release.configure(options)
+    except ValueError as e:  # a bad k8s-version or feature gate
+        sys.stderr.write("kube-sim: %s\n" % e)
+        sys.exit(2)
+    sim = Sim(a.history, a.verbose, rel)
     sim.faults.bookmark_seconds = a.bookmark_seconds
     if a.tls_cert and a.tls_key:
         ca, crt, key = a.ca or a.tls_cert, a.tls_cert, a.tls_key
@@ -267,13 +275,14 @@ def main(argv=None):
         ca, crt, key = make_certs(d)
     toks = load_tokens(d)
     sim.tokens = {t: r for r, t in toks.items()}
-    options = dict(kv.split("=", 1) for kv in a.set if "=" in kv)
     for k, v in options.items():
         if k.startswith("user.") and k[5:] in ROLES and v:
             sim.users[k[5:]] = v
     sim.dir = d
     sim.store.verify = options.get("verify-stored") == "on"
     load_plugins(sim, a.plugins, options, d)
+    sim.log("release %s, gates on: %s" % (rel, ",".join(
+        n for n, on in release.table(options).items() if on)))
     seed(sim)
     if a.faults:
         import json

@@ -17,11 +17,11 @@ class ResourceInfo:
     serves it: the versions served and the names the rest of the
     simulator reads."""
 
-    def __init__(self, desc, release=kinds.RELEASE):
+    def __init__(self, desc, release=kinds.RELEASE, enabled=None):
         self.desc = desc
         self.group = desc.group
-        self.versions = desc.served_versions(release)
-        self.version = desc.storage_version(release)
+        self.versions = desc.served_versions(release, enabled)
+        self.version = desc.storage_version(release, enabled)
         self.resource = desc.plural
         self.kind = desc.kind
         self.namespaced = desc.namespaced
@@ -66,16 +66,19 @@ def crd_resource(crd):
 
 class Registry:
     """Thread-safe map of served resources, by key, by group/version: the
-    BUILTIN kinds that RELEASE serves in some version, and the CRDs'."""
+    BUILTIN kinds that RELEASE serves in some version, and the CRDs'.
+    ENABLED(group, version, gate) decides gated versions (kinds.Version
+    gate; default: the configured simulator's gates)."""
 
-    def __init__(self, release=kinds.RELEASE, builtin=kinds.BUILTIN):
+    def __init__(self, release=kinds.RELEASE, builtin=kinds.BUILTIN,
+                 enabled=None):
         self.lock = threading.Lock()
         self.release = release
         self.by_key = {}
         self.builtin_keys = []
         for k in builtin:
-            if k.served_versions(release):
-                self.by_key[k.key] = ResourceInfo(k, release)
+            if k.served_versions(release, enabled):
+                self.by_key[k.key] = ResourceInfo(k, release, enabled)
                 self.builtin_keys.append(k.key)
         self.generation = 0
 
