@@ -140,10 +140,17 @@ class TaintEviction:
         feats = allocator.Features.of(api)
         if not feats.taints:
             return
-        pods, _ = api.list("pods", copy=False)
-        claims, _ = api.list(CLAIMS, copy=False)
         slices, _ = api.list("resourceslices." + RS, copy=False)
         rules = allocator.taint_rules(api) if feats.rules else []
+        if not rules and not any(
+                t.get("effect") == "NoExecute"
+                for s in slices for d in (s.get("spec") or {}).get(
+                    "devices") or [] if isinstance(d, dict)
+                for t in d.get("taints") or [] if isinstance(t, dict)):
+            self.wake = None
+            return  # nothing can evict: no pass over pods and claims
+        pods, _ = api.list("pods", copy=False)
+        claims, _ = api.list(CLAIMS, copy=False)
         inv = allocator.Inventory(slices, rules, feats)
         now = time.time()
         by_name = {(c["metadata"]["namespace"], c["metadata"]["name"]): c
