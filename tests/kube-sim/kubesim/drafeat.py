@@ -29,7 +29,7 @@ import time
 from . import quantity as qty
 from . import release
 from .validation import (DNS1123_SUB_RE, LABEL_VALUE_RE, QNAME_MSG,
-                         QNAME_RE, SUB_MSG, VALUE_MSG, FieldError,
+                         QNAME_RE, VALUE_MSG, FieldError,
                          _qualified_name, dns_label, dns_subdomain)
 
 EFFECTS = ("NoExecute", "NoSchedule", "None")
