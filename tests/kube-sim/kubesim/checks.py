@@ -1,7 +1,7 @@
 """Kind-specific validation: Pods (resource claims), resource.k8s.io/v1,
 CRDs, webhook configurations and Events."""
 
-from . import dravalid
+from . import drafeat, dravalid, release
 from .selector import match_label_selector_obj
 from .validation import (FieldError, GoValue, dns_label, dns_subdomain,
                          validate_meta)
@@ -212,6 +212,7 @@ def _exact(r, path, errs, sub=False):
         errs.append(FieldError("NotSupported", path + ".allocationMode",
                                mode or "", 'supported values: "All", '
                                '"ExactCount"'))
+    drafeat.request_errors(r, path, errs)
 
 
 def _request(r, path, names, errs):
@@ -276,15 +277,25 @@ def validate_claim_spec(spec, path, errs):
         p = "%s.devices.constraints[%d]" % (path, i)
         _request_refs(c.get("requests"), p + ".requests", names, errs)
         ma = c.get("matchAttribute")
-        if ma is None and c.get("distinctAttribute") is None:
-            # DRAConsumableCapacity is off by default in 1.34:
-            # validateDeviceConstraint wants matchAttribute.
-            errs.append(FieldError("Required", p + ".matchAttribute"))
-        elif ma is not None and "/" not in ma:
-            errs.append(FieldError("Invalid", p + ".matchAttribute", ma,
-                                   "a fully qualified attribute name must "
-                                   "be a domain and a name separated by a "
-                                   "slash"))
+        da = c.get("distinctAttribute")
+        if ma is None and da is None:
+            # validateDeviceConstraint: with DRAConsumableCapacity on,
+            # either field (upstream's text says "multiple" here too);
+            # off (1.34, 1.35), matchAttribute.
+            if release.gate(None, "DRAConsumableCapacity"):
+                errs.append(FieldError(
+                    "Required", p, None, 'exactly one of "matchAttribute" '
+                    'or "distinctAttribute" is required, but multiple '
+                    'fields are set'))
+            else:
+                errs.append(FieldError("Required", p + ".matchAttribute"))
+        for f, v in (("matchAttribute", ma), ("distinctAttribute", da)):
+            if v is not None and "/" not in v:
+                errs.append(FieldError("Invalid", "%s.%s" % (p, f), v,
+                                       "a fully qualified name must be a "
+                                       "domain and a name separated by a "
+                                       "slash"))
+                break
     for i, c in enumerate(dev.get("config") or []):
         p = "%s.devices.config[%d]" % (path, i)
         _request_refs(c.get("requests"), p + ".requests", names, errs)
@@ -306,9 +317,10 @@ def validate_device_class(obj, old, errs):
     stored = was is not None and was.get("config") == spec.get("config")
     for i, c in enumerate(spec.get("config") or []):
         _opaque(c.get("opaque"), "spec.config[%d].opaque" % i, errs, stored)
+    drafeat.class_errors(spec, errs)
 
 
-def _device(d, path, errs):
+def _device(d, path, errs, per_device=False):
     """One ResourceSlice device."""
     if not d.get("name"):
         errs.append(FieldError("Required", path + ".name"))
@@ -331,6 +343,7 @@ def _device(d, path, errs):
         errs.append(FieldError("Invalid", path, GoValue("{}"),
                                "the total number of attributes and "
                                "capacities must not exceed %d" % MAX_ATTRS))
+    drafeat.device_errors(d, path, errs, per_device)
 
 
 def validate_slice(obj, errs):
@@ -355,15 +368,18 @@ def validate_slice(obj, errs):
             "{" + ", ".join('"%s"' % s for s in sel) + "}"),
             msg + ", but multiple fields are set"))
     devs = spec.get("devices") or []
-    _at_most(devs, MAX_DEVICES, "spec.devices", errs)
+    _at_most(devs, drafeat.MAX_DEVICES_ADVANCED if drafeat.advanced(spec)
+             else MAX_DEVICES, "spec.devices", errs)
+    per_device = spec.get("perDeviceNodeSelection") is True
     seen = set()
     for i, d in enumerate(devs):
-        _device(d or {}, "spec.devices[%d]" % i, errs)
+        _device(d or {}, "spec.devices[%d]" % i, errs, per_device)
         n = (d or {}).get("name")
         if n in seen:
             errs.append(FieldError("Duplicate", "spec.devices[%d].name" % i,
                                    n))
         seen.add(n)
+    drafeat.slice_errors(spec, errs)
 
 
 def validate_crd(obj, errs):

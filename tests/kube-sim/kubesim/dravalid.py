@@ -7,16 +7,18 @@ kube-apiserver makes beyond the shapes in checks.py:
   and a driver name that is a valid CSI driver name (ValidateCSIDriverName);
 - the adminAccess namespace-label gate (pkg/registry/resource
   AuthorizedForAdmin, run by the claim and template strategies on create);
-- alpha-gated fields dropped on write (the strategies' dropDisabledFields
-  with DRADeviceTaints, DRAConsumableCapacity and DRAExtendedResource off,
-  as they are by default in 1.34).
+- gated fields dropped on write (the strategies' dropDisabledFields) when
+  their feature gate is off in the release played (release.py):
+  DRADeviceTaints, DRAConsumableCapacity and DRAExtendedResource are off
+  in 1.34 and 1.35, on from 1.36; DRAAdminAccess can be turned off
+  before 1.36.
 """
 
 import json
 import math
 import re
 
-from . import cel
+from . import cel, release
 from .validation import FieldError, dns_subdomain
 
 # resource.CELSelectorExpressionMaxCost: "roughly 0.1 second for each
@@ -267,9 +269,10 @@ def admin_access_errors(spec_of, obj, ns_labels):
     """AuthorizedForAdmin: adminAccess on a request of the claim spec
     SPEC_OF(obj) needs the namespace label
     resource.kubernetes.io/admin-access=true (checked on create; the spec
-    is immutable afterwards)."""
+    is immutable afterwards). Not checked with DRAAdminAccess off (the
+    field is dropped then)."""
     spec = spec_of(obj)
-    if spec is None:
+    if spec is None or not release.gate(None, "DRAAdminAccess"):
         return []
     reqs = (spec.get("devices") or {}).get("requests") or []
     for i, r in enumerate(reqs if isinstance(reqs, list) else []):
@@ -309,32 +312,36 @@ def _gated_items(spec):
     return out
 
 
-# field -> (where it lives, the 1.34 alpha feature gate that guards it)
+# field -> (where it lives, the feature gate that guards it)
 GATED = (("tolerations", "request", "DRADeviceTaints"),
          ("capacity", "request", "DRAConsumableCapacity"),
-         ("distinctAttribute", "constraint", "DRAConsumableCapacity"))
+         ("distinctAttribute", "constraint", "DRAConsumableCapacity"),
+         ("adminAccess", "request", "DRAAdminAccess"))
 
 
 def drop_disabled_class(obj, old):
-    """Drop a DeviceClass's extendedResourceName (an alpha field a
-    default 1.34 apiserver drops) unless the stored object already uses
+    """Drop a DeviceClass's extendedResourceName while DRAExtendedResource
+    is off (alpha in 1.34 and 1.35) unless the stored object already uses
     it."""
     spec = obj.get("spec")
     was = (old or {}).get("spec") or {}
     if isinstance(spec, dict) and "extendedResourceName" in spec and \
-            not was.get("extendedResourceName"):
+            not was.get("extendedResourceName") and \
+            not release.gate(None, "DRAExtendedResource"):
         del spec["extendedResourceName"]
 
 
 def drop_disabled(spec_of, obj, old):
-    """Drop the fields of alpha features that a default 1.34 apiserver
-    has off from the claim spec SPEC_OF(obj), unless the stored object
-    already uses them."""
+    """Drop the fields of features that are off in the release played
+    from the claim spec SPEC_OF(obj), unless the stored object already
+    uses them."""
     spec = spec_of(obj)
     if spec is None:
         return
     old_spec = spec_of(old) if old else None
-    for field, where, _gate in GATED:
+    for field, where, gate in GATED:
+        if release.gate(None, gate):
+            continue
         if old_spec is not None and _uses(old_spec, lambda x: x[0] == where
                                           and x[1].get(field) is not None):
             continue

@@ -148,8 +148,9 @@ Release
 ``release.Release``, the string "1.37" with the feature-gate overrides and
 runtime-config of ``--set k8s-version=``, ``feature-gates=``,
 ``runtime-config=``).  ``release.gate(x, "DRADeviceTaints")`` says whether
-a gate is on, where x is the registry, an Api (``ctx.api``), the Sim or a
-release string (that release's defaults).
+a gate is on, where x is the registry, an Api (``ctx.api``), the Sim, a
+release string (that release's defaults) or None (the running
+simulator's, for code without a handle: ``release.configure``).
 """
 
 import threading
@@ -157,7 +158,7 @@ import threading
 # Modules of this package that may register hooks, loaded in this order.
 PLUGIN_MODULES = ("cel", "allocator", "quota", "webhooks", "controllers",
                   "vap", "mapolicy", "kubelet", "alloclog", "kubeplus",
-                  "fleet")
+                  "fleet", "devicetaint")
 
 
 class ApiError(Exception):

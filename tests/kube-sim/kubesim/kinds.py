@@ -13,8 +13,8 @@ import copy
 import functools
 from dataclasses import dataclass, field
 
-from . import (checks, crdvalidate, dravalid, proto, schema, tables,
-               validation)
+from . import (checks, crdvalidate, drafeat, dravalid, proto, schema,
+               tables, validation)
 from . import release as release_mod
 
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch",
@@ -235,6 +235,7 @@ class Kind:
         return [v.name for v in self.versions
                 if v.served_in(release, self.group)]
 
+
     def storage_version(self, release=RELEASE):
         """The version RELEASE stores objects in, or None if it serves
         the kind in no version."""
@@ -307,7 +308,7 @@ DEVICE_CLASS = Kind(
     schema=schema.DEVICE_CLASS)
 RESOURCE_CLAIM_TEMPLATE = Kind(
     "ResourceClaimTemplate", "resourceclaimtemplates", RS,
-    default=validation.default_claim_template,
+    default=drafeat.default_claim_template,
     drop_disabled=functools.partial(dravalid.drop_disabled,
                                     dravalid.template_claim_spec),
     validate=checks.validate_claim_template,
@@ -316,7 +317,7 @@ RESOURCE_CLAIM_TEMPLATE = Kind(
     schema=schema.RESOURCE_CLAIM_TEMPLATE)
 RESOURCE_CLAIM = Kind(
     "ResourceClaim", "resourceclaims", RS, subresources=(STATUS,),
-    default=validation.default_claim,
+    default=drafeat.default_claim,
     drop_disabled=functools.partial(dravalid.drop_disabled,
                                     dravalid.claim_spec),
     validate=checks.validate_claim,
@@ -328,9 +329,27 @@ RESOURCE_SLICE = Kind(
     "ResourceSlice", "resourceslices", RS, namespaced=False,
     generation="spec", return_deleted=False,
     field_selectors=("spec.nodeName", "spec.driver"),
+    default=drafeat.default_slice, drop_disabled=drafeat.drop_disabled_slice,
     validate=checks.on_create_and_update(checks.validate_slice),
     schema=schema.RESOURCE_SLICE,
     columns=tables.RESOURCE_SLICE)
+# DeviceTaintRule (facts section 2.3): resource.k8s.io/v1alpha3 from 1.33,
+# v1beta2 from 1.36, v1 from 1.37, each only with DRADeviceTaintRules on
+# (off before 1.37; no such gate in 1.34) and, for alpha and beta, --set
+# runtime-config (default_on False: KEP-3136). The
+# v1 storage answers a DELETE with a Status (NewRESTv1); the older
+# versions' storage returns the object (not modelled: one reply per kind).
+DEVICE_TAINT_RULE = Kind(
+    "DeviceTaintRule", "devicetaintrules", RS,
+    versions=(Version("v1", since="1.37", gate="DRADeviceTaintRules"),
+              Version("v1beta2", since="1.36", gate="DRADeviceTaintRules",
+                      default_on=False),
+              Version("v1alpha3", since="1.33",
+                      gate="DRADeviceTaintRules", default_on=False)),
+    storage="v1", namespaced=False, subresources=(STATUS,),
+    generation="spec", return_deleted=False,
+    default=drafeat.default_rule, validate=drafeat.validate_rule_kind,
+    schema=schema.DEVICE_TAINT_RULE)
 MUTATING_WEBHOOK_CONFIGURATION = Kind(
     "MutatingWebhookConfiguration", "mutatingwebhookconfigurations",
     ADMISSION, namespaced=False, generation="spec", return_deleted=False,

@@ -268,6 +268,8 @@ def main(argv=None):
     except ValueError as e:     # an unknown version or gate: refuse
         sys.stderr.write("kube-sim: %s\n" % e)
         sys.exit(2)
+    # code with no handle on the simulator reads it as release.of(None)
+    release_mod.configure(rel)
     sim = Sim(a.history, a.verbose, rel)
     sim.faults.bookmark_seconds = a.bookmark_seconds
     if a.tls_cert and a.tls_key:
@@ -285,6 +287,8 @@ def main(argv=None):
     sim.dir = d
     sim.store.verify = options.get("verify-stored") == "on"
     load_plugins(sim, a.plugins, options, d)
+    sim.log("release %s, gates on: %s" % (rel, ",".join(
+        n for n, on in release_mod.table(rel).items() if on)))
     seed(sim)
     if a.faults:
         import json

@@ -5,9 +5,25 @@ a ResourceClaim over quota with the apiserver's 403 texts.
 Usage of a ResourceClaim (pkg/quota/v1/evaluator/core/resource_claims.go):
 count/resourceclaims.resource.k8s.io = 1, and per device class
 <class>.deviceclass.resource.k8s.io/devices = the devices it may get
-(ExactCount: count; All: 32; adminAccess counted; firstAvailable: per
-class, a subrequest larger than the running value is added to it, as
-1.34's Add does). Pods are not charged for claims.
+(ExactCount: count; All: 32; adminAccess counted; consumable capacity
+not charged beyond the device count; firstAvailable: per class the
+largest subrequest from 1.36 (the stored 1.36+ evaluator), before that a
+subrequest larger than the running value is added to it, as 1.34's Add
+does). Pods are not charged for claims.
+
+With DRAExtendedResource on (1.36+; release.py), the extended-resource
+keys too: a claim's device count per class is also charged to
+requests.deviceclass.resource.kubernetes.io/<class> (matched only for a
+class with an explicit extendedResourceName, as the stored evaluator's
+MatchingResources does) and requests.<extendedResourceName>, less what
+the owning Pod already charged when the claim is that Pod's verified
+extended-resource claim (getVerifiedPodUsage: the five conditions of
+facts section 3.3 from 1.36; before 1.36 the loophole of
+kubernetes/kubernetes#135404: annotation, Pod owner and uid suffice).
+The Pod evaluator charges requests.<extended resource> (and, with the
+gate, the implicit deviceclass.resource.kubernetes.io/<class> names) for
+its containers' requests; Pod creation is checked against those keys
+only (pkg/quota/v1/evaluator/core/pods.go).
 
 Admission (staging/src/k8s.io/apiserver/pkg/admission/plugin/
 resourcequota/controller.go checkRequest) enforces only the keys in a
@@ -21,6 +37,7 @@ import re
 import time
 
 from . import quantity as qty
+from . import release
 from .controllers import (BACKOFF_BASE, BACKOFF_MAX, QUOTA_USER, each,
                           count, event_loop, private, write_status)
 from .hooks import ApiError, err_forbidden
@@ -41,16 +58,21 @@ ALL_MODE_COUNT = 32
 # its namespace; the write follows DELAY later.
 # Tests that need the fail-open window widen it (e.g. 2s, 3s).
 DEFAULT_SYNC_DELAY = 0.01
+ERC_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+IMPLICIT = "deviceclass.resource.kubernetes.io/"
+REQUESTS = "requests."
 POD_RESOURCES = ("cpu", "memory", "requests.cpu", "requests.memory",
                  "limits.cpu", "limits.memory", "ephemeral-storage",
                  "requests.ephemeral-storage", "limits.ephemeral-storage")
 
 
-def claim_usage(claim):
-    """{resource name: int} a ResourceClaim consumes."""
+def claim_usage(claim, env=None):
+    """{resource name: int} a ResourceClaim consumes. ENV (an Env)
+    adds the extended-resource keys when DRAExtendedResource is on."""
     use = {CLAIM_COUNT: 1}
     reqs = (((claim.get("spec") or {}).get("devices") or {})
             .get("requests") or [])
+    add_quirk = not release.at_least(env.api if env else None, "1.36")
     for r in reqs:
         if r.get("exactly") is not None:
             ex = r["exactly"]
@@ -60,9 +82,9 @@ def claim_usage(claim):
             key = ex.get("deviceClassName", "") + CLASS_SUFFIX
             use[key] = use.get(key, 0) + n
         elif r.get("firstAvailable"):
-            # 1.34: per class, a subrequest larger than the running value
-            # is *added* to it (ascending 1, 2 charge 3; descending 2, 1
-            # charge 2).
+            # Per class the worst case: from 1.36 the largest subrequest;
+            # 1.34's Add *adds* a subrequest larger than the running value
+            # (ascending 1, 2 charge 3; descending 2, 1 charge 2).
             worst = {}
             for s in r["firstAvailable"]:
                 n = _devices(s)
@@ -72,11 +94,174 @@ def claim_usage(claim):
                 if c not in worst:
                     worst[c] = n
                 elif n > worst[c]:
-                    worst[c] += n
+                    worst[c] = worst[c] + n if add_quirk else n
             for c, n in worst.items():
                 key = c + CLASS_SUFFIX
                 use[key] = use.get(key, 0) + n
+    if env is not None and env.extended():
+        _add_extended(use, env.verified_pod_usage(claim), env)
     return use
+
+
+def _add_extended(use, pod_use, env):
+    """addExtendedResourceQuota: each class's device count also goes to
+    requests.deviceclass.resource.kubernetes.io/<class> and, for a class
+    with an explicit name, requests.<name>; what the owning pod already
+    charged is subtracted and only a positive rest is charged."""
+    ext = {}
+    for key, n in use.items():
+        if not key.endswith(CLASS_SUFFIX) or key == CLASS_SUFFIX:
+            continue
+        cls = key[:-len(CLASS_SUFFIX)]
+        ext[REQUESTS + IMPLICIT + cls] = n
+        name = env.ext_name(cls)
+        if name:
+            ext[REQUESTS + name] = n
+    for key, n in ext.items():
+        n -= (pod_use or {}).get(key, 0)
+        if n > 0:
+            use[key] = n
+
+
+def is_extended_resource_name(name):
+    """v1helper.IsExtendedResourceName."""
+    from .drafeat import is_extended_resource_name as ext
+    return ext(name)
+
+
+def pod_usage(pod, implicit=False):
+    """PodUsageFunc's extended-resource part: {requests.<name>: int} of
+    POD's containers (init containers: the largest), nothing for a
+    terminal pod. IMPLICIT: deviceclass.resource.kubernetes.io/<class>
+    names count too (DRAExtendedResource)."""
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return {}
+    spec = pod.get("spec") or {}
+
+    def want(c):
+        res = c.get("resources") or {}
+        got = dict(res.get("limits") or {})
+        got.update(res.get("requests") or {})
+        out = {}
+        for n, v in got.items():
+            if is_extended_resource_name(n) or \
+                    (implicit and n.startswith(IMPLICIT)):
+                out[REQUESTS + n] = _q(v).value
+        return out
+    total = {}
+    for c in spec.get("containers") or []:
+        for k, v in want(c).items():
+            total[k] = total.get(k, 0) + v
+    for c in spec.get("initContainers") or []:
+        for k, v in want(c).items():
+            total[k] = max(total.get(k, 0), v)
+    return {k: int(v) if v == int(v) else v for k, v in total.items()
+            if v}
+
+
+def pod_matches(name, implicit=False):
+    """The pod evaluator's extended-resource keys."""
+    if not name.startswith(REQUESTS):
+        return False
+    rest = name[len(REQUESTS):]
+    return is_extended_resource_name(rest) or \
+        (implicit and rest.startswith(IMPLICIT))
+
+
+class Env:
+    """What the claim evaluator reads besides the claim: the device
+    classes (the extended-resource cache), the namespace's pods and
+    claims (verified pod usage). Built lazily from API."""
+
+    def __init__(self, api, namespace):
+        self.api = api
+        self.ns = namespace
+        self._classes = None
+        self._gate = None
+
+    def extended(self):
+        if self._gate is None:
+            self._gate = release.gate(self.api, "DRAExtendedResource")
+        return self._gate
+
+    def classes(self):
+        if self._classes is None:
+            try:
+                got, _ = self.api.list("deviceclasses." + RS, copy=False)
+            except (ApiError, TypeError):
+                got, _ = self.api.list("deviceclasses." + RS)
+            self._classes = {c["metadata"]["name"]: c for c in got}
+        return self._classes
+
+    def ext_name(self, cls):
+        """GetExtendedResource(class): its explicit extendedResourceName."""
+        c = self.classes().get(cls)
+        return ((c or {}).get("spec") or {}).get("extendedResourceName") \
+            or ""
+
+    def class_of(self, name):
+        """GetDeviceClass(extended resource name) for an explicit name."""
+        from .allocator import extended_resource_map
+        if name.startswith(IMPLICIT):
+            return None
+        return extended_resource_map(self.classes()).get(name)
+
+    def claim_matches(self, name):
+        """The claim evaluator's MatchingResources for one key."""
+        if name == CLAIM_COUNT or name.endswith(CLASS_SUFFIX):
+            return True
+        if not self.extended() or not name.startswith(REQUESTS):
+            return False
+        rest = name[len(REQUESTS):]
+        if rest.startswith(IMPLICIT):
+            return bool(self.ext_name(rest[len(IMPLICIT):]))
+        return is_extended_resource_name(rest) and \
+            self.class_of(rest) is not None
+
+    def verified_pod_usage(self, claim):
+        """getVerifiedPodUsage: the owning Pod's usage when CLAIM is its
+        extended-resource claim, else None."""
+        md = claim.get("metadata") or {}
+        if (md.get("annotations") or {}).get(ERC_ANNOTATION) != "true":
+            return None
+        owner = [r for r in md.get("ownerReferences") or []
+                 if r.get("controller")]
+        if not owner or owner[0].get("kind") != "Pod" or \
+                owner[0].get("apiVersion") != "v1":
+            return None
+        try:
+            pod = self.api.get("pods", md.get("namespace") or self.ns,
+                               owner[0].get("name"))
+        except ApiError:
+            return None
+        if owner[0].get("uid") != pod["metadata"].get("uid"):
+            return None
+        if release.at_least(self.api, "1.36"):
+            # kubernetes/kubernetes#135434 (1.36): the pod must point at
+            # this claim, or it must be the pod's earliest such claim.
+            st = (pod.get("status") or {}).get("extendedResourceClaimStatus")
+            if st is not None:
+                if st.get("resourceClaimName") != md.get("name"):
+                    return None
+            else:
+                mine = (md.get("creationTimestamp") or "", md.get("name"))
+                claims, _ = self.api.list(CLAIMS, namespace=md.get(
+                    "namespace") or self.ns)
+                for c in claims:
+                    cm = c["metadata"]
+                    if (cm.get("annotations") or {}).get(
+                            ERC_ANNOTATION) != "true":
+                        continue
+                    o = [r for r in cm.get("ownerReferences") or []
+                         if r.get("controller")]
+                    if not o or o[0].get("uid") != pod["metadata"]["uid"] \
+                            or o[0].get("kind") != "Pod" or \
+                            o[0].get("apiVersion") != "v1":
+                        continue
+                    if (cm.get("creationTimestamp") or "",
+                            cm.get("name")) < mine:
+                        return None
+        return pod_usage(pod, self.extended())
 
 
 def _devices(req):
@@ -103,11 +288,11 @@ def _applies(quota):
     return not spec.get("scopes") and not spec.get("scopeSelector")
 
 
-def _claims_usage(claims):
+def _claims_usage(claims, env=None):
     """Summed usage of a list of claims."""
     total = {}
     for c in claims:
-        for k, v in claim_usage(c).items():
+        for k, v in claim_usage(c, env).items():
             total[k] = total.get(k, 0) + v
     return total
 
@@ -125,31 +310,55 @@ def _q(text):
         return qty.Quantity(0)
 
 
-def _restricted(quota):
-    """Claim keys of QUOTA's status.hard (what admission enforces)."""
+def _restricted(quota, matches=is_claim_resource):
+    """The keys of QUOTA's status.hard the evaluator matches (what
+    admission enforces)."""
     hard = (quota.get("status") or {}).get("hard") or {}
-    return sorted(k for k in hard if is_claim_resource(k))
+    return sorted(k for k in hard if matches(k))
 
 
 def check_claim(ctx):
-    """Quota admission for a ResourceClaim CREATE, as the apiserver's
-    ResourceQuota plug-in (checkRequest) does it.
+    """Quota admission for a ResourceClaim (or, for its extended-resource
+    keys, a Pod) CREATE, as the apiserver's ResourceQuota plug-in
+    (checkRequest) does it.
 
     Only keys in a quota's status.hard are enforced, against its
     status.used: a quota the controller has not synced yet, a key only in
     spec.hard or a limit lowered in spec.hard alone are not enforced (fails
-    open). Returns [(quota, new status.used)] for every quota the claim is
+    open). Returns [(quota, new status.used)] for every quota the object is
     charged to and whose usage changes; raises the 403.
     """
-    if ctx.resource.key != CLAIMS or ctx.operation != "CREATE" or \
-            ctx.subresource:
+    if ctx.operation != "CREATE" or ctx.subresource:
+        return []
+    env = Env(ctx.api, ctx.namespace)
+    if ctx.resource.key == CLAIMS:
+        def matches(k):
+            if k == CLAIM_COUNT or k.endswith(CLASS_SUFFIX):
+                return True
+            return k.startswith(REQUESTS) and env.claim_matches(k)
+
+        def usage():
+            # The extended-resource keys (and the reads they need) only
+            # matter when a quota enforces one.
+            ext = any(k.startswith(REQUESTS) for q in interesting
+                      for k in _restricted(q, matches))
+            return claim_usage(ctx.object, env if ext else None)
+    elif ctx.resource.key == "pods":
+        implicit = release.gate(ctx.api, "DRAExtendedResource")
+
+        def matches(k):
+            return pod_matches(k, implicit)
+
+        def usage():
+            return pod_usage(ctx.object, implicit)
+    else:
         return []
     quotas, _ = ctx.api.list("resourcequotas", namespace=ctx.namespace)
     interesting = []
     for quota in sorted(quotas, key=lambda q: q["metadata"]["name"]):
         if not _applies(quota):
             continue
-        restricted = _restricted(quota)
+        restricted = _restricted(quota, matches)
         if not restricted:
             continue
         used = (quota.get("status") or {}).get("used") or {}
@@ -159,7 +368,9 @@ def check_claim(ctx):
                                 % (quota["metadata"]["name"],
                                    ",".join(restricted)))
         interesting.append(quota)
-    requested = {k: v for k, v in claim_usage(ctx.object).items() if v}
+    if not interesting:
+        return []
+    requested = {k: v for k, v in usage().items() if v and matches(k)}
     charges = []
     for quota in interesting:
         st = quota["status"]
@@ -268,12 +479,25 @@ class QuotaController:
     def usage(self, ns, hard):
         """{name: str} used amounts for every resource name in HARD."""
         claims, _ = self.api.list(CLAIMS, namespace=ns, copy=False)
-        cu = _claims_usage(claims)
+        env = Env(self.api, ns)
+        ext = any(n.startswith(REQUESTS) for n in hard)
+        cu = _claims_usage(claims, env if ext else None)
+        implicit = release.gate(self.api, "DRAExtendedResource")
         pods = None
         used = {}
         for name in hard:
             if is_claim_resource(name):
                 used[name] = str(cu.get(name, 0))
+            elif pod_matches(name, implicit) or (
+                    name.startswith(REQUESTS) and env.claim_matches(name)):
+                # Both evaluators add to the key (CalculateUsage sums
+                # every evaluator's usage).
+                total = cu.get(name, 0) if env.claim_matches(name) else 0
+                if pod_matches(name, implicit):
+                    for p in self.api.list("pods", namespace=ns,
+                                           copy=False)[0]:
+                        total += pod_usage(p, implicit).get(name, 0)
+                used[name] = str(qty.Quantity(total))
             elif name.startswith("count/"):
                 n = self._count(name, ns)
                 used[name] = str(n or 0)

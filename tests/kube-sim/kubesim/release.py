@@ -16,6 +16,13 @@ the same way:
                            a Release or a plain release string
     release.gate(x, name)  whether feature gate NAME is on there
 
+Code with no handle on its simulator (a kind's defaulting or validation,
+the allocator's one-shot helpers) passes None: main() hands the running
+simulator's Release to configure(), and of(None) / gate(None, name) read
+that one (the newest release's defaults until then).  at_least(x, rel)
+and table(x) are shorthands for the DRA code (drafeat, devicetaint,
+quota, fleet).
+
 The gate table (GATES) is kube-apiserver's / kube-scheduler's versioned
 feature specs for the releases served: the DRA rows of the facts file's
 gate table (k8s-1.36-1.37-facts.md §2.1: 1.35 from the 1.35
@@ -272,10 +279,24 @@ class Release(str):
                 "runtimeConfig": dict(self.runtime_config)}
 
 
+# The running simulator's Release (configure()); None: Release().
+_CONFIGURED = [None]
+
+
+def configure(rel=None):
+    """Remember REL (a Release or release string; None: forget) as the
+    running simulator's, for of(None); returns the Release now read."""
+    _CONFIGURED[0] = None if rel is None else of(rel)
+    return of(None)
+
+
 def of(x):
-    """The Release of X: a Release, a release string, or anything that
-    holds one (.release of a Sim, resources.Registry, hooks.Registry;
-    .res of an Api; .api of an admission context)."""
+    """The Release of X: a Release, a release string, anything that holds
+    one (.release of a Sim, resources.Registry, hooks.Registry; .res of an
+    Api; .api of an admission context), or None: the configured one."""
+    if x is None:
+        rel = _CONFIGURED[0]
+        return rel if rel is not None else Release()
     if isinstance(x, Release):
         return x
     if isinstance(x, str):
@@ -289,8 +310,8 @@ def of(x):
 
 def gate(x, name):
     """Whether feature gate NAME is on in the release of X (a Sim, a
-    registry, an Api, a Release or a release string); a plain release
-    string means that release's defaults."""
+    registry, an Api, a Release, a release string, None: the configured
+    one); a plain release string means that release's defaults."""
     return of(x).gate(name)
 
 
@@ -299,3 +320,13 @@ def gate_default(version, name):
     gate); VERSION may be any release number, served or not."""
     spec = GATES.get(name, {}).get(str(version))
     return bool(spec and spec[1])
+
+
+def at_least(x, rel):
+    """Whether the release of X (as of()) is REL or newer."""
+    return release_key(of(x)) >= release_key(rel)
+
+
+def table(x=None):
+    """{gate: bool} of every gate the release of X has (for the log)."""
+    return of(x).describe()["gates"]

@@ -61,9 +61,15 @@ _SELECTOR = {"__go__": "DeviceSelector",
              "cel": {"__go__": "CELDeviceSelector", "expression": S}}
 _OPAQUE = {"__go__": "OpaqueDeviceConfiguration", "driver": S,
            "parameters": ANY}
+_TOLERATION = {"__go__": "DeviceToleration", "key": S, "operator": S,
+               "value": S, "effect": S, "tolerationSeconds": I}
+_TAINT = {"__go__": "DeviceTaint", "key": S, "value": S, "effect": S,
+          "timeAdded": ANY}
 _EXACT = {"__go__": "ExactDeviceRequest", "deviceClassName": S,
           "selectors": [_SELECTOR], "allocationMode": S, "count": I,
-          "adminAccess": B, "tolerations": ANY, "capacity": ANY}
+          "adminAccess": B, "tolerations": [_TOLERATION],
+          "capacity": {"__go__": "CapacityRequirements",
+                       "requests": {"*": ANY}}}
 _SUB = dict(_EXACT, name=S, __go__="DeviceSubRequest")
 del _SUB["adminAccess"]
 _CLAIM_SPEC = {"__go__": "ResourceClaimSpec", "devices": {
@@ -77,8 +83,9 @@ _CLAIM_SPEC = {"__go__": "ResourceClaimSpec", "devices": {
 
 _DEVICE = {f: ANY for f in (
     "attributes", "capacity", "consumesCounters",
-    "nodeSelector", "taints", "bindsToNode", "bindingConditions",
+    "nodeSelector", "bindsToNode", "bindingConditions",
     "bindingFailureConditions", "allowMultipleAllocations")}
+_DEVICE["taints"] = [_TAINT]
 _DEVICE.update({"__go__": "Device", "name": S, "nodeName": S,
                 "allNodes": B})
 
@@ -117,6 +124,11 @@ RESOURCE_SLICE = {"spec": {
     "nodeName": S, "nodeSelector": ANY, "allNodes": B,
     "perDeviceNodeSelection": ANY, "devices": [_DEVICE],
     "sharedCounters": ANY}}
+DEVICE_TAINT_RULE = {"spec": {
+    "__go__": "DeviceTaintRuleSpec",
+    "deviceSelector": {"__go__": "DeviceTaintSelector", "driver": S,
+                       "pool": S, "device": S},
+    "taint": _TAINT}, "status": ANY}
 MUTATING_WEBHOOK_CONFIGURATION = {"webhooks": ANY}
 VALIDATING_ADMISSION_POLICY = {
     "spec": {"__go__": "ValidatingAdmissionPolicySpec",
