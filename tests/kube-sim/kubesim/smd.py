@@ -328,9 +328,11 @@ def field_set(obj, ti, names=(), path=(), out=None, maps=False):
     return out
 
 
-def strip(paths, status_sub=False):
+def strip(paths, status="all"):
     """PATHS less what managedFields never track (apiVersion, kind, the
-    server's metadata); STATUS_SUB: keep only status."""
+    server's metadata); STATUS "only": keep only status (a write of the
+    status subresource), "drop": no status (the main resource of a kind
+    with a status subresource), "all": keep it."""
     out = set()
     for p in paths:
         if not p or p[0] in STRIPPED:
@@ -340,7 +342,9 @@ def strip(paths, status_sub=False):
             continue
         if p == (("f", "metadata"),):
             continue
-        if (p[0] == ("f", "status")) != status_sub:
+        in_status = p[0] == ("f", "status")
+        if (status == "only" and not in_status) or \
+                (status == "drop" and in_status):
             continue
         out.add(p)
     return out
@@ -434,7 +438,9 @@ def get_path(obj, path, ti, names=()):
 def remove_paths(obj, paths, ti):
     """OBJ (changed in place) without the fields and list items PATHS
     name; a removed map-list item or leaf leaves its parent in place."""
-    for path in sorted(paths, key=len, reverse=True):
+    # list items before their fields (a removed item takes them along;
+    # a field removed first would leave the item without its key)
+    for path in sorted(paths, key=len):
         parent = get_path(obj, path[:-1], ti) if len(path) > 1 else obj
         names = tuple(pe[1] for pe in path[:-1] if pe[0] == "f")
         pe = path[-1]
