@@ -92,6 +92,9 @@ STRIPPED_META = frozenset((
     "selfLink", "managedFields"))
 
 
+_MISSING = object()
+
+
 class SmdError(Exception):
     """A value that does not fit its schema (duplicate keys, a key
     missing, a field not declared)."""
@@ -106,12 +109,28 @@ def _suffix(names, rules):
     return None
 
 
+_ATOMIC_RULES = tuple((p, True) for p in ATOMIC_MAPS)
+
+
 class TypeInfo:
     """The list and map types of one kind (built-in rules, or a CRD's
-    openAPIV3Schema of one version)."""
+    openAPIV3Schema of one version), memoised by field path."""
+
+    MEMO = 4096
 
     def __init__(self, openapi=None):
         self.openapi = openapi
+        self._memo = {}
+
+    def _cached(self, what, names, fn):
+        """fn(names), memoised (the paths of a kind repeat)."""
+        key = (what, names)
+        v = self._memo.get(key, _MISSING)
+        if v is _MISSING:
+            if len(self._memo) > self.MEMO:
+                self._memo.clear()
+            v = self._memo[key] = fn(names)
+        return v
 
     # -- CRD schemas
     def _node(self, names):
@@ -135,6 +154,17 @@ class TypeInfo:
 
     def list_type(self, names):
         """"atomic", "set" or ("map", keys) of the list at NAMES."""
+        return self._cached("l", names, self._list_type)
+
+    def map_atomic(self, names):
+        """True when the map or struct at NAMES is atomic."""
+        return self._cached("a", names, self._map_atomic)
+
+    def is_map(self, names):
+        """True when NAMES is a map (not a struct)."""
+        return self._cached("m", names, self._is_map)
+
+    def _list_type(self, names):
         if self.openapi is not None:
             node = self._node(names)
             if isinstance(node, dict):
@@ -150,16 +180,14 @@ class TypeInfo:
                 return "atomic"
         return _suffix(names, LIST_RULES) or "atomic"
 
-    def map_atomic(self, names):
-        """True when the map or struct at NAMES is atomic."""
+    def _map_atomic(self, names):
         if self.openapi is not None and names and names[0] != "metadata":
             node = self._node(names)
             return isinstance(node, dict) and node.get(
                 "x-kubernetes-map-type") == "atomic"
-        return _suffix(names, [(p, True) for p in ATOMIC_MAPS]) is True
+        return _suffix(names, _ATOMIC_RULES) is True
 
-    def is_map(self, names):
-        """True when NAMES is a map (not a struct)."""
+    def _is_map(self, names):
         if self.openapi is not None and names and names[0] != "metadata":
             node = self._node(names)
             return isinstance(node, dict) and "additionalProperties" in node \
@@ -334,6 +362,8 @@ def strip(paths, status="all"):
     status subresource), "drop": no status (the main resource of a kind
     with a status subresource), "all": keep it."""
     out = set()
+    if not paths:
+        return out
     for p in paths:
         if not p or p[0] in STRIPPED:
             continue
