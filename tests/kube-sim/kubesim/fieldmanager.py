@@ -103,14 +103,18 @@ def _base(old, new):
         "managedFields"))
 
 
-def _tracked(paths, res, sub):
-    """The paths managedFields record for a write of subresource SUB of
-    RES (the status subresource owns status, the main resource the rest
-    when the kind has a status subresource)."""
+def _status_mode(res, sub):
+    """strip()'s status mode for a write of subresource SUB of RES (the
+    status subresource owns status, the main resource the rest when the
+    kind has a status subresource)."""
     if sub == "status":
-        return smd.strip(paths, "only")
-    return smd.strip(paths, "drop" if "status" in res.subresources
-                     else "all")
+        return "only"
+    return "drop" if "status" in res.subresources else "all"
+
+
+def _tracked(paths, res, sub):
+    """The paths managedFields record for a write of SUB of RES."""
+    return smd.strip(paths, _status_mode(res, sub))
 
 
 def _without_mf(obj):
@@ -139,6 +143,20 @@ def record_update(res, old, new, who, sub="", api_version=None):
     """Record a create (OLD None), update or non-apply patch by WHO in
     NEW's managedFields (Updater.Update)."""
     ti = smd.type_info(res, (api_version or "").rpartition("/")[2] or None)
+    md = new.get("metadata")
+    if old is None and isinstance(md, dict) and not md.get("managedFields"):
+        # a create without managedFields: its manager owns all it sent
+        try:
+            tree = smd.created_fields_v1(new, ti, _status_mode(res, sub))
+        except smd.SmdError:
+            return
+        if tree:
+            md["managedFields"] = [{
+                "manager": manager_of(who), "operation": UPDATE,
+                "apiVersion": api_version or new.get("apiVersion") or "",
+                "time": now_rfc3339(), "fieldsType": "FieldsV1",
+                "fieldsV1": tree}]
+        return
     managers = _base(old, new)
     try:
         added, modified, removed = smd.compare(_without_mf(old),

@@ -602,6 +602,66 @@ def _decode_pe(text):
     return None
 
 
+def _created(v, ti, names):
+    """The fieldsV1 tree of a value that is new as a whole (what
+    fields_v1(strip(compare(None, obj))) gives for it, built in one
+    walk), or None when it records nothing."""
+    if isinstance(v, dict) and not (names and ti.map_atomic(names)):
+        kids = {}
+        for k in sorted(v):
+            t = _created(v[k], ti, names + (k,))
+            if t is not None:
+                kids["f:" + k] = t
+        if names and ti.is_map(names):
+            return dict({".": {}}, **kids) if kids else {}
+        return kids or None
+    if isinstance(v, list):
+        lt = ti.list_type(names)
+        if lt == "set":
+            return {"v:" + json.dumps(x, separators=(",", ":")): {}
+                    for x in v} or None
+        if lt != "atomic":
+            out = {}
+            for x in v:
+                if not isinstance(x, dict):
+                    raise SmdError("%s: element is not an object"
+                                   % _dotted(names))
+                key = {}
+                for k in sorted(lt[1]):
+                    if x.get(k) is not None:
+                        key[k] = x[k]
+                    elif k in KEY_DEFAULTS:
+                        key[k] = KEY_DEFAULTS[k]
+                    else:
+                        raise SmdError("%s: key %s missing" % (
+                            _dotted(names), k))
+                kids = _created(x, ti, names) or {}
+                out["k:" + json.dumps(key, separators=(",", ":"))] = \
+                    dict({".": {}}, **kids) if kids else {}
+            return {k: out[k] for k in sorted(out)} or None
+    return {}
+
+
+def created_fields_v1(obj, ti, status="all"):
+    """fieldsV1 of a whole new object for its creator's Update entry (the
+    fast path of a create: no other manager, nothing removed), with
+    strip()'s rules; None when it records nothing."""
+    top = {}
+    for k in sorted(obj):
+        if ("f", k) in STRIPPED:
+            continue
+        if (status == "only" and k != "status") or \
+                (status == "drop" and k == "status"):
+            continue
+        v = obj[k]
+        if k == "metadata" and isinstance(v, dict):
+            v = {m: x for m, x in v.items() if m not in STRIPPED_META}
+        t = _created(v, ti, (k,))
+        if t is not None:
+            top["f:" + k] = t
+    return top or None
+
+
 def fields_v1(paths):
     """A field set as managedFields' fieldsV1 tree ("." marks a member
     that also has members under it)."""
