@@ -274,6 +274,7 @@ deb:
 	@scripts/deps --check
 	rm -rf build/deb && mkdir -p build/deb/kpgpud-$(VERSION)
 	tar -C . --exclude=./build --exclude=./.git --exclude='./study/out' \
+		--exclude=./tools \
 		-cf - . | tar -C build/deb/kpgpud-$(VERSION) -xf -
 	cd build/deb/kpgpud-$(VERSION) && dpkg-buildpackage -us -uc -b \
 		-j$$(nproc) >../build.log 2>&1 || { tail -n 40 ../build.log; exit 1; }

@@ -8,7 +8,11 @@ set -u
 : "${KPGPUD_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${KPGPUD_BIN:=$KPGPUD_SRCDIR/build/test/bin}"
 : "${KPGPUD_TESTBIN:=$KPGPUD_SRCDIR/build/test/tests}"
-export KPGPUD_SRCDIR KPGPUD_BIN KPGPUD_TESTBIN
+# KPGPUD_TOOLS: kubectl v1.35.2 and helm v4.1.4 (scripts/deps --install
+# puts them there), for tests where a newer client matters; the kubectl on
+# PATH (the 1.32 dispatcher) serves the others
+: "${KPGPUD_TOOLS:=$KPGPUD_SRCDIR/tools}"
+export KPGPUD_SRCDIR KPGPUD_BIN KPGPUD_TESTBIN KPGPUD_TOOLS
 # wait_for, stop_pids, tls_ca, tls_cert (shared with bench/lib.sh)
 . "$KPGPUD_SRCDIR/scripts/lib.sh"
 # Debian's python3, with the modules scripts/deps installs (python3-yaml,

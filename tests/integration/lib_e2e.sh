@@ -21,6 +21,10 @@ MIGSLICE=gpu-node-mig-gpu.nvidia.com-fx01
 MANAGED=app.kubernetes.io/managed-by=kpgpud
 export HOME=$T/home
 mkdir -p "$HOME"
+# the release the dev stack's simulator is: KPGPUD_K8S_VERSION (as
+# sim_start), unless KPGPUD_DEV_K8S_VERSION says otherwise
+: "${KPGPUD_DEV_K8S_VERSION:=${KPGPUD_K8S_VERSION:-}}"
+export KPGPUD_DEV_K8S_VERSION
 # the daemons' own uids must be able to enter the stack directory
 chmod 0711 "$T"
 
@@ -43,9 +47,11 @@ e2e_up() {
 		fail "dev stack up"
 		exit 1
 	fi
-	ok "dev stack up"
 	# shellcheck disable=SC1091
 	. "$E2E/env"
+	ok "dev stack up (Kubernetes $(kubectl get --raw /version 2>/dev/null |
+	    python3 -c 'import json, sys; print(json.load(sys.stdin)["gitVersion"])' \
+	    2>/dev/null))"
 }
 
 # e2e_finish: stop the stack, then look for sanitizer reports.

@@ -8,7 +8,7 @@ import random
 import time
 import uuid
 
-from . import checks, patch as patchmod, schema, selector
+from . import checks, fieldmanager, patch as patchmod, schema, selector
 from . import validation
 from .hooks import (AdmissionContext, ApiError, Caller,
                     err_already_exists, err_bad_request, err_conflict,
@@ -30,9 +30,15 @@ class Who(Caller):
 
     def __init__(self, user=INTERNAL_USER, role="internal", dry_run=False,
                  options=None, field_validation="Ignore", groups=None,
-                 uid=""):
+                 uid="", user_agent=""):
         super().__init__(user, role, dry_run, options, groups, uid)
         self.field_validation = field_validation
+        # managedFields: the User-Agent names the manager when no
+        # fieldManager is given; TRACK False (/sim/bulk) records none;
+        # APPLIED: a server-side apply already set them
+        self.user_agent = user_agent
+        self.track = True
+        self.applied = False
 
 
 class WatchEvent:
@@ -355,6 +361,9 @@ class Api:
         if "status" in res.subresources:
             body.pop("status", None)
         self._default(res, body)
+        if who.track and not who.applied:
+            fieldmanager.record_update(res, None, body, who, "",
+                                       body["apiVersion"])
         ctx = self._admission("CREATE", res, ns, name, body, None, who)
         self.hooks.run_mutating(ctx)
         who.warnings.extend(ctx.warnings)
@@ -463,6 +472,9 @@ class Api:
         new = self._merge_subresource(res, old, body, sub)
         self._keep_system_meta(new["metadata"], old["metadata"])
         self._default(res, new)
+        if who.track and not who.applied:
+            fieldmanager.record_update(res, old, new, who, sub,
+                                       body["apiVersion"])
         ctx = self._admission("UPDATE", res, ns, name, new, old, who, sub)
         self.hooks.run_mutating(ctx)
         who.warnings.extend(ctx.warnings)
@@ -580,6 +592,40 @@ class Api:
                 md["resourceVersion"] = cur.obj["metadata"]["resourceVersion"]
             return out
         return self._update_loop(res, ns, name, who, sub, make)
+
+    def do_apply(self, res, ns, name, config, who, sub="", force=False):
+        """Server-side apply (PATCH application/apply-patch+yaml): returns
+        (entry, created).  The manager is who.options["fieldManager"]."""
+        if not isinstance(config, dict):
+            raise err_bad_request("the object provided is unrecognized "
+                                  "(must be of type %s)" % res.kind)
+        md = config.get("metadata")
+        if md is not None and not isinstance(md, dict):
+            raise err_bad_request("metadata must be an object")
+        md = md or {}
+        if md.get("managedFields"):
+            raise err_bad_request("metadata.managedFields must be nil")
+        if md.get("name") and md["name"] != name:
+            raise err_bad_request("the name of the object (%s) does not "
+                                  "match the name on the URL (%s)" %
+                                  (md["name"], name))
+        manager = who.options["fieldManager"]
+        force = bool(force)
+        who.applied = True
+        if self.store.get(res, ns, name) is None and not sub:
+            body = fieldmanager.apply(res, None, config, manager, force)
+            body.setdefault("metadata", {})["name"] = name
+            try:
+                return self.do_create(res, ns, body, who), True
+            except ApiError as e:
+                if e.code != 409 or e.reason != "AlreadyExists":
+                    raise
+            # created meanwhile: apply to it
+
+        def make(cur):
+            return fieldmanager.apply(res, cur.copy(), config, manager,
+                                      force, sub)
+        return self._update_loop(res, ns, name, who, sub, make), False
 
     def _check_preconditions(self, res, name, obj, pre):
         """DeleteOptions.preconditions."""

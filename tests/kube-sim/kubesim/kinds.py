@@ -376,7 +376,8 @@ VALIDATING_ADMISSION_POLICY_BINDING = Kind(
 # MutatingAdmissionPolicy (KEP-3962): v1alpha1 since 1.32 and v1beta1
 # since 1.34, both off by default (runtime-config) and needing the gate,
 # which is off until 1.36; v1 from 1.36 with the gate on by default
-# (facts §1.1). Its spec checks and evaluation are the mapolicy plug-in's.
+# (apiserver kube_features.go, api-1.36 types.go, KEP-3962). Its spec
+# checks and evaluation are the mapolicy plug-in's.
 MAP_GATE = "MutatingAdmissionPolicy"
 MUTATING_ADMISSION_POLICY = Kind(
     "MutatingAdmissionPolicy", "mutatingadmissionpolicies", ADMISSION,

@@ -15,7 +15,7 @@ Upstream: staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/
 mutating/{dispatcher,reinvocationcontext,compilation}.go, .../mutating/
 patch/{smd,json_patch}.go, .../policy/generic/policy_dispatcher.go
 (PolicyError, the 403), pkg/admission/reinvocation.go and k8s.io/api
-admissionregistration/v1 types.go (facts §1).
+admissionregistration/v1 types.go (release-1.36) and KEP-3962.
 
 Errors.  Configuration errors (params) and evaluation errors of a
 (policy, binding, param) invocation are collected; under failurePolicy

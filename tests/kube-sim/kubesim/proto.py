@@ -69,6 +69,17 @@ BINDING = {1: ("metadata", META),
                                     4: ("namespace", "str")})),
            3: ("roleRef", {1: ("apiGroup", "str"), 2: ("kind", "str"),
                            3: ("name", "str")})}
+# Options typed clients send as protobuf with a DELETE (helm uninstall):
+# meta.k8s.io/v1 DeleteOptions.
+DELETE_OPTIONS = {1: ("gracePeriodSeconds", "int"),
+                  2: ("preconditions", {1: ("uid", "str"),
+                                        2: ("resourceVersion", "str")}),
+                  3: ("orphanDependents", "bool"),
+                  4: ("propagationPolicy", "str"),
+                  5: ("dryRun", ("rep", "str"))}
+OPTIONS = {"DeleteOptions": DELETE_OPTIONS}
+
+
 def _varint(buf, i):
     """Read a varint at i; returns (value, next index)."""
     shift = val = 0
@@ -167,7 +178,7 @@ def decode_object(body):
         env = {n: v for n, _, v in fields(body[len(MAGIC):])}
         tm = {n: bytes(v).decode() for n, _, v in fields(env.get(1, b""))}
         av, kind = tm.get(1, ""), tm.get(2, "")
-        schema = proto_message(kind)
+        schema = proto_message(kind) or OPTIONS.get(kind)
         if schema is None:
             raise err_bad_request("protobuf encoding of %s is not supported "
                                   "by the simulator; send JSON" % kind)

@@ -24,12 +24,13 @@ and table(x) are shorthands for the DRA code (drafeat, devicetaint,
 quota, fleet).
 
 The gate table (GATES) is kube-apiserver's / kube-scheduler's versioned
-feature specs for the releases served: the DRA rows of the facts file's
-gate table (k8s-1.36-1.37-facts.md §2.1: 1.35 from the 1.35
-pkg/features/kube_features.go, 1.36 and 1.37 from the versioned specs of
+feature specs for the releases served: the DRA gates (1.35 from
+kubernetes/kubernetes pkg/features/kube_features.go with the 1.35 specs,
+1.36 and 1.37 from the versioned specs of
 staging/src/k8s.io/kube-scheduler/pkg/features/kube_features.go, 1.37
-pre-release code) and MutatingAdmissionPolicy (§1.1: apiserver
-pkg/features/kube_features.go).  The 1.34 column comes from the history
+pre-release code, cross-checked with the KEPs' kep.yaml) and
+MutatingAdmissionPolicy (staging/src/k8s.io/apiserver/pkg/features/
+kube_features.go on release-1.36 and master, KEP-3962).  The 1.34 column comes from the history
 entries of the same versioned specs (the stage and default each gate had
 at 1.34).  A gate a release does not have is unknown there: setting it is
 refused as kube-apiserver refuses it, and gate() says False.
@@ -40,9 +41,9 @@ refused as kube-apiserver refuses it, and gate() says False.
 RELEASES = ("1.34", "1.35", "1.36", "1.37")
 NEWEST = RELEASES[-1]
 
-# /version of each release: the newest patch release the facts file names
-# (1.35.7 and 1.36.3 of 2026-07-22; 1.37.0 of 2026-08-26, §7), 1.34.0 as
-# before.  gitCommit, buildDate and goVersion are stand-ins.
+# /version of each release: the newest patch releases seen upstream
+# (1.35.7 and 1.36.3 of 2026-07-22; 1.37.0 of 2026-08-26, kubernetes/
+# sig-release), 1.34.0 as before.  gitCommit, buildDate and goVersion are stand-ins.
 _VERSION = {
     "1.34": ("v1.34.0", "2025-08-27T00:00:00Z", "go1.24.6"),
     "1.35": ("v1.35.7", "2026-07-22T00:00:00Z", "go1.25.7"),

@@ -581,7 +581,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                                 o.get("kind", ""))
                 ns = (o.get("metadata") or {}).get("namespace", "") \
                     if res.namespaced else ""
-                sim.api.do_create(res, ns, o, Who("admin", "admin"))
+                who = Who("admin", "admin")
+                who.track = False   # fixtures: no managedFields
+                sim.api.do_create(res, ns, o, who)
                 made += 1
             except ApiError as e:
                 if len(errors) < 20:
@@ -603,7 +605,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise err_bad_request("fieldValidation must be one of Strict, "
                                   "Warn, Ignore: %s" % fv)
         w = Who(self.user, self.role, dr, dict(self.q), fv,
-                getattr(self, "groups", None), getattr(self, "uid", ""))
+                getattr(self, "groups", None), getattr(self, "uid", ""),
+                self.headers.get("User-Agent", ""))
         self.warnings = w.warnings
         return w
 
@@ -611,6 +614,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         """An entry's JSON in the requested version (the versions of a
         kind served in several have the same fields here: only
         apiVersion changes)."""
+        if entry.res.builtin and len(r.res.versions) == 1:
+            return entry.full()
         want = r.res.api_version_for(r.version)
         if entry.obj.get("apiVersion") == want:
             return entry.full()
@@ -776,10 +781,61 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return {"kind": "Status", "apiVersion": "v1", "metadata": {},
                 "status": "Success", "details": d}
 
+    def _patch_options(self, apply):
+        """PatchOptions checks (ValidatePatchOptions): fieldManager is
+        required for apply, force only for apply."""
+        errs = []
+        force = self.q.get("force")
+        if apply and not self.q.get("fieldManager"):
+            errs.append("fieldManager: Required value: is required for "
+                        "apply patch")
+        if force is not None and not apply:
+            errs.append("force: Forbidden: may not be specified for "
+                        "non-apply patch")
+        if errs:
+            body = errs[0] if len(errs) == 1 else \
+                "[" + ", ".join(errs) + "]"
+            raise ApiError(422, "Invalid", 'PatchOptions.meta.k8s.io "" is '
+                           'invalid: ' + body, {"group": "meta.k8s.io",
+                                                "kind": "PatchOptions"})
+        return force in ("true", "1", "True")
+
+    def _apply_body(self):
+        """An apply configuration: JSON, or YAML (python3-yaml)."""
+        raw = self._read_body()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            try:
+                import yaml
+                body = yaml.safe_load(raw.decode("utf-8"))
+            except ImportError:
+                raise err_bad_request("the object provided is unrecognized")
+            except Exception as e:  # yaml.YAMLError, UnicodeDecodeError
+                raise err_bad_request("error decoding YAML: %s" % e)
+        if _depth(body) > MAX_DEPTH:
+            raise err_bad_request("the object provided is unrecognized: "
+                                  "exceeded max depth")
+        return body
+
+    def _do_apply(self, r):
+        """PATCH application/apply-patch+yaml: server-side apply (201 when
+        it created the object)."""
+        sim = self.server.sim
+        force = self._patch_options(True)
+        body = self._apply_body()
+        who = self._who()
+        entry, created = sim.api.do_apply(r.res, r.ns, r.name, body, who,
+                                          r.sub, force)
+        self.warnings = who.warnings
+        self.send_obj(201 if created else 200, self._render(r, entry))
+
     def _do_patch(self, r):
-        """PATCH with merge, JSON or strategic merge patch."""
+        """PATCH with merge, JSON or strategic merge patch, or apply."""
         sim = self.server.sim
         ctype = self.headers.get("Content-Type", "").split(";")[0].strip()
+        if ctype == "application/apply-patch+yaml":
+            return self._do_apply(r)
         ptype = PATCH_TYPES.get(ctype)
         if ptype is None:
             raise ApiError(415, "UnsupportedMediaType", "the body of the "
@@ -789,6 +845,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                            "apply-patch+yaml" + (
                                ", application/strategic-merge-patch+json"
                                if r.res.builtin else ""))
+        self._patch_options(False)
         body = self._json_body()
         who = self._who()
         entry = sim.api.do_patch(r.res, r.ns, r.name, body, ptype, who,

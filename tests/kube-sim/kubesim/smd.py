@@ -92,6 +92,9 @@ STRIPPED_META = frozenset((
     "selfLink", "managedFields"))
 
 
+_MISSING = object()
+
+
 class SmdError(Exception):
     """A value that does not fit its schema (duplicate keys, a key
     missing, a field not declared)."""
@@ -106,12 +109,28 @@ def _suffix(names, rules):
     return None
 
 
+_ATOMIC_RULES = tuple((p, True) for p in ATOMIC_MAPS)
+
+
 class TypeInfo:
     """The list and map types of one kind (built-in rules, or a CRD's
-    openAPIV3Schema of one version)."""
+    openAPIV3Schema of one version), memoised by field path."""
+
+    MEMO = 4096
 
     def __init__(self, openapi=None):
         self.openapi = openapi
+        self._memo = {}
+
+    def _cached(self, what, names, fn):
+        """fn(names), memoised (the paths of a kind repeat)."""
+        key = (what, names)
+        v = self._memo.get(key, _MISSING)
+        if v is _MISSING:
+            if len(self._memo) > self.MEMO:
+                self._memo.clear()
+            v = self._memo[key] = fn(names)
+        return v
 
     # -- CRD schemas
     def _node(self, names):
@@ -135,6 +154,17 @@ class TypeInfo:
 
     def list_type(self, names):
         """"atomic", "set" or ("map", keys) of the list at NAMES."""
+        return self._cached("l", names, self._list_type)
+
+    def map_atomic(self, names):
+        """True when the map or struct at NAMES is atomic."""
+        return self._cached("a", names, self._map_atomic)
+
+    def is_map(self, names):
+        """True when NAMES is a map (not a struct)."""
+        return self._cached("m", names, self._is_map)
+
+    def _list_type(self, names):
         if self.openapi is not None:
             node = self._node(names)
             if isinstance(node, dict):
@@ -150,16 +180,14 @@ class TypeInfo:
                 return "atomic"
         return _suffix(names, LIST_RULES) or "atomic"
 
-    def map_atomic(self, names):
-        """True when the map or struct at NAMES is atomic."""
+    def _map_atomic(self, names):
         if self.openapi is not None and names and names[0] != "metadata":
             node = self._node(names)
             return isinstance(node, dict) and node.get(
                 "x-kubernetes-map-type") == "atomic"
-        return _suffix(names, [(p, True) for p in ATOMIC_MAPS]) is True
+        return _suffix(names, _ATOMIC_RULES) is True
 
-    def is_map(self, names):
-        """True when NAMES is a map (not a struct)."""
+    def _is_map(self, names):
         if self.openapi is not None and names and names[0] != "metadata":
             node = self._node(names)
             return isinstance(node, dict) and "additionalProperties" in node \
@@ -328,10 +356,14 @@ def field_set(obj, ti, names=(), path=(), out=None, maps=False):
     return out
 
 
-def strip(paths, status_sub=False):
+def strip(paths, status="all"):
     """PATHS less what managedFields never track (apiVersion, kind, the
-    server's metadata); STATUS_SUB: keep only status."""
+    server's metadata); STATUS "only": keep only status (a write of the
+    status subresource), "drop": no status (the main resource of a kind
+    with a status subresource), "all": keep it."""
     out = set()
+    if not paths:
+        return out
     for p in paths:
         if not p or p[0] in STRIPPED:
             continue
@@ -340,7 +372,9 @@ def strip(paths, status_sub=False):
             continue
         if p == (("f", "metadata"),):
             continue
-        if (p[0] == ("f", "status")) != status_sub:
+        in_status = p[0] == ("f", "status")
+        if (status == "only" and not in_status) or \
+                (status == "drop" and in_status):
             continue
         out.add(p)
     return out
@@ -434,7 +468,9 @@ def get_path(obj, path, ti, names=()):
 def remove_paths(obj, paths, ti):
     """OBJ (changed in place) without the fields and list items PATHS
     name; a removed map-list item or leaf leaves its parent in place."""
-    for path in sorted(paths, key=len, reverse=True):
+    # list items before their fields (a removed item takes them along;
+    # a field removed first would leave the item without its key)
+    for path in sorted(paths, key=len):
         parent = get_path(obj, path[:-1], ti) if len(path) > 1 else obj
         names = tuple(pe[1] for pe in path[:-1] if pe[0] == "f")
         pe = path[-1]
@@ -564,6 +600,66 @@ def _decode_pe(text):
     except (ValueError, TypeError, AttributeError):
         return None
     return None
+
+
+def _created(v, ti, names):
+    """The fieldsV1 tree of a value that is new as a whole (what
+    fields_v1(strip(compare(None, obj))) gives for it, built in one
+    walk), or None when it records nothing."""
+    if isinstance(v, dict) and not (names and ti.map_atomic(names)):
+        kids = {}
+        for k in sorted(v):
+            t = _created(v[k], ti, names + (k,))
+            if t is not None:
+                kids["f:" + k] = t
+        if names and ti.is_map(names):
+            return dict({".": {}}, **kids) if kids else {}
+        return kids or None
+    if isinstance(v, list):
+        lt = ti.list_type(names)
+        if lt == "set":
+            return {"v:" + json.dumps(x, separators=(",", ":")): {}
+                    for x in v} or None
+        if lt != "atomic":
+            out = {}
+            for x in v:
+                if not isinstance(x, dict):
+                    raise SmdError("%s: element is not an object"
+                                   % _dotted(names))
+                key = {}
+                for k in sorted(lt[1]):
+                    if x.get(k) is not None:
+                        key[k] = x[k]
+                    elif k in KEY_DEFAULTS:
+                        key[k] = KEY_DEFAULTS[k]
+                    else:
+                        raise SmdError("%s: key %s missing" % (
+                            _dotted(names), k))
+                kids = _created(x, ti, names) or {}
+                out["k:" + json.dumps(key, separators=(",", ":"))] = \
+                    dict({".": {}}, **kids) if kids else {}
+            return {k: out[k] for k in sorted(out)} or None
+    return {}
+
+
+def created_fields_v1(obj, ti, status="all"):
+    """fieldsV1 of a whole new object for its creator's Update entry (the
+    fast path of a create: no other manager, nothing removed), with
+    strip()'s rules; None when it records nothing."""
+    top = {}
+    for k in sorted(obj):
+        if ("f", k) in STRIPPED:
+            continue
+        if (status == "only" and k != "status") or \
+                (status == "drop" and k == "status"):
+            continue
+        v = obj[k]
+        if k == "metadata" and isinstance(v, dict):
+            v = {m: x for m, x in v.items() if m not in STRIPPED_META}
+        t = _created(v, ti, (k,))
+        if t is not None:
+            top["f:" + k] = t
+    return top or None
 
 
 def fields_v1(paths):

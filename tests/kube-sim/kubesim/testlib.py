@@ -119,6 +119,16 @@ class T:
                        out)
 
 
+def tool(name):
+    """The path of a newer client in KPGPUD_TOOLS (default the tree's
+    tools/: kubectl v1.35.2, helm v4.1.4 from scripts/deps --install), or
+    None when it is not there."""
+    d = os.environ.get("KPGPUD_TOOLS") or os.path.join(
+        os.path.dirname(os.path.dirname(HERE)), "tools")
+    p = os.path.join(d, name)
+    return p if os.access(p, os.X_OK) else None
+
+
 def timeout_scale():
     """KPGPUD_TIMEOUT_SCALE (default 1): what every bound is multiplied by."""
     try:

@@ -619,7 +619,7 @@ def collect_params(comp, binding, ctx):
 
 class ParamInformers:
     """The policy sources' param informers, with kubernetes/kubernetes
-    #130887 / #133827 (facts §4) when BUG is on.
+    #130887 / #133827 (policy_source.go's refresh loop) when BUG is on.
 
     Every refresh tick (1 s, policyRefreshIntervalDefault) the kinds used
     as paramKind by a policy (Validating or Mutating) that has at least
