@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Benchmark, not a test: figures, no assertions. After `make` (release
 # build/bin) and `make VARIANT=test test-build` (for fake_sync), run
 #   bash bench/admit_calls.sh [callgrind|strace] [BIN] [REVIEWS]

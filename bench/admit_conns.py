@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Benchmark client, not a test (bench/admit_calls.sh runs it):
 #   admit_conns.py PORT REVIEW NCONN WARM N
 # opens NCONN TLS keep-alive connections, POSTs the REVIEW file WARM times

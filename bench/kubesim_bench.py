@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Simulator figures (not a test):
 
   1. watch events per second delivered to one watcher (HTTPS, chunked),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers of scripts/bench (sourced). A private temp dir $B, cleanup of
 # everything started here on exit, the stack pieces (simulator, sync,
 # admit, quota, nginx), wrk runs and result records.

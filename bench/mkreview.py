@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Write the benchmark AdmissionReviews into tests/fixtures/bench/.
 
     bench/mkreview.py [OUTDIR]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Records and the final report of scripts/bench.
 
     report.py rec FILE JSON [KEY=VALUE...]   append JSON + fields to FILE

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Load and latency probes against the API simulator, for scripts/bench.
 
     simload.py crd SIMDIR

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Benchmark, not a test: figures, no assertions. Run after
 # `make VARIANT=test test-build` with
 #   bash bench/sync_bench.sh [NAMESPACES]

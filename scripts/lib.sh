@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shell helpers shared by the integration tests (tests/integration/lib_base.sh)
 # and the benchmarks (bench/lib.sh); sourced, defines functions only.
 #   wait_for SECONDS CMD...	poll CMD every 50 ms until it succeeds; bounded

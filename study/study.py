@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """make study: runs the sharing-mode study and writes study/out/
 (report.md, PNG plots, every run as CSV).
 

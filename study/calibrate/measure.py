@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Measures what the sharing-mode study assumes, on one GPU or MIG device,
 with a small decoder-only transformer with random weights (nothing is
 downloaded), and writes the calibration file the study reads

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reads the calibration file study/calibrate/measure.py writes and turns
 its measurements into the model's parameters.
 

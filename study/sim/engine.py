@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The discrete-event core: a clock with an event heap and a stream of
 arrivals, model servers that batch their own calls continuously, and GPU
 partitions that share their time among the servers on them.

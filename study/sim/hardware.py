@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The GPU, its MIG profiles, the tenants' models and the cost of one
 serving step.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Parameters, the configurations of a tenant, and one run.
 
 Every number is a parameter with its source and status in params.toml

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Traffic: the Azure LLM inference traces 2023 replayed at their own
 time scale and split among tenants, and agent sessions (LLM calls separated
 by tool gaps) arriving as a Gamma renewal process.

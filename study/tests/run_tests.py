@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Runs every test_* function of study/tests/test_*.py and ends with the
 line "N passed, N failed"."""
 

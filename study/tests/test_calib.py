@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The calibration file (study/calibrate/measure.py writes it, sim/calib.py
 reads it): measurements synthesised from known parameters with the study's
 own step model come back as those parameters; malformed files are refused

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The serving engine reproduces queueing closed forms in the limits where
 it is a textbook queue (within 2 % over long runs), and its batching,
 KV-cache admission and GPU sharing behave as documented in sim/engine.py.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The trace loader reads the shipped Azure traces exactly and refuses
 malformed input; the parameter file gives every parameter a default, a
 status and a source; the MIG geometry gives a whole GPU at least the sum of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Steady admission load for scripts/faults (standard library only).
 
 Two generators, each a thread that keeps a fixed request rate and records

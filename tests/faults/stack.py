@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The dev stack (scripts/kpgpud-dev) as scripts/faults drives it.
 
 Stack.up() brings up the simulator and the three daemons, each under its

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers for the kpgpud-admit integration tests (sourced after lib_base.sh; not
 # a test itself, so not executable).
 #   admit_start NAME ARGS...		start kpgpud-admit, set NAME_URL, NAME_PID

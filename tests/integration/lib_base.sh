@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared helpers for shell integration tests. Source it first thing:
 #   . "$(dirname "$0")/../integration/lib_base.sh"
 # It makes a private temp dir ($T), removes it and kills what the test

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers of the end-to-end tests (sourced after lib_base.sh; not a test): the
 # whole dev stack (scripts/kpgpud-dev: simulator, kpgpud-sync, -quota and
 # -admit under their own uids when root, the webhook registered from

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers for the kpgpud-quota integration tests (sourced, not run). Needs
 # lib_base.sh and lib_sync.sh first (sync_start, api, crd_install, mk_ns ...).
 # Gives: quota_start, agent (create with any annotation), annotate, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers for the kpgpud-sync integration tests (sourced, not run).
 # Needs lib_base.sh first. Gives: sync_start/sync_stop, api (admin REST calls),
 # faults, stats, crd_install, and cmp_* that compare the cache file with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers of the simulator's shell tests; source after lib_base.sh. Each is a
 # command, so it also works under check and wait_for.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A tiny mutating admission webhook for the simulator's tests.
 
   testwebhook.py DIR [--san NAME]... [--sleep SECONDS]

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The red-team suite: a tenant with namespace edit rights attacks kpgpud.
 
   tests/redteam/redteam.py OUTDIR [--config NAME[,NAME...]] [--short]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A small HTTPS server for the unit tests of kube/kube.c.
 
 Usage: kube_testserver.py DIR

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Report file-local functions that borrow another module's prefix.
 
 A header owns a prefix when at least two of its function declarations

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Independent topology-isolation checker over the simulator's ground truth.
 
     check_isolation.py SIMDIR [--slices DIR]... [--tenant NS=LEVEL]...

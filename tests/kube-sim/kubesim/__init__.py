@@ -1,1 +1,2 @@
+# SPDX-License-Identifier: Apache-2.0
 """A local Kubernetes API server simulator (stdlib only)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """python3 -m kubesim DIR [options]: run the simulator in the foreground."""
 
 from .main import main

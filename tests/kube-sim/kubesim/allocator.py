@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Structured-parameters DRA allocation, as the scheduler's plugin does it.
 
 The pure part (Inventory, allocate_claim) takes ResourceSlices,

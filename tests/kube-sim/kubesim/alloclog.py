@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Ground truth of device allocation: every interval during which a
 ResourceClaim held devices, with its consumers, read with
 GET /sim/allocations (simctl DIR allocations).

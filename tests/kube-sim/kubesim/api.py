@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The write pipeline (create, update, patch, delete) shared by HTTP requests
 and internal callers, and the internal API documented in hooks.py."""
 

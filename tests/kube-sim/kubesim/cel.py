@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A small CEL parser and evaluator for DRA device selectors and
 ValidatingAdmissionPolicy expressions.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Kind-specific validation: Pods (resource claims), resource.k8s.io/v1,
 CRDs, webhook configurations and Events."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A small HTTPS client for a running simulator (used by simctl, bench.py
 and the Python tests): keep-alive requests and watch streams."""
 

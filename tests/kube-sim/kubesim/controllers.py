@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kube-controller-manager for the simulator: the resourceclaim
 controller, the namespace controller and the garbage collector, plus the
 helpers (event loop, Events, timestamps) the other part-2 modules share.

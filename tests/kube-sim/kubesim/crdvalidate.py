@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Validation of custom resources against their CRD's structural schema
 (type, required, enum, bounds, lengths), worded as apiextensions does."""
 

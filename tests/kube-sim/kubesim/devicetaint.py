@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kube-controller-manager's device-taint-eviction-controller.
 
 As kubernetes/kubernetes pkg/controller/devicetainteviction/

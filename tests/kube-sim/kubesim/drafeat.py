@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """resource.k8s.io fields of the DRA features that Kubernetes 1.36 and
 1.37 turn on (release.py gates): defaulting, validation with the
 apiserver's field paths and texts, and the strategies' dropDisabledFields

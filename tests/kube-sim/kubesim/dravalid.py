@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Create-time checks of resource.k8s.io/v1 objects that a default 1.34
 kube-apiserver makes beyond the shapes in checks.py:
 

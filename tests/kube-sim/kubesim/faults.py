@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fault injection: errors (random or counted), latency, pause, dropped
 watches, cut connections and forgotten history, set through
 POST /sim/faults."""

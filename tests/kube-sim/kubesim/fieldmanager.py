@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Field managers: metadata.managedFields and server-side apply, as
 k8s.io/apimachinery/pkg/util/managedfields (its internal fieldmanager,
 structuredmerge, managedfieldsupdater, conflict.go) and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A fleet of GPU nodes from the fixtures, published at start.
 
 `run DIR --set fleet=NAME` creates the ResourceSlices of

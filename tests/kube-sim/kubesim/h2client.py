@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A small single-threaded HTTP/2 client for the simulator's tests and
 bench (python3-h2): several streams on one TLS connection, request bodies
 sent within the server's windows, received data acknowledged, streams

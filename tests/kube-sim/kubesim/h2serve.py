@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """HTTP/2 (h2 over TLS, negotiated by ALPN) for the simulated API server.
 
 One connection thread owns the TLS socket: it reads frames, feeds them to

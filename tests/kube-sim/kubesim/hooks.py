@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Extension points of the Kubernetes API simulator (part 1 <-> part 2).
 
 The core server (part 1: server.py, store.py, api.py ...) knows nothing about

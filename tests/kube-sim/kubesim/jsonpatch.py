@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """RFC 6902 JSON Patch (with RFC 6901 JSON Pointer) over plain JSON values.
 
 apply(doc, ops) returns a new document and never modifies DOC; any

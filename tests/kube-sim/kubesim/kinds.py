@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The kinds the simulator serves, one descriptor (Kind) each.
 
 Everything the generic code (resources.py, api.py, server.py, tables.py,

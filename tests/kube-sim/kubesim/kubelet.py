@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A kubelet stand-in for every node of the ResourceSlice fixtures.
 
 A Pod bound to a node (spec.nodeName, set by the scheduler in allocator.py)

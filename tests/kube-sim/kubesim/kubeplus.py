@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A KubePlus stand-in: what KubePlus does to the cluster when an instance
 of one of its platform kinds is created (off unless --set kubeplus=on).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Start-up of the simulator: options, TLS material (openssl CLI), tokens,
 kubeconfigs, plug-ins and controllers, then serve until SIGTERM."""
 

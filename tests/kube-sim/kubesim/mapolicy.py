@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """MutatingAdmissionPolicy (admissionregistration.k8s.io: v1 from 1.36,
 v1beta1/v1alpha1 before with the gate and runtime-config), applied in the
 mutating stage of every CREATE and UPDATE as kube-apiserver's

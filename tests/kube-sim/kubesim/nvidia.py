@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The NVIDIA DRA driver's NodePrepareResources step (gpu.nvidia.com), as
 the kubelet stand-in (kubelet.py) calls it for an allocated claim.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PATCH bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902) and the
 subset of strategic merge patch that clients send for built-in types."""
 

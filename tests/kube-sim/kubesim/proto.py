@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Decoding of the Kubernetes protobuf encoding for the kinds typed clients
 (kubectl create namespace / quota / configmap / secret / serviceaccount /
 role / rolebinding / clusterrole / clusterrolebinding) send as protobuf:

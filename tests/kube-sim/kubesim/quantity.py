@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Kubernetes resource.Quantity: parse, compare, add, format.
 
 Values are held exactly as fractions.Fraction, so "1Gi" == "1024Mi" and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ResourceQuota for the simulator: the quota controller that keeps
 status.hard / status.used current, and the admission check that refuses
 a ResourceClaim over quota with the apiserver's 403 texts.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Kubernetes release the simulator behaves as: its number, the
 feature gates of that release with their upstream defaults, and which
 API group/versions it serves.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The resource types the simulator serves (the kinds of kinds.py in its
 release, plus those of registered CRDs), and the discovery and OpenAPI
 documents kubectl reads about them."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Known fields of the built-in types, for fieldValidation (unknown-field
 detection) and custom-resource pruning.
 

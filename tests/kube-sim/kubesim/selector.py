@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Label and field selectors as the API server parses and matches them."""
 
 import re

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The HTTPS front end: routing, authentication and authorization, lists,
 watches, tables, fault injection and request statistics."""
 

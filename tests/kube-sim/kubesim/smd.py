@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Structured merge (the part of sigs.k8s.io/structured-merge-diff the
 simulator needs): merging an apply configuration into an object by the
 list types of its schema, the field sets of managedFields, comparing two

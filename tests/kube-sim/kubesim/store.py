@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Object storage: one global resourceVersion counter, sorted keys per
 resource for paged lists, a bounded event history and watch fan-out."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Server-side printing: the meta.k8s.io/v1 Table kubectl get asks for."""
 
 import calendar

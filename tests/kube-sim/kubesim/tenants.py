@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tenant identities: service-account tokens bound to one namespace with
 the rights of the aggregated `edit` ClusterRole given by a RoleBinding in
 that namespace.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers for the simulator's own Python tests: a private simulator per
 test file, ok/fail/skip counting and the closing "N passed, N failed,
 N skipped" line."""

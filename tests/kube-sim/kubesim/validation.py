@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Defaulting and validation of the built-in types, with the real server's
 field paths and error texts (pkg/apis/*/validation)."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1), evaluated
 in the validating stage of every write as kube-apiserver's
 ValidatingAdmissionPolicy plug-in does.

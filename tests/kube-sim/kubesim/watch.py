@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The watch stream: chunked JSON events, bookmarks, timeouts, resume and
 410 Expired, as staging/apiserver/pkg/endpoints/handlers/watch.go."""
 

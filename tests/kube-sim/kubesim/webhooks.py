@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Mutating admission webhooks, called the way kube-apiserver calls them.
 
 Every MutatingWebhookConfiguration (sorted by name, webhooks in list
