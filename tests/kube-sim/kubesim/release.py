@@ -31,10 +31,11 @@ kubernetes/kubernetes pkg/features/kube_features.go with the 1.35 specs,
 staging/src/k8s.io/kube-scheduler/pkg/features/kube_features.go, 1.37
 pre-release code, cross-checked with the KEPs' kep.yaml) and
 MutatingAdmissionPolicy (staging/src/k8s.io/apiserver/pkg/features/
-kube_features.go on release-1.36 and master, KEP-3962).  The 1.34 column comes from the history
-entries of the same versioned specs (the stage and default each gate had
-at 1.34).  A gate a release does not have is unknown there: setting it is
-refused as kube-apiserver refuses it, and gate() says False.
+kube_features.go on release-1.36 and master, KEP-3962). The 1.34 column
+comes from the history entries of the same versioned specs (the stage and
+default each gate had at 1.34). A gate a release does not have is unknown
+there: setting it is refused as kube-apiserver refuses it, and gate() says
+False.
 """
 
 # The releases the simulator can be, oldest first; the default is the
@@ -44,7 +45,8 @@ NEWEST = RELEASES[-1]
 
 # /version of each release: the newest patch releases seen upstream
 # (1.35.7 and 1.36.3 of 2026-07-22; 1.37.0 of 2026-08-26, kubernetes/
-# sig-release), 1.34.0 as before.  gitCommit, buildDate and goVersion are stand-ins.
+# sig-release), 1.34.0 as before. gitCommit, buildDate and goVersion are
+# stand-ins.
 _VERSION = {
     "1.34": ("v1.34.0", "2025-08-27T00:00:00Z", "go1.24.6"),
     "1.35": ("v1.35.7", "2026-07-22T00:00:00Z", "go1.25.7"),
